@@ -1,0 +1,22 @@
+"""build_worker: builds each export the queue hands it. A failed record is reported back to SQS alone,
+so the rest of the batch is not redelivered."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+from bindery.exports import Exports, default_exports
+from bindery.observability import logger, metrics
+from bindery.worker import build_from_record
+
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
+    service = exports or default_exports()
+    return process_partial_response(
+        event=event, record_handler=lambda record: build_from_record(service, record), processor=processor,
+        context=context,
+    )

@@ -1,0 +1,15 @@
+"""poll: a caller's reads. GET /books/{bookId}, GET .../exports, GET .../exports/{exportId}. Never writes."""
+
+from typing import Any
+
+from aws_lambda_powertools.logging import correlation_paths
+
+from bindery.api import reads
+from bindery.exports import Exports, default_exports
+from bindery.observability import logger
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
+    reads.append_context(exports=exports or default_exports())
+    return reads.resolve(event, context)

@@ -1,0 +1,15 @@
+"""stale_sweep (scheduled): end the builds nobody is coming back for."""
+
+from typing import Any
+
+from bindery.exports import Exports, default_exports
+from bindery.observability import logger, metrics
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
+    swept = (exports or default_exports()).fail_stale_exports()
+    result = {"failed": swept.done, "refused": swept.refused, "errors": swept.failed}
+    logger.info("stale sweep done", extra=result)
+    return result

@@ -1,0 +1,182 @@
+"""The HTTP API: routes, the caller, bodies, and the one place domain errors become HTTP answers.
+
+Two resolvers, one per function, so that the poll function's code and role hold no write:
+`writes` (submit) and `reads` (poll). The caller is the JWT's `sub` that API Gateway's authorizer
+verified, never a header or a body field.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+
+from bindery import errors
+from bindery.exports import RETRY_AFTER_PENDING, Exports
+from bindery.observability import logger
+from bindery.storage import Book, Chapter, StorageError
+
+JSON = "application/json"
+# A request for an export is a few dozen bytes; anything near this is not one.
+SMALL_BODY_LIMIT = 16 * 1024
+# The manuscript limit plus room for JSON escaping of a manuscript at the limit.
+BOOK_BODY_OVERHEAD = 1024 * 1024
+
+STATUS: dict[type[errors.BinderyError], int] = {
+    errors.BadRequest: 400,
+    errors.Unauthorized: 401,
+    errors.NotFound: 404,
+    errors.PayloadTooLarge: 413,
+    errors.Unprocessable: 422,
+    errors.TooManyLiveExports: 429,
+}
+
+writes = APIGatewayHttpResolver()
+reads = APIGatewayHttpResolver()
+
+
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        status_code=status,
+        content_type=JSON,
+        body=json.dumps(body, ensure_ascii=False, separators=(",", ":")),
+        headers=headers,
+    )
+
+
+def _error_body(code: str, message: str, **details: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **details}}
+
+
+def _register_error_handlers(app: APIGatewayHttpResolver) -> None:
+    @app.exception_handler(errors.BinderyError)
+    def refusal(exc: errors.BinderyError) -> Response:
+        details = dict(exc.details)
+        headers = {}
+        retry_after = details.pop("retry_after", None)
+        if retry_after is not None:
+            headers["Retry-After"] = str(retry_after)
+        return _json(STATUS[type(exc)], _error_body(exc.code, exc.message, **details), headers)
+
+    @app.exception_handler(StorageError)
+    def unavailable(exc: StorageError) -> Response:
+        logger.exception("storage unavailable")
+        return _json(503, _error_body("unavailable", "storage is busy; try again shortly"), {"Retry-After": "1"})
+
+    @app.not_found
+    def no_route(exc: Exception) -> Response:
+        # The same body a missing book gets: an unknown path tells a prober nothing more.
+        return _json(404, _error_body("not_found", "no such book or export"))
+
+
+_register_error_handlers(writes)
+_register_error_handlers(reads)
+
+
+def _caller(app: APIGatewayHttpResolver) -> str:
+    authorizer = app.current_event.request_context.authorizer
+    claims = (authorizer.jwt_claim if authorizer is not None else None) or {}
+    sub = claims.get("sub")
+    if not isinstance(sub, str) or not sub:
+        raise errors.Unauthorized("a valid bearer token is required", code="unauthorized")
+    return sub
+
+
+def _exports(app: APIGatewayHttpResolver) -> Exports:
+    exports: Exports = app.context["exports"]
+    return exports
+
+
+def _body(app: APIGatewayHttpResolver, limit: int, fields: dict[str, type]) -> dict[str, Any]:
+    """The JSON object body, with exactly the named fields of the named types. Anything else is a 4xx
+    that names the problem, raised before anything is written."""
+    raw = app.current_event.decoded_body or ""
+    if len(raw.encode("utf-8")) > limit:
+        raise errors.PayloadTooLarge(f"request body is over {limit} bytes", code="body_too_large")
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise errors.BadRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise errors.BadRequest("request body must be a JSON object", code="invalid_json")
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise errors.BadRequest(f"unknown field(s): {', '.join(unknown)[:200]}", code="unknown_field")
+    for name, kind in fields.items():
+        if name not in data:
+            raise errors.BadRequest(f"missing field: {name}", code="missing_field")
+        if kind is str and not isinstance(data[name], str):
+            raise errors.BadRequest(f"field {name} must be a string", code="invalid_field")
+    return data
+
+
+def _book_view(book: Book, chapters: list[Chapter]) -> dict[str, Any]:
+    from bindery.exports import iso
+
+    return {
+        "id": book.id,
+        "title": book.title,
+        "revision": book.revision,
+        "created_at": iso(book.created_at),
+        "updated_at": iso(book.updated_at),
+        "chapters": [{"ordinal": c.ordinal, "title": c.title, "size_bytes": c.size_bytes} for c in chapters],
+    }
+
+
+# ---- writes (the submit function) ----------------------------------------------------------------
+
+
+@writes.post("/books")
+def create_book() -> Response:
+    caller = _caller(writes)
+    exports = _exports(writes)
+    limit = exports.settings.max_manuscript_bytes + BOOK_BODY_OVERHEAD
+    body = _body(writes, limit, {"title": str, "manuscript": str})
+    book, chapters = exports.create_book(caller, body["title"], body["manuscript"])
+    return _json(201, _book_view(book, chapters), {"Location": f"/books/{book.id}"})
+
+
+@writes.post("/books/<book_id>/exports")
+def create_export(book_id: str) -> Response:
+    caller = _caller(writes)
+    body = _body(writes, SMALL_BODY_LIMIT, {"format": object})
+    key = writes.current_event.headers.get("idempotency-key")
+    view, created = _exports(writes).submit(caller, book_id, body["format"], key)
+    headers = {"Location": f"/books/{book_id}/exports/{view['id']}", "Retry-After": str(RETRY_AFTER_PENDING)}
+    if not created:
+        headers["Idempotent-Replayed"] = "true"
+    return _json(202, view, headers)
+
+
+@writes.delete("/books/<book_id>/exports/<export_id>")
+def cancel_export(book_id: str, export_id: str) -> Response:
+    caller = _caller(writes)
+    _exports(writes).cancel(caller, book_id, export_id)
+    return Response(status_code=204, body="")
+
+
+# ---- reads (the poll function) -------------------------------------------------------------------
+
+
+@reads.get("/books/<book_id>")
+def get_book(book_id: str) -> Response:
+    caller = _caller(reads)
+    book, chapters = _exports(reads).get_book(caller, book_id)
+    return _json(200, _book_view(book, chapters))
+
+
+@reads.get("/books/<book_id>/exports")
+def list_exports(book_id: str) -> Response:
+    caller = _caller(reads)
+    params = reads.current_event.query_string_parameters or {}
+    page = _exports(reads).list(caller, book_id, params.get("limit"), params.get("cursor"))
+    return _json(200, page)
+
+
+@reads.get("/books/<book_id>/exports/<export_id>")
+def get_export(book_id: str, export_id: str) -> Response:
+    caller = _caller(reads)
+    view = _exports(reads).read(caller, book_id, export_id)
+    headers = {"Retry-After": str(RETRY_AFTER_PENDING)} if view["state"] == "pending" else None
+    return _json(200, view, headers)

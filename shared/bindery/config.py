@@ -1,0 +1,74 @@
+"""Typed configuration, read once from the environment.
+
+The domain never calls ``os.environ``: it is handed a :class:`Settings`. Endpoints are not settings of
+ours. boto3 and botocore already honour ``AWS_ENDPOINT_URL`` and ``AWS_ENDPOINT_URL_<SERVICE>``, which is
+what points the same handlers at moto's server, DynamoDB Local or AWS.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from functools import lru_cache
+
+
+class ConfigError(ValueError):
+    """A setting is present but unusable; the message names it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    table: str = "bindery"
+    bucket: str = "bindery-artifacts"
+    queue_url: str = ""
+    region: str = "us-east-1"
+    # The build worker's Lambda timeout. A lease outlives it by `lease_margin_seconds`, so a lease that
+    # has run out belongs to a process the platform has already killed.
+    worker_timeout_seconds: int = 300
+    lease_margin_seconds: int = 30
+    # How long after a lease runs out a redelivered message still gets to claim the retry before the
+    # stale sweep calls the build lost. It covers the queue's visibility timeout slack.
+    retry_grace_seconds: int = 120
+    max_attempts: int = 3
+    link_ttl_seconds: int = 86_400
+    presign_max_seconds: int = 900
+    queue_grace_seconds: int = 1_800
+    max_live_exports: int = 10
+    idempotency_ttl_seconds: int = 86_400
+    ended_retention_seconds: int = 30 * 86_400
+    sweep_batch: int = 100
+    max_manuscript_bytes: int = 5 * 1024 * 1024
+
+    @property
+    def lease_seconds(self) -> int:
+        return self.worker_timeout_seconds + self.lease_margin_seconds
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        values: dict[str, object] = {}
+        for f in fields(cls):
+            name = "BINDERY_" + f.name.upper()
+            raw = env.get(name)
+            if f.name == "region":
+                raw = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+            if raw is None or raw == "":
+                continue
+            if f.type == "int":
+                try:
+                    number = int(raw)
+                except ValueError:
+                    raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+                if number < 1:
+                    raise ConfigError(f"{name} must be at least 1, got {number}")
+                values[f.name] = number
+            else:
+                values[f.name] = raw
+        return cls(**values)  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=1)
+def settings() -> Settings:
+    """The process's settings, read on first use rather than at import."""
+    return Settings.from_env()

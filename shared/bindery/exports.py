@@ -1,0 +1,436 @@
+"""The export lifecycle: what each entry point asks of storage, and what it tells the caller.
+
+    pending --finish--> ready --expire / cancel--> expired
+       |--fail / sweep--> failed
+       `--cancel-------> cancelled
+
+Every arrow is one conditional write in `bindery.storage`; this module decides which arrow to try and
+turns the outcome into an answer. It holds no AWS call of its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from bindery import engine, errors
+from bindery.books import cut_chapters
+from bindery.config import Settings, settings
+from bindery.objects import Objects, artifact_key, chapter_key
+from bindery.observability import logger, metrics, state_change
+from bindery.states import FailureCode, Queue, State
+from bindery.storage import (
+    Accepted,
+    Book,
+    Chapter,
+    Claimed,
+    Export,
+    KeyReused,
+    NotFound,
+    OverCap,
+    Replayed,
+    StorageError,
+    Store,
+)
+
+Clock = Callable[[], float]
+
+_ID = re.compile(r"^[0-9a-z]{8,40}$")
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+MAX_TITLE = 500
+PAGE_DEFAULT, PAGE_MAX = 20, 100
+RETRY_AFTER_PENDING = 2
+RETRY_AFTER_OVER_CAP = 30
+
+
+def iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_id(now: float) -> str:
+    """Time-ordered, so a book's exports list newest first by key alone: 11 hex digits of milliseconds,
+    then 10 random ones."""
+    return f"{int(now * 1000):011x}{secrets.token_hex(5)}"
+
+
+def valid_id(value: str) -> bool:
+    return bool(_ID.match(value))
+
+
+def download_name(title: str, extension: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", title).strip("-.")[:80] or "book"
+    return f"{stem}.{extension}"
+
+
+class RetryLater(Exception):
+    """The build could not run now for a reason that may pass (a lease held, S3 throttling)."""
+
+
+@dataclass(frozen=True)
+class SweepCounts:
+    done: int = 0
+    refused: int = 0
+    failed: int = 0
+
+
+class Exports:
+    """The service behind every handler. Collaborators are injected; the defaults build real ones."""
+
+    def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Clock = time.time):
+        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Exports:
+        return cls(settings, Store(settings), Objects(settings))
+
+    # ---- books -----------------------------------------------------------------------------------
+
+    def create_book(self, caller: str, title: str, manuscript: str) -> tuple[Book, list[Chapter]]:
+        if not title.strip() or len(title) > MAX_TITLE:
+            raise errors.BadRequest(f"title must be 1 to {MAX_TITLE} characters", code="invalid_title")
+        if len(manuscript.encode("utf-8")) > self.settings.max_manuscript_bytes:
+            raise errors.PayloadTooLarge(
+                f"manuscript is over {self.settings.max_manuscript_bytes} bytes", code="manuscript_too_large"
+            )
+        now = self.clock()
+        book_id = secrets.token_hex(10)
+        revision = 1
+        chapters = []
+        for ordinal, section in enumerate(cut_chapters(manuscript), start=1):
+            key = chapter_key(book_id, revision, ordinal)
+            size = self.objects.put_text(key, section.text)
+            chapters.append(Chapter(ordinal=ordinal, title=section.title, key=key, size_bytes=size))
+        book = Book(
+            id=book_id,
+            owner=caller,
+            title=title.strip(),
+            revision=revision,
+            chapter_count=len(chapters),
+            created_at=now,
+            updated_at=now,
+        )
+        self.store.create_book(book, chapters)
+        logger.info("book created", extra={"book_id": book_id, "chapters": len(chapters)})
+        return book, chapters
+
+    def get_book(self, caller: str, book_id: str) -> tuple[Book, list[Chapter]]:
+        book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
+        if book is None:
+            raise _not_found()
+        return book, self.store.read_chapters(book_id, book.revision)
+
+    # ---- submit ----------------------------------------------------------------------------------
+
+    def submit(self, caller: str, book_id: str, fmt: Any, idempotency_key: str | None) -> tuple[dict[str, Any], bool]:
+        """Accept an export. Returns its view and whether this call created it (False for a replay)."""
+        if not isinstance(fmt, str):
+            raise errors.BadRequest("format must be a string", code="invalid_format", known=sorted(engine.FORMATS))
+        if fmt not in engine.FORMATS:
+            raise errors.Unprocessable(
+                f"unknown format {fmt[:40]!r}; known formats: {', '.join(sorted(engine.FORMATS))}",
+                code="unknown_format",
+                known=sorted(engine.FORMATS),
+            )
+        if idempotency_key is not None and not _IDEMPOTENCY_KEY.match(idempotency_key):
+            raise errors.BadRequest(
+                "Idempotency-Key must be 1 to 255 printable ASCII characters", code="invalid_idempotency_key"
+            )
+        if not valid_id(book_id):
+            raise _not_found()
+        now = self.clock()
+        export = Export(
+            id=new_id(now),
+            book_id=book_id,
+            format=fmt,
+            state=State.PENDING,
+            requested_at=now,
+            counted_against=caller,
+        )
+        view = self.view(export, book=None, now=now)
+        idempotency = None
+        if idempotency_key is not None:
+            digest = hashlib.sha256(f"{caller}\n{idempotency_key}".encode()).hexdigest()
+            request_hash = hashlib.sha256(json.dumps(["POST /exports", book_id, fmt]).encode()).hexdigest()
+            idempotency = (digest, request_hash, view)
+        outcome = self.store.submit_export(export, caller=caller, now=now, idempotency=idempotency)
+        match outcome:
+            case Accepted():
+                metrics.add_metric(name="ExportsRequested", unit="Count", value=1)
+                state_change(export.id, book_id, "export requested", format=fmt)
+                return view, True
+            case Replayed(response=response):
+                return response, False
+            case KeyReused():
+                raise errors.Unprocessable(
+                    "this Idempotency-Key was used for a different request", code="idempotency_key_reused"
+                )
+            case OverCap(live_ids=live):
+                raise errors.TooManyLiveExports(
+                    f"you have {len(live)} exports in progress, the most allowed at once; "
+                    "wait for one to finish or cancel one",
+                    live_exports=list(live),
+                    retry_after=RETRY_AFTER_OVER_CAP,
+                )
+            case NotFound():
+                raise _not_found()
+        raise AssertionError(outcome)
+
+    # ---- caller reads ----------------------------------------------------------------------------
+
+    def read(self, caller: str, book_id: str, export_id: str) -> dict[str, Any]:
+        """The poll. It reads, presigns, and writes nothing: not even a lease bump."""
+        found = None
+        if valid_id(book_id) and valid_id(export_id):
+            found = self.store.read_export_for_owner(book_id, export_id, caller, self.clock())
+        if found is None:
+            raise _not_found()
+        export, book = found
+        return self.view(export, book=book, now=self.clock())
+
+    def list(self, caller: str, book_id: str, limit: Any, cursor: str | None) -> dict[str, Any]:
+        try:
+            size = PAGE_DEFAULT if limit is None else int(limit)
+        except ValueError:
+            size = 0
+        if not 1 <= size <= PAGE_MAX:
+            raise errors.BadRequest(f"limit must be a whole number from 1 to {PAGE_MAX}", code="invalid_limit")
+        start_after = _decode_cursor(cursor) if cursor is not None else None
+        book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
+        if book is None:
+            raise _not_found()
+        now = self.clock()
+        page, next_after = self.store.list_exports(book_id, limit=size, start_after=start_after, now=now)
+        return {
+            "exports": [self.view(e, book=book, now=now) for e in page],
+            "next_cursor": _encode_cursor(next_after) if next_after else None,
+        }
+
+    def view(self, export: Export, *, book: Book | None, now: float) -> dict[str, Any]:
+        """The export as a caller sees it. A link past its promise reads as expired, whether or not the GC
+        has got to it, and a download URL is minted fresh on every read and never stored."""
+        state = export.state
+        if state == State.READY and export.expires_at is not None and now >= export.expires_at:
+            state = State.EXPIRED
+        body: dict[str, Any] = {
+            "id": export.id,
+            "book_id": export.book_id,
+            "format": export.format,
+            "state": state.value,
+            "requested_at": iso(export.requested_at),
+            "started_at": iso(export.started_at),
+            "finished_at": iso(export.finished_at),
+            "expires_at": iso(export.expires_at),
+            "attempt": export.attempt,
+            "size_bytes": export.size_bytes,
+            "complete": export.complete,
+            "failure_code": export.failure_code,
+            "built_revision": export.built_revision,
+            "download_url": None,
+            "download_expires_at": None,
+        }
+        if book is not None:
+            body["book_revision"] = book.revision
+        if state == State.READY and export.path and export.expires_at is not None and book is not None:
+            # Valid until min(expires_at, now + 15 min), never later; whole seconds, rounded down.
+            until = min(export.expires_at, now + self.settings.presign_max_seconds)
+            seconds = int(until - now)
+            if seconds >= 1:
+                ext = engine.extension_for(export.format)
+                body["download_url"] = self.objects.presign_download(
+                    export.path,
+                    download_name(book.title, ext),
+                    engine.renderer_for(export.format).content_type,
+                    seconds,
+                )
+                body["download_expires_at"] = iso(now + seconds)
+        return body
+
+    # ---- cancel ----------------------------------------------------------------------------------
+
+    def cancel(self, caller: str, book_id: str, export_id: str) -> str:
+        if not (valid_id(book_id) and valid_id(export_id)):
+            raise _not_found()
+        outcome = self.store.cancel_export(book_id, export_id, caller, self.clock())
+        if isinstance(outcome, NotFound):
+            raise _not_found()
+        if outcome != "ended":
+            state_change(export_id, book_id, f"export {outcome}")
+        return outcome
+
+    # ---- the build worker ------------------------------------------------------------------------
+
+    def build(self, book_id: str, export_id: str) -> str:
+        """Claim the export, build it into S3, and finish it. Returns what happened, in one word.
+
+        Raises RetryLater when the message should come back: another attempt holds a live lease (it may
+        yet die), or AWS failed under us. Anything the engine raises fails the export instead, because
+        building it again would raise again.
+        """
+        now = self.clock()
+        claim = secrets.token_hex(8)
+        path = artifact_key(book_id, export_id, claim)
+        outcome = self.store.claim_build(book_id, export_id, path, now)
+        if not isinstance(outcome, Claimed):
+            if outcome.reason == "held":
+                raise RetryLater("another attempt holds the lease")
+            return f"refused:{outcome.reason}"
+        export = outcome.export
+        state_change(export.id, book_id, "export claimed", attempt=export.attempt)
+
+        book = self.store.read_book(book_id)
+        if book is None:
+            return self._fail(export, FailureCode.BOOK_NOT_FOUND)
+        chapters = self.store.read_chapters(book_id, book.revision)
+        if not chapters:
+            # A book with nothing cut has nothing to build from: never send it to the engine.
+            return self._fail(export, FailureCode.EMPTY_BOOK)
+
+        renderer = engine.renderer_for(export.format)
+        source = engine.Source(book.title, tuple(c.title for c in chapters))
+        writer = self.objects.writer(path, renderer.content_type)
+        try:
+            renderer.render(source, self._chapter_texts(chapters), writer)
+            size = writer.commit()
+        except (StorageError, _AwsError, BotoCoreError, ClientError) as exc:
+            writer.abort()
+            self.store.release_claim(export, self.clock())
+            raise RetryLater(f"storage failed during the build: {exc}") from exc
+        except Exception:
+            writer.abort()
+            logger.exception("engine failed", extra={"export_id": export.id})
+            return self._fail(export, FailureCode.RENDER_FAILED)
+
+        finished = self.store.finish_export(
+            export, path=path, size_bytes=size, complete=True, built_revision=book.revision, now=self.clock()
+        )
+        if not finished:
+            # The row was ended meanwhile (cancelled, or swept): no row will publish these bytes, so this
+            # attempt removes what it wrote rather than leave it for reconciliation.
+            self.objects.delete([path])
+            state_change(export.id, book_id, "finish refused; artifact removed", attempt=export.attempt)
+            return "finish_refused"
+        metrics.add_metric(name="ExportsReady", unit="Count", value=1)
+        metrics.add_metric(name="ArtifactBytes", unit="Bytes", value=size)
+        state_change(export.id, book_id, "export ready", size_bytes=size, attempt=export.attempt)
+        return "ready"
+
+    def _chapter_texts(self, chapters: list[Chapter]) -> Iterator[tuple[int, str, str]]:
+        for chapter in chapters:
+            try:
+                text = self.objects.read_text(chapter.key)
+            except Exception as exc:
+                raise _AwsError(str(exc)) from exc
+            yield chapter.ordinal, chapter.title, text
+
+    def _fail(self, export: Export, code: FailureCode) -> str:
+        if self.store.fail_export(export, code, self.clock()):
+            metrics.add_metric(name=f"ExportsFailed_{code.value}", unit="Count", value=1)
+            state_change(export.id, export.book_id, "export failed", failure_code=code.value)
+            return f"failed:{code.value}"
+        return "fail_refused"
+
+    # ---- the sweeps ------------------------------------------------------------------------------
+
+    def _sweep(self, queue: Queue, act: Callable[[Any, float], bool]) -> SweepCounts:
+        """Work `queue` until no due row is left or a round makes no progress (every candidate refused or
+        failing). Each round re-reads the index, so batch size + 1 due rows all get done."""
+        done = refused = failed = 0
+        batch = self.settings.sweep_batch
+        while True:
+            now = self.clock()
+            candidates = self.store.due(queue, now, batch)
+            progress = 0
+            for due in candidates:
+                try:
+                    if act(due, now):
+                        done += 1
+                        progress += 1
+                    else:
+                        refused += 1
+                except Exception:
+                    failed += 1
+                    logger.exception("sweep step failed", extra={"export_id": due.export_id, "queue": queue.value})
+            if len(candidates) < batch or progress == 0:
+                return SweepCounts(done, refused, failed)
+
+    def expire_lapsed_links(self) -> SweepCounts:
+        def expire(due: Any, now: float) -> bool:
+            ok = self.store.expire_link(due, now)
+            if ok:
+                state_change(due.export_id, due.book_id, "link expired")
+            return ok
+
+        counts = self._sweep(Queue.EXPIRE, expire)
+        metrics.add_metric(name="LinksExpired", unit="Count", value=counts.done)
+        return counts
+
+    def unlink_ended_artifacts(self) -> SweepCounts:
+        """Delete the bytes, then forget the path, in that order: a failed delete leaves the row in the
+        unlink queue, and the next run tries again."""
+
+        def unlink(due: Any, now: float) -> bool:
+            self.objects.delete(due.paths)
+            ok = self.store.forget_paths(due, now)
+            if ok:
+                state_change(due.export_id, due.book_id, "artifact unlinked", keys=len(due.paths))
+            return ok
+
+        counts = self._sweep(Queue.UNLINK, unlink)
+        metrics.add_metric(name="UnlinksDone", unit="Count", value=counts.done)
+        metrics.add_metric(name="UnlinksFailed", unit="Count", value=counts.failed)
+        return counts
+
+    def fail_stale_exports(self) -> SweepCounts:
+        def fail(due: Any, now: float) -> bool:
+            code = self.store.fail_stale(due, now)
+            if code is not None:
+                metrics.add_metric(name=f"StaleSwept_{code.value}", unit="Count", value=1)
+                state_change(due.export_id, due.book_id, "export failed", failure_code=code.value)
+            return code is not None
+
+        return self._sweep(Queue.STALE, fail)
+
+
+class _AwsError(Exception):
+    """S3 failed while the engine was reading chapters: a reason to retry, not to fail the export."""
+
+
+def _not_found() -> errors.NotFound:
+    # One body for missing and for someone else's: the answer must not tell them apart.
+    return errors.NotFound("no such book or export", code="not_found")
+
+
+def _encode_cursor(export_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"after": export_id}).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> str:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        after = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))["after"]
+    except (ValueError, KeyError, TypeError, UnicodeError, binascii.Error):
+        after = None
+    if not isinstance(after, str) or not valid_id(after):
+        raise errors.BadRequest("cursor is not one this API issued", code="invalid_cursor")
+    return after
+
+
+
+@lru_cache(maxsize=1)
+def default_exports() -> Exports:
+    """The process's service, built on first use. Building it makes no AWS call."""
+    return Exports.from_settings(settings())

@@ -1,0 +1,171 @@
+"""The bucket: chapter text under each book's prefix, artifacts under a prefix of their own.
+
+    books/<book>/<revision>/<ordinal>.md     chapter text (the seed's `workdir`)
+    artifacts/<book>/<export>/<claim>        one attempt's artifact; the claim token fences attempts apart
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from typing import Any
+
+from bindery.config import Settings
+
+ARTIFACT_PREFIX = "artifacts/"
+BOOK_PREFIX = "books/"
+# S3's multipart floor is 5 MiB a part; 8 MiB keeps a 200 MB artifact well inside 10,000 parts.
+PART_BYTES = 8 * 1024 * 1024
+
+
+def chapter_key(book_id: str, revision: int, ordinal: int) -> str:
+    return f"{BOOK_PREFIX}{book_id}/{revision:08d}/{ordinal:06d}.md"
+
+
+def artifact_key(book_id: str, export_id: str, claim: str) -> str:
+    return f"{ARTIFACT_PREFIX}{book_id}/{export_id}/{claim}"
+
+
+class Objects:
+    """S3 through one lazily built client."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import boto3  # imported here: a handler that never touches S3 never pays for it
+
+            self._client = boto3.client("s3", region_name=self.settings.region)
+        return self._client
+
+    def put_text(self, key: str, text: str) -> int:
+        body = text.encode("utf-8")
+        self.client.put_object(
+            Bucket=self.settings.bucket, Key=key, Body=body, ContentType="text/markdown; charset=utf-8"
+        )
+        return len(body)
+
+    def read_text(self, key: str) -> str:
+        response = self.client.get_object(Bucket=self.settings.bucket, Key=key)
+        return str(response["Body"].read().decode("utf-8"))
+
+    def writer(self, key: str, content_type: str) -> ArtifactWriter:
+        return ArtifactWriter(self.client, self.settings.bucket, key, content_type)
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """Remove keys. One call for the usual single key, one DeleteObjects for several.
+
+        A key that is already gone counts as removed: S3 answers a delete of a missing key with success,
+        which is what makes the GC's unlink safe to retry.
+        """
+        keys = sorted(keys)
+        if not keys:
+            return
+        if len(keys) == 1:
+            self.client.delete_object(Bucket=self.settings.bucket, Key=keys[0])
+            return
+        response = self.client.delete_objects(
+            Bucket=self.settings.bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
+        )
+        errors = response.get("Errors") or []
+        if errors:
+            raise OSError(f"S3 refused to delete {len(errors)} key(s): {errors[0].get('Code')}")
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.settings.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
+
+    def keys(self, prefix: str) -> list[str]:
+        found: list[str] = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.settings.bucket, Prefix=prefix
+        ):
+            found.extend(obj["Key"] for obj in page.get("Contents", []))
+        return found
+
+    def presign_download(self, key: str, filename: str, content_type: str, expires_in: int) -> str:
+        """A GET URL valid for `expires_in` seconds that downloads as `filename`. Never stored."""
+        quoted = filename.replace("\\", "_").replace('"', "_")
+        return str(
+            self.client.generate_presigned_url(
+                "get_object",
+                Params={
+                    "Bucket": self.settings.bucket,
+                    "Key": key,
+                    "ResponseContentDisposition": f'attachment; filename="{quoted}"',
+                    "ResponseContentType": content_type,
+                },
+                ExpiresIn=expires_in,
+            )
+        )
+
+
+class ArtifactWriter(io.RawIOBase):
+    """A write-only stream into S3 whose memory stays at one part, whatever the artifact's size.
+
+    An artifact smaller than one part goes up as a single PutObject; a larger one as a multipart upload
+    sized to it. On any error the multipart upload is aborted, so no half upload is left behind.
+    """
+
+    def __init__(self, client: Any, bucket: str, key: str, content_type: str):
+        super().__init__()
+        self._client, self._bucket, self.key, self._type = client, bucket, key, content_type
+        self._buffer = bytearray()
+        self._upload_id: str | None = None
+        self._parts: list[dict[str, Any]] = []
+        self.size_bytes = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self._buffer += view
+        self.size_bytes += len(view)
+        while len(self._buffer) >= PART_BYTES:
+            self._send_part(bytes(self._buffer[:PART_BYTES]))
+            del self._buffer[:PART_BYTES]
+        return len(view)
+
+    def _send_part(self, body: bytes) -> None:
+        if self._upload_id is None:
+            created = self._client.create_multipart_upload(Bucket=self._bucket, Key=self.key, ContentType=self._type)
+            self._upload_id = created["UploadId"]
+        number = len(self._parts) + 1
+        sent = self._client.upload_part(
+            Bucket=self._bucket, Key=self.key, UploadId=self._upload_id, PartNumber=number, Body=body
+        )
+        self._parts.append({"PartNumber": number, "ETag": sent["ETag"]})
+
+    def commit(self) -> int:
+        """Make the object exist. Returns its size in bytes."""
+        if self._upload_id is None:
+            self._client.put_object(Bucket=self._bucket, Key=self.key, Body=bytes(self._buffer), ContentType=self._type)
+        else:
+            if self._buffer:
+                self._send_part(bytes(self._buffer))
+            self._client.complete_multipart_upload(
+                Bucket=self._bucket, Key=self.key, UploadId=self._upload_id, MultipartUpload={"Parts": self._parts}
+            )
+        self._buffer.clear()
+        return self.size_bytes
+
+    def abort(self) -> None:
+        """Leave no half upload behind. Best effort: the bucket's lifecycle rule is the backstop."""
+        self._buffer.clear()
+        if self._upload_id is not None:
+            upload_id, self._upload_id = self._upload_id, None
+            try:
+                self._client.abort_multipart_upload(Bucket=self._bucket, Key=self.key, UploadId=upload_id)
+            except Exception:
+                pass

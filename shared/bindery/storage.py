@@ -1,0 +1,903 @@
+"""The table: every DynamoDB call Bindery makes, and the guards that make them safe.
+
+One table holds books, chapters, exports, idempotency keys and each caller's live set. PynamoDB models stay
+in this module; the rest of the code sees the small frozen types below. A refused conditional write comes
+back as a domain outcome ("claim refused", "already ended"), never as a botocore error.
+
+Key layout (pk / sk):
+
+    BOOK#<book>    BOOK                       the book: owner, title, current revision
+    BOOK#<book>    CH#<revision>#<ordinal>    one chapter of one revision (its text is in S3)
+    BOOK#<book>    EXPORT#<export>            an export, which is also the build job
+    IDEM#<digest>  IDEM                       a caller's Idempotency-Key and the answer it was given
+    CALLER#<sub>   LIVE                       the set of that caller's pending exports
+
+Ownership lives on the book item and nowhere else (the seed's "one carrier of that fact"): every caller
+read or write of an export checks the book's `owner` in the same round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.connection.base import BOTOCORE_EXCEPTIONS
+from pynamodb.constants import ALL_NEW, ALL_OLD, UPDATE_ITEM
+from pynamodb.exceptions import PynamoDBException, TransactWriteError, UpdateError
+from pynamodb.expressions.condition import Condition, size
+from pynamodb.indexes import GlobalSecondaryIndex, IncludeProjection
+from pynamodb.models import Model
+from pynamodb.transactions import TransactGet, TransactWrite
+
+from bindery.config import Settings
+from bindery.states import ENDED, FailureCode, Queue, State
+
+# The attributes the sweeps need without a second read: the by_due index projects them.
+DUE_PROJECTION = ("export_id", "book_id", "state", "attempt", "counted_against", "paths", "expires_at")
+
+
+class StorageError(Exception):
+    """DynamoDB failed in a way that is not a refused condition (throttling, a timeout, an outage)."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Domain types: what the rest of the code sees.
+
+
+@dataclass(frozen=True)
+class Book:
+    id: str
+    owner: str
+    title: str
+    revision: int
+    chapter_count: int
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Chapter:
+    ordinal: int
+    title: str
+    key: str
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class Export:
+    id: str
+    book_id: str
+    format: str
+    state: State
+    requested_at: float
+    counted_against: str
+    attempt: int = 0
+    started_at: float | None = None
+    lease_until: float | None = None
+    finished_at: float | None = None
+    expires_at: float | None = None
+    path: str | None = None
+    paths: frozenset[str] = frozenset()
+    size_bytes: int | None = None
+    complete: bool | None = None
+    failure_code: str | None = None
+    built_revision: int | None = None
+
+
+@dataclass(frozen=True)
+class Due:
+    """A sweep candidate as the index saw it. The write re-checks every condition: GSIs lag."""
+
+    export_id: str
+    book_id: str
+    state: State
+    attempt: int
+    counted_against: str
+    due_at: float
+    paths: frozenset[str]
+
+
+# Outcomes of a submit.
+@dataclass(frozen=True)
+class Accepted:
+    export: Export
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """The Idempotency-Key was seen before with the same request: here is the answer it got then."""
+
+    response: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class KeyReused:
+    """The Idempotency-Key was seen before with a different request."""
+
+
+@dataclass(frozen=True)
+class OverCap:
+    live_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NotFound:
+    """No such book or export for this caller. A stranger's item reads exactly like a missing one."""
+
+
+SubmitOutcome = Accepted | Replayed | KeyReused | OverCap | NotFound
+
+
+# Outcomes of a claim.
+@dataclass(frozen=True)
+class Claimed:
+    export: Export
+
+
+@dataclass(frozen=True)
+class ClaimRefused:
+    """`reason` is one of: gone, ended, held, exhausted."""
+
+    reason: str
+    export: Export | None
+
+
+# ---------------------------------------------------------------------------------------------------
+# PynamoDB models (private).
+
+
+class _Item(Model):
+    class Meta:
+        table_name = Settings.table
+        region = Settings.region
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+
+
+class _ByDue(GlobalSecondaryIndex["_ExportItem"]):
+    """Sparse: only rows with a `queue` are in it, so a sweep reads the work and not the table."""
+
+    class Meta:
+        index_name = "by_due"
+        projection = IncludeProjection(list(DUE_PROJECTION))
+
+    queue = UnicodeAttribute(hash_key=True)
+    due_at = NumberAttribute(range_key=True)
+
+
+class _BookItem(_Item):
+    owner = UnicodeAttribute()
+    title = UnicodeAttribute()
+    revision = NumberAttribute()
+    chapter_count = NumberAttribute()
+    created_at = NumberAttribute()
+    updated_at = NumberAttribute()
+
+
+class _ChapterItem(_Item):
+    title = UnicodeAttribute()
+    key = UnicodeAttribute()
+    size_bytes = NumberAttribute()
+
+
+class _ExportItem(_Item):
+    export_id = UnicodeAttribute()
+    book_id = UnicodeAttribute()
+    format = UnicodeAttribute()
+    state = UnicodeAttribute()
+    requested_at = NumberAttribute()
+    # Whose live set this export occupies while pending. Not an owner: authorization reads the book.
+    counted_against = UnicodeAttribute()
+    attempt = NumberAttribute(default=0)
+    started_at = NumberAttribute(null=True)
+    lease_until = NumberAttribute(null=True)
+    finished_at = NumberAttribute(null=True)
+    expires_at = NumberAttribute(null=True)
+    path = UnicodeAttribute(null=True)
+    # Every key an attempt may have written. The unlink removes them all, so a crash between an upload
+    # and the write that would have named it cannot leak the bytes.
+    paths = UnicodeSetAttribute(null=True)
+    size_bytes = NumberAttribute(null=True)
+    complete = NumberAttribute(null=True)  # 1 / 0; a number so the item stays plain to read
+    failure_code = UnicodeAttribute(null=True)
+    built_revision = NumberAttribute(null=True)
+    queue = UnicodeAttribute(null=True)
+    due_at = NumberAttribute(null=True)
+    ttl = NumberAttribute(null=True)
+    by_due = _ByDue()
+
+
+class _IdemItem(_Item):
+    export_id = UnicodeAttribute()
+    request_hash = UnicodeAttribute()
+    response = UnicodeAttribute()
+    ttl = NumberAttribute()
+
+
+class _LiveItem(_Item):
+    live_ids = UnicodeSetAttribute(null=True)
+
+
+_MODELS: tuple[type[_Item], ...] = (_Item, _BookItem, _ChapterItem, _ExportItem, _IdemItem, _LiveItem)
+
+M = TypeVar("M", bound=_Item)
+
+
+def _book_pk(book_id: str) -> str:
+    return f"BOOK#{book_id}"
+
+
+def _export_sk(export_id: str) -> str:
+    return f"EXPORT#{export_id}"
+
+
+def _chapter_prefix(revision: int) -> str:
+    return f"CH#{revision:08d}#"
+
+
+def _to_export(item: _ExportItem) -> Export:
+    return Export(
+        id=item.export_id,
+        book_id=item.book_id,
+        format=item.format,
+        state=State(item.state),
+        requested_at=item.requested_at,
+        counted_against=item.counted_against,
+        attempt=int(item.attempt or 0),
+        started_at=item.started_at,
+        lease_until=item.lease_until,
+        finished_at=item.finished_at,
+        expires_at=item.expires_at,
+        path=item.path,
+        paths=frozenset(item.paths or ()),
+        size_bytes=None if item.size_bytes is None else int(item.size_bytes),
+        complete=None if item.complete is None else bool(item.complete),
+        failure_code=item.failure_code,
+        built_revision=None if item.built_revision is None else int(item.built_revision),
+    )
+
+
+def _to_book(item: _BookItem) -> Book:
+    return Book(
+        id=item.pk.removeprefix("BOOK#"),
+        owner=item.owner,
+        title=item.title,
+        revision=int(item.revision),
+        chapter_count=int(item.chapter_count),
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+    )
+
+
+def _expired_ttl(ttl: float | None, now: float) -> bool:
+    # DynamoDB deletes TTL'd items days late; until it does, a read treats them as gone.
+    return ttl is not None and ttl <= now
+
+
+def _error_code(exc: BaseException) -> str:
+    cause = exc.__cause__ if isinstance(exc, PynamoDBException) else exc
+    while cause is not None and not hasattr(cause, "response"):
+        cause = cause.__cause__
+    response = getattr(cause, "response", None) or {}
+    return str(response.get("Error", {}).get("Code", ""))
+
+
+_TRANSACTION_RETRIES = 8
+
+
+def _retry_conflicts(attempt: Callable[[], Any]) -> Any:
+    """Run a transaction again when DynamoDB cancels it for a conflicting concurrent transaction.
+
+    A TransactionConflict says nothing about our conditions: another writer touched one of the same items
+    at the same instant. Re-running re-evaluates every condition against the winner's result, so a retry
+    cannot double-apply anything.
+    """
+    for n in range(_TRANSACTION_RETRIES):
+        try:
+            return attempt()
+        except TransactWriteError as exc:
+            reasons = exc.cancellation_reasons
+            conflicted = any(r is not None and r.code == "TransactionConflict" for r in reasons)
+            if not conflicted or n == _TRANSACTION_RETRIES - 1:
+                raise
+            time.sleep(random.uniform(0, 0.01 * (2**n)))
+    raise AssertionError("unreachable")
+
+
+class Store:
+    """The table, through PynamoDB. Construct one per process; it builds its client on first use."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        for model in _MODELS:
+            # The one place the table's name and region are set: read from config, never at import.
+            model.Meta.table_name = settings.table
+            model.Meta.region = settings.region
+            model._connection = None
+
+    # The botocore client PynamoDB talks through; tests hang call counters and fault hooks on it.
+    @property
+    def client(self) -> Any:
+        return _Item._get_connection().connection.client
+
+    def _connection(self) -> Any:
+        return _Item._get_connection().connection
+
+    # ---- books -----------------------------------------------------------------------------------
+
+    def create_book(self, book: Book, chapters: Sequence[Chapter]) -> None:
+        """Write the chapters, then the book. The book item is the commit point: a reader that finds the
+        book finds every chapter of its revision, because they were all written before it."""
+        with _ChapterItem.batch_write() as batch:
+            for chapter in chapters:
+                batch.save(self._chapter_item(book.id, book.revision, chapter))
+        item = _BookItem(
+            _book_pk(book.id),
+            "BOOK",
+            owner=book.owner,
+            title=book.title,
+            revision=book.revision,
+            chapter_count=book.chapter_count,
+            created_at=book.created_at,
+            updated_at=book.updated_at,
+        )
+        # attribute_not_exists: ids are random, but a retried create must never overwrite a book.
+        item.save(condition=_BookItem.pk.does_not_exist())
+
+    @staticmethod
+    def _chapter_item(book_id: str, revision: int, chapter: Chapter) -> _ChapterItem:
+        return _ChapterItem(
+            _book_pk(book_id),
+            f"{_chapter_prefix(revision)}{chapter.ordinal:06d}",
+            title=chapter.title,
+            key=chapter.key,
+            size_bytes=chapter.size_bytes,
+        )
+
+    def read_book(self, book_id: str) -> Book | None:
+        """The book, whoever owns it. Callers' reads go through :meth:`read_book_for_owner`."""
+        try:
+            return _to_book(_BookItem.get(_book_pk(book_id), "BOOK", consistent_read=True))
+        except _BookItem.DoesNotExist:
+            return None
+
+    def read_book_for_owner(self, book_id: str, owner: str) -> Book | None:
+        book = self.read_book(book_id)
+        # A stranger's book answers exactly as a missing one does (API1, BOLA).
+        return book if book is not None and book.owner == owner else None
+
+    def read_chapters(self, book_id: str, revision: int) -> list[Chapter]:
+        prefix = _chapter_prefix(revision)
+        return [
+            Chapter(
+                ordinal=int(item.sk.removeprefix(prefix)),
+                title=item.title,
+                key=item.key,
+                size_bytes=int(item.size_bytes),
+            )
+            for item in _ChapterItem.query(
+                _book_pk(book_id), _ChapterItem.sk.startswith(prefix), consistent_read=True
+            )
+        ]
+
+    # ---- submit ----------------------------------------------------------------------------------
+
+    def submit_export(
+        self,
+        export: Export,
+        *,
+        caller: str,
+        now: float,
+        idempotency: tuple[str, str, dict[str, Any]] | None,
+    ) -> SubmitOutcome:
+        """Accept an export: ONE TransactWriteItems writes the export row, the idempotency key and the
+        caller's live set, so none of the three can exist without the others.
+
+        `idempotency` is (key digest, request hash, the response to replay) or None.
+        """
+        cap = self.settings.max_live_exports
+        export_item = _ExportItem(
+            _book_pk(export.book_id),
+            _export_sk(export.id),
+            export_id=export.id,
+            book_id=export.book_id,
+            format=export.format,
+            state=State.PENDING.value,
+            requested_at=export.requested_at,
+            counted_against=caller,
+            attempt=0,
+            queue=Queue.STALE.value,
+            due_at=now + self.settings.queue_grace_seconds,
+        )
+        idem_item = None
+        if idempotency is not None:
+            digest, request_hash, response = idempotency
+            idem_item = _IdemItem(
+                f"IDEM#{digest}",
+                "IDEM",
+                export_id=export.id,
+                request_hash=request_hash,
+                response=json.dumps(response, separators=(",", ":")),
+                ttl=now + self.settings.idempotency_ttl_seconds,
+            )
+        live = _LiveItem(f"CALLER#{caller}", "LIVE")
+
+        def attempt() -> None:
+            with TransactWrite(connection=self._connection()) as tx:
+                # The caller must own the book. Nothing else about the book can refuse an export
+                # (the canon: the request is always accepted, and its outcome is the export's own).
+                tx.condition_check(
+                    _BookItem, _book_pk(export.book_id), "BOOK", condition=_BookItem.owner == caller
+                )
+                if idem_item is not None:
+                    # A key past its TTL is a key never seen: TTL deletes days late.
+                    tx.save(
+                        idem_item,
+                        condition=_IdemItem.pk.does_not_exist() | (_IdemItem.ttl <= now),
+                        return_values=ALL_OLD,
+                    )
+                # A fresh random id; the guard turns a (vanishingly rare) collision into a refusal, not
+                # an overwrite of someone's export.
+                tx.save(export_item, condition=_ExportItem.pk.does_not_exist())
+                # The cap is checked against the set it counts, in the same write that grows it, so 4 x cap
+                # concurrent submits can never leave more than cap live.
+                tx.update(
+                    live,
+                    actions=[_LiveItem.live_ids.add({export.id})],
+                    condition=_LiveItem.live_ids.does_not_exist() | (size(_LiveItem.live_ids) < cap),
+                    return_values=ALL_OLD,
+                )
+
+        try:
+            _retry_conflicts(attempt)
+        except TransactWriteError as exc:
+            return self._submit_refusal(exc, has_idem=idem_item is not None, idempotency=idempotency)
+        except BOTOCORE_EXCEPTIONS as exc:
+            raise StorageError(str(exc)) from exc
+        return Accepted(export)
+
+    def _submit_refusal(
+        self,
+        exc: TransactWriteError,
+        *,
+        has_idem: bool,
+        idempotency: tuple[str, str, dict[str, Any]] | None,
+    ) -> SubmitOutcome:
+        # PynamoDB sends condition checks, then puts, then updates: the reasons come back in that order.
+        reasons = list(exc.cancellation_reasons)
+        if not reasons:
+            raise StorageError(str(exc)) from exc
+        book_reason = reasons.pop(0)
+        idem_reason = reasons.pop(0) if has_idem else None
+        _export_reason = reasons.pop(0)
+        live_reason = reasons.pop(0)
+        failed = [r for r in (book_reason, idem_reason, _export_reason, live_reason) if r is not None]
+        if any(r.code != "ConditionalCheckFailed" for r in failed):
+            raise StorageError(str(exc)) from exc
+        if book_reason is not None:
+            return NotFound()
+        if idem_reason is not None and idem_reason.raw_item is not None and idempotency is not None:
+            old = _IdemItem.from_raw_data(idem_reason.raw_item)
+            if old.request_hash != idempotency[1]:
+                return KeyReused()
+            return Replayed(json.loads(old.response))
+        if live_reason is not None:
+            raw = live_reason.raw_item or {}
+            ids = tuple(sorted(raw.get("live_ids", {}).get("SS", [])))
+            return OverCap(ids)
+        raise StorageError(str(exc)) from exc
+
+    # ---- caller reads ----------------------------------------------------------------------------
+
+    def read_export_for_owner(
+        self, book_id: str, export_id: str, owner: str, now: float
+    ) -> tuple[Export, Book] | None:
+        """The export and its book in ONE TransactGetItems: the owner check and the book's revision
+        come from the same snapshot as the export, so they cannot be a transaction apart."""
+        try:
+            with TransactGet(connection=self._connection()) as tx:
+                book_f = tx.get(_BookItem, _book_pk(book_id), "BOOK")
+                export_f = tx.get(_ExportItem, _book_pk(book_id), _export_sk(export_id))
+        except BOTOCORE_EXCEPTIONS as exc:
+            raise StorageError(str(exc)) from exc
+        except PynamoDBException as exc:
+            raise StorageError(str(exc)) from exc
+        book_item = _future_value(book_f)
+        export_item = _future_value(export_f)
+        if book_item is None or export_item is None or book_item.owner != owner:
+            return None
+        if _expired_ttl(export_item.ttl, now):
+            return None
+        return _to_export(export_item), _to_book(book_item)
+
+    def list_exports(
+        self, book_id: str, *, limit: int, start_after: str | None, now: float
+    ) -> tuple[list[Export], str | None]:
+        """One page of a book's exports, newest first (ids sort by time). The caller checked ownership.
+
+        Returns the page and the id to start after for the next page, or None at the end.
+        """
+        last_key = None
+        if start_after is not None:
+            last_key = {"pk": {"S": _book_pk(book_id)}, "sk": {"S": _export_sk(start_after)}}
+        results = _ExportItem.query(
+            _book_pk(book_id),
+            _ExportItem.sk.startswith("EXPORT#"),
+            scan_index_forward=False,
+            consistent_read=True,
+            limit=limit,
+            last_evaluated_key=last_key,
+            page_size=limit,
+        )
+        page = [_to_export(item) for item in results if not _expired_ttl(item.ttl, now)]
+        next_after = None
+        if results.last_evaluated_key is not None:
+            next_after = results.last_evaluated_key["sk"]["S"].removeprefix("EXPORT#")
+        return page, next_after
+
+    # ---- cancel ----------------------------------------------------------------------------------
+
+    def cancel_export(self, book_id: str, export_id: str, owner: str, now: float) -> str | NotFound:
+        """pending -> cancelled, with the live set shrinking in the same write; or ready -> expired at once.
+
+        Returns "cancelled", "revoked" (a ready link ended now) or "ended" (it had already ended; nothing
+        to do). A pending export costs one transaction. A ready one costs a second, because only the
+        first one's ALL_OLD tells us the row was ready rather than pending.
+        """
+        pk, sk = _book_pk(book_id), _export_sk(export_id)
+
+        def cancel_pending() -> None:
+            with TransactWrite(connection=self._connection()) as tx:
+                tx.condition_check(_BookItem, pk, "BOOK", condition=_BookItem.owner == owner)
+                tx.update(
+                    _ExportItem(pk, sk),
+                    actions=self._end_actions(State.CANCELLED, now),
+                    # `state = pending` refuses a row the worker finished or the sweep ended meanwhile.
+                    # Only the owner can submit and a book never changes hands, so the live set this
+                    # row occupies is the owner's; the second guard says so rather than assuming it.
+                    condition=(_ExportItem.state == State.PENDING.value)
+                    & (_ExportItem.counted_against == owner),
+                    return_values=ALL_OLD,
+                )
+                tx.update(_LiveItem(f"CALLER#{owner}", "LIVE"), actions=[_LiveItem.live_ids.delete({export_id})])
+
+        try:
+            _retry_conflicts(cancel_pending)
+            return "cancelled"
+        except TransactWriteError as exc:
+            reasons = list(exc.cancellation_reasons)
+            if not reasons:
+                raise StorageError(str(exc)) from exc
+            book_reason, export_reason = reasons[0], reasons[1]
+            if book_reason is not None or export_reason is None or export_reason.raw_item is None:
+                return NotFound()
+            old = _ExportItem.from_raw_data(export_reason.raw_item)
+        except BOTOCORE_EXCEPTIONS as exc:
+            raise StorageError(str(exc)) from exc
+        if _expired_ttl(old.ttl, now):
+            return NotFound()
+        if old.state != State.READY.value:
+            return "ended"
+        try:
+            with TransactWrite(connection=self._connection()) as tx:
+                tx.condition_check(_BookItem, pk, "BOOK", condition=_BookItem.owner == owner)
+                tx.update(
+                    _ExportItem(pk, sk),
+                    actions=[
+                        _ExportItem.state.set(State.EXPIRED.value),
+                        _ExportItem.expires_at.set(now),
+                        _ExportItem.queue.set(Queue.UNLINK.value),
+                        _ExportItem.due_at.set(now),
+                    ],
+                    # `state = ready`: the GC may have expired it first, and then there is nothing to revoke.
+                    condition=_ExportItem.state == State.READY.value,
+                )
+        except TransactWriteError:
+            return "ended"
+        return "revoked"
+
+    @staticmethod
+    def _end_actions(state: State, now: float) -> list[Any]:
+        """How any ended row is written: it leaves the live set's accounting and joins the unlink queue.
+
+        It waits there until its last lease has run out, because until then an attempt may still upload;
+        an unlink before that could be followed by the upload it was meant to remove.
+        """
+        return [
+            _ExportItem.state.set(state.value),
+            _ExportItem.finished_at.set(now),
+            _ExportItem.queue.set(Queue.UNLINK.value),
+            # if_not_exists(lease_until, now): a lease that is still running holds the unlink back.
+            _ExportItem.due_at.set(_ExportItem.lease_until | now),
+        ]
+
+    # ---- the worker ------------------------------------------------------------------------------
+
+    def claim_build(self, book_id: str, export_id: str, path: str, now: float) -> Claimed | ClaimRefused:
+        """The seed's StampExportStart, with retries: take the build exclusively for one lease.
+
+        The attempt number it hands out is a fencing token. Each attempt writes its own artifact key, and
+        finish/fail are conditional on `attempt = mine`, so a late attempt can neither publish nor delete
+        another attempt's file.
+
+        `path` is the key this attempt will write. The claim adds it to `paths` BEFORE any byte is written,
+        so an attempt that dies mid-upload leaves bytes that a row still names and the unlink will find.
+        """
+        s = self.settings
+        lease_until = now + s.lease_seconds
+        attempt = _ExportItem.attempt
+        condition = (
+            # `state = pending` refuses a row the sweep (or a cancel) has already ended: the verdict is in
+            # and this worker must not build.
+            (_ExportItem.state == State.PENDING.value)
+            # An unexpired lease refuses a SECOND worker while the first is still building; both would
+            # otherwise race to publish, and the loser's cleanup could delete the winner's file.
+            & (_ExportItem.lease_until.does_not_exist() | (_ExportItem.lease_until <= now))
+            # The retry bound: after the last attempt the sweep, not another build, ends the row.
+            & (attempt < s.max_attempts)
+        )
+        # The sweep may call it lost once the lease, plus time for a redelivery to claim the retry, is over.
+        actions = [
+            attempt.add(1),
+            _ExportItem.paths.add({path}),
+            _ExportItem.started_at.set(now),
+            _ExportItem.lease_until.set(lease_until),
+            _ExportItem.due_at.set(lease_until + s.retry_grace_seconds),
+        ]
+        try:
+            new = _update_returning_old(_ExportItem, _book_pk(book_id), _export_sk(export_id), actions, condition)
+        except _Refused as refused:
+            old = refused.old
+            if old is None:
+                return ClaimRefused("gone", None)
+            export = _to_export(old)
+            if export.state != State.PENDING:
+                return ClaimRefused("ended", export)
+            if export.attempt >= s.max_attempts:
+                return ClaimRefused("exhausted", export)
+            return ClaimRefused("held", export)
+        return Claimed(_to_export(new))
+
+    def finish_export(
+        self,
+        export: Export,
+        *,
+        path: str,
+        size_bytes: int,
+        complete: bool,
+        built_revision: int,
+        now: float,
+    ) -> bool:
+        """pending -> ready. False means the row was ended (or re-claimed) meanwhile: the caller must
+        remove the artifact this attempt wrote, because no row will ever publish it."""
+        expires_at = now + self.settings.link_ttl_seconds
+        actions = [
+            _ExportItem.state.set(State.READY.value),
+            _ExportItem.path.set(path),
+            _ExportItem.paths.add({path}),
+            _ExportItem.size_bytes.set(size_bytes),
+            _ExportItem.complete.set(1 if complete else 0),
+            _ExportItem.finished_at.set(now),
+            _ExportItem.expires_at.set(expires_at),
+            _ExportItem.built_revision.set(built_revision),
+            _ExportItem.queue.set(Queue.EXPIRE.value),
+            _ExportItem.due_at.set(expires_at),
+            _ExportItem.lease_until.remove(),
+        ]
+        return self._end_attempt(export, actions)
+
+    def fail_export(self, export: Export, code: FailureCode, now: float) -> bool:
+        """pending -> failed, by the attempt that holds the build. False: it was not ours to fail."""
+        actions = [*self._end_actions(State.FAILED, now), _ExportItem.failure_code.set(code)]
+        return self._end_attempt(export, actions)
+
+    def _end_attempt(self, export: Export, actions: list[Any]) -> bool:
+        def attempt() -> None:
+            with TransactWrite(connection=self._connection()) as tx:
+                tx.update(
+                    _ExportItem(_book_pk(export.book_id), _export_sk(export.id)),
+                    actions=actions,
+                    # `state = pending` is the worker's whole write safety: a build that comes back after
+                    # the sweep or a cancel ended its row must not resurrect it and publish a link the
+                    # poll has already reported as finished. `attempt = mine` fences a late attempt out
+                    # of a row a retry has since claimed.
+                    condition=(_ExportItem.state == State.PENDING.value)
+                    & (_ExportItem.attempt == export.attempt),
+                )
+                tx.update(
+                    _LiveItem(f"CALLER#{export.counted_against}", "LIVE"),
+                    actions=[_LiveItem.live_ids.delete({export.id})],
+                )
+
+        try:
+            _retry_conflicts(attempt)
+        except TransactWriteError as exc:
+            reasons = exc.cancellation_reasons
+            if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
+                return False
+            raise StorageError(str(exc)) from exc
+        except BOTOCORE_EXCEPTIONS as exc:
+            raise StorageError(str(exc)) from exc
+        return True
+
+    def release_claim(self, export: Export, now: float) -> None:
+        """Give the lease back after a transient failure, so a redelivery may retry at once."""
+        try:
+            _ExportItem(_book_pk(export.book_id), _export_sk(export.id)).update(
+                actions=[_ExportItem.lease_until.set(now)],
+                condition=(_ExportItem.state == State.PENDING.value) & (_ExportItem.attempt == export.attempt),
+            )
+        except UpdateError:
+            pass  # the lease runs out by itself; releasing it early is only a speed-up
+
+    # ---- sweeps ----------------------------------------------------------------------------------
+
+    def due(self, queue: Queue, now: float, limit: int) -> list[Due]:
+        """Rows waiting in `queue` whose time has come; the sparse index holds only waiting rows."""
+        found = []
+        for item in _ExportItem.by_due.query(queue.value, _ByDue.due_at <= now, limit=limit):
+            found.append(
+                Due(
+                    export_id=item.export_id,
+                    book_id=item.book_id,
+                    state=State(item.state),
+                    attempt=int(item.attempt or 0),
+                    counted_against=item.counted_against,
+                    due_at=item.due_at,
+                    paths=frozenset(item.paths or ()),
+                )
+            )
+        return found
+
+    def expire_link(self, due: Due, now: float) -> bool:
+        """ready -> expired: the link stops working when it was promised to, and the ROW says so.
+
+        `path` is KEPT. Clearing it in the same write would make the unlink a one-shot act: a failed delete
+        would leave bytes no row could ever name again. :meth:`forget_paths` drops it after the unlink.
+        """
+        try:
+            _ExportItem(_book_pk(due.book_id), _export_sk(due.export_id)).update(
+                actions=[
+                    _ExportItem.state.set(State.EXPIRED.value),
+                    _ExportItem.queue.set(Queue.UNLINK.value),
+                    _ExportItem.due_at.set(now),
+                ],
+                # Re-checked in the write: the index lags, and only a ready row past its promise expires.
+                condition=(_ExportItem.state == State.READY.value) & (_ExportItem.expires_at <= now),
+            )
+        except UpdateError as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise StorageError(str(exc)) from exc
+        return True
+
+    def forget_paths(self, due: Due, now: float) -> bool:
+        """The bytes are gone; the row stops naming them and may now be deleted by TTL, 30 days on.
+
+        Only after the unlink, or the retry of a failed unlink would have nothing left to find.
+        """
+        try:
+            _ExportItem(_book_pk(due.book_id), _export_sk(due.export_id)).update(
+                actions=[
+                    _ExportItem.paths.remove(),
+                    _ExportItem.path.remove(),
+                    _ExportItem.queue.remove(),
+                    _ExportItem.due_at.remove(),
+                    _ExportItem.ttl.set(now + self.settings.ended_retention_seconds),
+                ],
+                # Only a row still waiting for its unlink, whose keys are the ones we just deleted.
+                condition=(_ExportItem.queue == Queue.UNLINK.value)
+                & (_ExportItem.state.is_in(*[s.value for s in ENDED])),
+            )
+        except UpdateError as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise StorageError(str(exc)) from exc
+        return True
+
+    def fail_stale(self, due: Due, now: float) -> FailureCode | None:
+        """The seed's FailStalePendingExports, with its two clocks kept in one attribute.
+
+        `due_at` is the queue-grace deadline until a worker claims the row, and the lease (plus the retry
+        grace) after. A claim moves it, so the write's `due_at < now` re-checks whichever clock applies,
+        and `attempt = seen` pins the code we chose from what the index showed.
+        """
+        code = FailureCode.WORKER_LOST if due.attempt > 0 else FailureCode.QUEUE_TIMEOUT
+
+        def attempt() -> None:
+            with TransactWrite(connection=self._connection()) as tx:
+                tx.update(
+                    _ExportItem(_book_pk(due.book_id), _export_sk(due.export_id)),
+                    actions=[
+                        *self._end_actions(State.FAILED, now),
+                        _ExportItem.failure_code.set(code.value),
+                    ],
+                    condition=(_ExportItem.state == State.PENDING.value)
+                    & (_ExportItem.due_at <= now)
+                    & (_ExportItem.attempt == due.attempt),
+                )
+                tx.update(
+                    _LiveItem(f"CALLER#{due.counted_against}", "LIVE"),
+                    actions=[_LiveItem.live_ids.delete({due.export_id})],
+                )
+
+        try:
+            _retry_conflicts(attempt)
+        except TransactWriteError as exc:
+            reasons = exc.cancellation_reasons
+            if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
+                return None
+            raise StorageError(str(exc)) from exc
+        return code
+
+    # ---- inspection (tests, the CLI) -------------------------------------------------------------
+
+    def live_ids(self, caller: str) -> frozenset[str]:
+        try:
+            item = _LiveItem.get(f"CALLER#{caller}", "LIVE", consistent_read=True)
+        except _LiveItem.DoesNotExist:
+            return frozenset()
+        return frozenset(item.live_ids or ())
+
+    def all_exports(self) -> Iterator[Export]:
+        """Every export row, by Scan. For tests and operators only; no request path calls it."""
+        for item in _ExportItem.scan(_ExportItem.sk.startswith("EXPORT#")):
+            yield _to_export(item)
+
+
+def _future_value(future: Any) -> Any:
+    try:
+        return future.get()
+    except future._model_cls.DoesNotExist:
+        return None
+
+
+class _Refused(Exception):
+    def __init__(self, old: Any):
+        self.old = old
+
+
+def _update_returning_old(
+    model: type[M], hash_key: str, range_key: str, actions: list[Any], condition: Condition
+) -> M:
+    """UpdateItem returning the new item, or raising :class:`_Refused` carrying the OLD item.
+
+    PynamoDB's ``Model.update`` does not pass ``ReturnValuesOnConditionCheckFailure``, so this dispatches
+    the same operation itself. The loser learns why it lost from the failure, not from a second read.
+    """
+    table = model._get_connection()
+    kwargs = table.get_operation_kwargs(
+        hash_key,
+        range_key=range_key,
+        actions=actions,
+        condition=condition,
+        return_values=ALL_NEW,
+        return_values_on_condition_failure=ALL_OLD,
+    )
+    try:
+        data = table.connection.dispatch(UPDATE_ITEM, kwargs)
+    except BOTOCORE_EXCEPTIONS as exc:
+        cause = exc.__cause__ if exc.__cause__ is not None else exc
+        response = getattr(cause, "response", {}) or {}
+        if response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            raw = response.get("Item")
+            raise _Refused(model.from_raw_data(raw) if raw else None) from exc
+        raise StorageError(str(exc)) from exc
+    return model.from_raw_data(data["Attributes"])
+
+
+def chunks(items: Iterable[Any], n: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == n:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

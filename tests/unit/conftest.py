@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from bindery.config import Settings
+from bindery.exports import Exports
+from bindery.objects import Objects
+from bindery.storage import Store
+from functions.build_worker import app as build_worker
+from functions.expiry_gc import app as expiry_gc
+from functions.poll import app as poll
+from functions.stale_sweep import app as stale_sweep
+from functions.submit import app as submit
+from tests.conftest import FakeClock, FakeContext
+from tests.events import http_event, sample, sqs_event_for
+from tests.infra import create_table
+
+TABLE, BUCKET = "bindery-unit", "bindery-unit-artifacts"
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class Stack:
+    """The five handlers over moto, with one service and one fake clock."""
+
+    exports: Exports
+    clock: FakeClock
+    context: FakeContext
+
+    @property
+    def store(self) -> Store:
+        return self.exports.store
+
+    @property
+    def objects(self) -> Objects:
+        return self.exports.objects
+
+    def http(self, method: str, path: str, **kw: Any) -> Reply:
+        handler = poll.handler if method == "GET" else submit.handler
+        raw = handler(http_event(method, path, **kw), self.context, exports=self.exports)
+        body = json.loads(raw["body"]) if raw.get("body") else None
+        return Reply(raw["statusCode"], raw.get("headers") or {}, body)
+
+    def create_book(self, manuscript: str = "# One\n\nfirst\n\n# Two\n\nsecond\n", caller: str = "user-alice",
+                    title: str = "A Book") -> str:
+        reply = self.http("POST", "/books", caller=caller, body={"title": title, "manuscript": manuscript})
+        assert reply.status == 201, reply.body
+        return str(reply.body["id"])
+
+    def submit(self, book_id: str, fmt: str = "html", caller: str = "user-alice", key: str | None = None) -> Reply:
+        headers = {"Idempotency-Key": key} if key else None
+        return self.http("POST", f"/books/{book_id}/exports", caller=caller, body={"format": fmt}, headers=headers)
+
+    def poll(self, book_id: str, export_id: str, caller: str = "user-alice") -> Reply:
+        return self.http("GET", f"/books/{book_id}/exports/{export_id}", caller=caller)
+
+    def build(self, book_id: str, export_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = build_worker.handler(
+            sqs_event_for(book_id, export_id), self.context, exports=self.exports
+        )
+        return result
+
+    def gc(self) -> dict[str, Any]:
+        result: dict[str, Any] = expiry_gc.handler(
+            sample("expiry_gc_schedule.json"), self.context, exports=self.exports
+        )
+        return result
+
+    def sweep(self) -> dict[str, Any]:
+        result: dict[str, Any] = stale_sweep.handler(
+            sample("stale_sweep_schedule.json"), self.context, exports=self.exports
+        )
+        return result
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings(table=TABLE, bucket=BUCKET)
+
+
+@pytest.fixture
+def stack(settings: Settings, clock: FakeClock, lambda_context: FakeContext) -> Iterator[Stack]:
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        boto3.client("s3").create_bucket(Bucket=BUCKET)
+        exports = Exports(settings, Store(settings), Objects(settings), clock=clock)
+        yield Stack(exports, clock, lambda_context)

@@ -1,0 +1,45 @@
+"""The lifecycle end to end through the handlers, over moto."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+from bindery.states import FailureCode, State
+from tests.unit.conftest import Stack
+
+
+def test_an_export_goes_from_submit_to_a_downloadable_html_file(stack: Stack) -> None:
+    book = stack.create_book("# Первая\n\nΚείμενο *one*.\n\n# Second\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    accepted = stack.submit(book, "html")
+    assert accepted.status == 202
+    export_id = accepted.body["id"]
+    assert accepted.headers["Location"] == f"/books/{book}/exports/{export_id}"
+    assert accepted.headers["Retry-After"] == "2"
+    assert accepted.body["state"] == "pending"
+
+    assert stack.build(book, export_id) == {"batchItemFailures": []}
+
+    polled = stack.poll(book, export_id)
+    assert polled.status == 200
+    assert polled.body["state"] == "ready"
+    assert polled.body["book_revision"] == 1 and polled.body["built_revision"] == 1
+    assert polled.body["complete"] is True
+    url = urllib.parse.urlparse(polled.body["download_url"])
+    query = urllib.parse.parse_qs(url.query)
+    assert query["response-content-disposition"] == ['attachment; filename="A-Book.html"']
+    [key] = stack.objects.keys("artifacts/")
+    assert url.path.endswith(key)
+    html = stack.objects.read_text(key)
+    assert "Первая" in html and "Κείμενο <em>one</em>." in html and "<table>" in html
+    assert '<a href="#ch-2">Second</a>' in html
+    assert polled.body["size_bytes"] == len(html.encode())
+    assert stack.store.live_ids("user-alice") == frozenset()
+
+
+def test_a_book_with_no_chapters_fails_as_empty_book_and_never_reaches_the_engine(stack: Stack) -> None:
+    book = stack.create_book("   \n\n")
+    export_id = stack.submit(book, "markdown").body["id"]
+    stack.build(book, export_id)
+    polled = stack.poll(book, export_id).body
+    assert (polled["state"], polled["failure_code"]) == (State.FAILED, FailureCode.EMPTY_BOOK)
+    assert stack.objects.keys("artifacts/") == []
