@@ -9,14 +9,18 @@ from bindery.exports import Exports, default_exports
 from bindery.observability import logger, metrics
 from bindery.worker import build_from_record
 
-processor = BatchProcessor(event_type=EventType.SQS)
+# A whole batch that failed is reported record by record too, not raised: SQS then redelivers exactly those.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 @logger.inject_lambda_context
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
     service = exports or default_exports()
-    return process_partial_response(
-        event=event, record_handler=lambda record: build_from_record(service, record), processor=processor,
+    response = process_partial_response(
+        event=event,
+        record_handler=lambda record: build_from_record(service, record),
+        processor=processor,
         context=context,
     )
+    return dict(response)

@@ -62,7 +62,9 @@ def _register_error_handlers(app: APIGatewayHttpResolver) -> None:
     @app.exception_handler(StorageError)
     def unavailable(exc: StorageError) -> Response:
         logger.exception("storage unavailable")
-        return _json(503, _error_body("unavailable", "storage is busy; try again shortly"), {"Retry-After": "1"})
+        return _json(
+            503, _error_body("unavailable", "storage is busy; try again shortly"), {"Retry-After": "1"}
+        )
 
     @app.not_found
     def no_route(exc: Exception) -> Response:
@@ -170,7 +172,7 @@ def get_book(book_id: str) -> Response:
 def list_exports(book_id: str) -> Response:
     caller = _caller(reads)
     params = reads.current_event.query_string_parameters or {}
-    page = _exports(reads).list(caller, book_id, params.get("limit"), params.get("cursor"))
+    page = _exports(reads).list_exports(caller, book_id, params.get("limit"), params.get("cursor"))
     return _json(200, page)
 
 

@@ -135,10 +135,14 @@ class Exports:
 
     # ---- submit ----------------------------------------------------------------------------------
 
-    def submit(self, caller: str, book_id: str, fmt: Any, idempotency_key: str | None) -> tuple[dict[str, Any], bool]:
+    def submit(
+        self, caller: str, book_id: str, fmt: Any, idempotency_key: str | None
+    ) -> tuple[dict[str, Any], bool]:
         """Accept an export. Returns its view and whether this call created it (False for a replay)."""
         if not isinstance(fmt, str):
-            raise errors.BadRequest("format must be a string", code="invalid_format", known=sorted(engine.FORMATS))
+            raise errors.BadRequest(
+                "format must be a string", code="invalid_format", known=sorted(engine.FORMATS)
+            )
         if fmt not in engine.FORMATS:
             raise errors.Unprocessable(
                 f"unknown format {fmt[:40]!r}; known formats: {', '.join(sorted(engine.FORMATS))}",
@@ -201,13 +205,15 @@ class Exports:
         export, book = found
         return self.view(export, book=book, now=self.clock())
 
-    def list(self, caller: str, book_id: str, limit: Any, cursor: str | None) -> dict[str, Any]:
+    def list_exports(self, caller: str, book_id: str, limit: Any, cursor: str | None) -> dict[str, Any]:
         try:
             size = PAGE_DEFAULT if limit is None else int(limit)
         except ValueError:
             size = 0
         if not 1 <= size <= PAGE_MAX:
-            raise errors.BadRequest(f"limit must be a whole number from 1 to {PAGE_MAX}", code="invalid_limit")
+            raise errors.BadRequest(
+                f"limit must be a whole number from 1 to {PAGE_MAX}", code="invalid_limit"
+            )
         start_after = _decode_cursor(cursor) if cursor is not None else None
         book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
         if book is None:
@@ -363,7 +369,9 @@ class Exports:
                         refused += 1
                 except Exception:
                     failed += 1
-                    logger.exception("sweep step failed", extra={"export_id": due.export_id, "queue": queue.value})
+                    logger.exception(
+                        "sweep step failed", extra={"export_id": due.export_id, "queue": queue.value}
+                    )
             if len(candidates) < batch or progress == 0:
                 return SweepCounts(done, refused, failed)
 
@@ -427,7 +435,6 @@ def _decode_cursor(cursor: str) -> str:
     if not isinstance(after, str) or not valid_id(after):
         raise errors.BadRequest("cursor is not one this API issued", code="invalid_cursor")
     return after
-
 
 
 @lru_cache(maxsize=1)

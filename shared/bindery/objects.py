@@ -1,11 +1,12 @@
 """The bucket: chapter text under each book's prefix, artifacts under a prefix of their own.
 
-    books/<book>/<revision>/<ordinal>.md     chapter text (the seed's `workdir`)
-    artifacts/<book>/<export>/<claim>        one attempt's artifact; the claim token fences attempts apart
+books/<book>/<revision>/<ordinal>.md     chapter text (the seed's `workdir`)
+artifacts/<book>/<export>/<claim>        one attempt's artifact; the claim token fences attempts apart
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Iterable
 from typing import Any
@@ -37,8 +38,11 @@ class Objects:
     def client(self) -> Any:
         if self._client is None:
             import boto3  # imported here: a handler that never touches S3 never pays for it
+            from botocore.config import Config
 
-            self._client = boto3.client("s3", region_name=self.settings.region)
+            # SigV4, so a presigned URL carries its lifetime (X-Amz-Expires) rather than a wall-clock stamp.
+            config = Config(signature_version="s3v4")
+            self._client = boto3.client("s3", region_name=self.settings.region, config=config)
         return self._client
 
     def put_text(self, key: str, text: str) -> int:
@@ -139,7 +143,9 @@ class ArtifactWriter(io.RawIOBase):
 
     def _send_part(self, body: bytes) -> None:
         if self._upload_id is None:
-            created = self._client.create_multipart_upload(Bucket=self._bucket, Key=self.key, ContentType=self._type)
+            created = self._client.create_multipart_upload(
+                Bucket=self._bucket, Key=self.key, ContentType=self._type
+            )
             self._upload_id = created["UploadId"]
         number = len(self._parts) + 1
         sent = self._client.upload_part(
@@ -150,12 +156,17 @@ class ArtifactWriter(io.RawIOBase):
     def commit(self) -> int:
         """Make the object exist. Returns its size in bytes."""
         if self._upload_id is None:
-            self._client.put_object(Bucket=self._bucket, Key=self.key, Body=bytes(self._buffer), ContentType=self._type)
+            self._client.put_object(
+                Bucket=self._bucket, Key=self.key, Body=bytes(self._buffer), ContentType=self._type
+            )
         else:
             if self._buffer:
                 self._send_part(bytes(self._buffer))
             self._client.complete_multipart_upload(
-                Bucket=self._bucket, Key=self.key, UploadId=self._upload_id, MultipartUpload={"Parts": self._parts}
+                Bucket=self._bucket,
+                Key=self.key,
+                UploadId=self._upload_id,
+                MultipartUpload={"Parts": self._parts},
             )
         self._buffer.clear()
         return self.size_bytes
@@ -165,7 +176,5 @@ class ArtifactWriter(io.RawIOBase):
         self._buffer.clear()
         if self._upload_id is not None:
             upload_id, self._upload_id = self._upload_id, None
-            try:
+            with contextlib.suppress(Exception):
                 self._client.abort_multipart_upload(Bucket=self._bucket, Key=self.key, UploadId=upload_id)
-            except Exception:
-                pass

@@ -18,6 +18,7 @@ read or write of an export checks the book's `owner` in the same round trip.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
@@ -320,14 +321,20 @@ class Store:
             model.Meta.table_name = settings.table
             model.Meta.region = settings.region
             model._connection = None
+        # PynamoDB gives each model class a connection, and each connection a botocore client of its own.
+        # Every model here lives in the same table, so they share one: one client to build at cold start,
+        # and one place to count calls. (Building the TableConnection makes no call and no client yet.)
+        shared = _ExportItem._get_connection()
+        for model in _MODELS:
+            model._connection = shared
 
     # The botocore client PynamoDB talks through; tests hang call counters and fault hooks on it.
     @property
     def client(self) -> Any:
-        return _Item._get_connection().connection.client
+        return self._connection().client
 
     def _connection(self) -> Any:
-        return _Item._get_connection().connection
+        return _ExportItem._get_connection().connection
 
     # ---- books -----------------------------------------------------------------------------------
 
@@ -565,7 +572,9 @@ class Store:
                     & (_ExportItem.counted_against == owner),
                     return_values=ALL_OLD,
                 )
-                tx.update(_LiveItem(f"CALLER#{owner}", "LIVE"), actions=[_LiveItem.live_ids.delete({export_id})])
+                tx.update(
+                    _LiveItem(f"CALLER#{owner}", "LIVE"), actions=[_LiveItem.live_ids.delete({export_id})]
+                )
 
         try:
             _retry_conflicts(cancel_pending)
@@ -651,7 +660,9 @@ class Store:
             _ExportItem.due_at.set(lease_until + s.retry_grace_seconds),
         ]
         try:
-            new = _update_returning_old(_ExportItem, _book_pk(book_id), _export_sk(export_id), actions, condition)
+            new = _update_returning_old(
+                _ExportItem, _book_pk(book_id), _export_sk(export_id), actions, condition
+            )
         except _Refused as refused:
             old = refused.old
             if old is None:
@@ -728,13 +739,14 @@ class Store:
 
     def release_claim(self, export: Export, now: float) -> None:
         """Give the lease back after a transient failure, so a redelivery may retry at once."""
-        try:
+        # Best effort: the lease runs out by itself, and releasing it early is only a speed-up.
+        with contextlib.suppress(UpdateError):
             _ExportItem(_book_pk(export.book_id), _export_sk(export.id)).update(
                 actions=[_ExportItem.lease_until.set(now)],
-                condition=(_ExportItem.state == State.PENDING.value) & (_ExportItem.attempt == export.attempt),
+                # `attempt = mine`: never shorten the lease of a retry that has claimed the row since.
+                condition=(_ExportItem.state == State.PENDING.value)
+                & (_ExportItem.attempt == export.attempt),
             )
-        except UpdateError:
-            pass  # the lease runs out by itself; releasing it early is only a speed-up
 
     # ---- sweeps ----------------------------------------------------------------------------------
 

@@ -7,7 +7,6 @@ export row IS the job, so there is no second write that could be lost between ac
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 

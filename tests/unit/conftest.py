@@ -54,15 +54,23 @@ class Stack:
         body = json.loads(raw["body"]) if raw.get("body") else None
         return Reply(raw["statusCode"], raw.get("headers") or {}, body)
 
-    def create_book(self, manuscript: str = "# One\n\nfirst\n\n# Two\n\nsecond\n", caller: str = "user-alice",
-                    title: str = "A Book") -> str:
+    def create_book(
+        self,
+        manuscript: str = "# One\n\nfirst\n\n# Two\n\nsecond\n",
+        caller: str = "user-alice",
+        title: str = "A Book",
+    ) -> str:
         reply = self.http("POST", "/books", caller=caller, body={"title": title, "manuscript": manuscript})
         assert reply.status == 201, reply.body
         return str(reply.body["id"])
 
-    def submit(self, book_id: str, fmt: str = "html", caller: str = "user-alice", key: str | None = None) -> Reply:
+    def submit(
+        self, book_id: str, fmt: str = "html", caller: str = "user-alice", key: str | None = None
+    ) -> Reply:
         headers = {"Idempotency-Key": key} if key else None
-        return self.http("POST", f"/books/{book_id}/exports", caller=caller, body={"format": fmt}, headers=headers)
+        return self.http(
+            "POST", f"/books/{book_id}/exports", caller=caller, body={"format": fmt}, headers=headers
+        )
 
     def poll(self, book_id: str, export_id: str, caller: str = "user-alice") -> Reply:
         return self.http("GET", f"/books/{book_id}/exports/{export_id}", caller=caller)

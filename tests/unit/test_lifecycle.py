@@ -43,3 +43,44 @@ def test_a_book_with_no_chapters_fails_as_empty_book_and_never_reaches_the_engin
     polled = stack.poll(book, export_id).body
     assert (polled["state"], polled["failure_code"]) == (State.FAILED, FailureCode.EMPTY_BOOK)
     assert stack.objects.keys("artifacts/") == []
+
+
+def _ready(stack: Stack) -> tuple[str, str]:
+    book = stack.create_book(title="Ünïcode & Title")
+    export_id = stack.submit(book, "markdown").body["id"]
+    stack.exports.build(book, export_id)
+    return book, export_id
+
+
+def _expires_param(url: str) -> int:
+    return int(urllib.parse.parse_qs(urllib.parse.urlparse(url).query)["X-Amz-Expires"][0])
+
+
+def test_a_download_url_lives_fifteen_minutes_at_most(stack: Stack) -> None:
+    book, export_id = _ready(stack)
+    polled = stack.poll(book, export_id).body
+    assert _expires_param(polled["download_url"]) == 900
+    assert polled["download_expires_at"] < polled["expires_at"]
+
+
+def test_a_download_url_never_outlives_the_links_promise(stack: Stack) -> None:
+    book, export_id = _ready(stack)
+    stack.clock.advance(stack.exports.settings.link_ttl_seconds - 100.5)
+    polled = stack.poll(book, export_id).body
+    assert _expires_param(polled["download_url"]) == 100  # rounded down, never up
+    assert polled["download_expires_at"] <= polled["expires_at"]
+
+
+def test_the_download_name_comes_from_the_title_and_the_formats_extension(stack: Stack) -> None:
+    book, export_id = _ready(stack)
+    url = stack.poll(book, export_id).body["download_url"]
+    disposition = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)["response-content-disposition"][0]
+    assert disposition == 'attachment; filename="n-code-Title.md"'
+
+
+def test_a_poll_of_a_pending_export_says_when_to_ask_again(stack: Stack) -> None:
+    book = stack.create_book()
+    export_id = stack.submit(book).body["id"]
+    polled = stack.poll(book, export_id)
+    assert (polled.body["state"], polled.headers["Retry-After"]) == ("pending", "2")
+    assert polled.body["book_revision"] == 1 and polled.body["built_revision"] is None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import import_module
-from typing import BinaryIO, Protocol
+from typing import Protocol
 
 # format -> module. Submit reads only the names; a build imports the one it needs.
 FORMATS: dict[str, str] = {
@@ -26,11 +26,17 @@ class Source:
     chapter_titles: tuple[str, ...]
 
 
+class Sink(Protocol):
+    """Where a renderer writes: an S3 upload in a build, a BytesIO in a test."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
 class Renderer(Protocol):
     extension: str
     content_type: str
 
-    def render(self, source: Source, chapters: Iterable[tuple[int, str, str]], out: BinaryIO) -> None:
+    def render(self, source: Source, chapters: Iterable[tuple[int, str, str]], out: Sink) -> None:
         """Write the artifact. `chapters` yields (ordinal, title, markdown text) one at a time."""
 
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from html import escape
-from typing import BinaryIO
 
 from markdown_it import MarkdownIt
 
-from bindery.engine import Source
+from bindery.engine import Sink, Source
 
 _CSS = """
 body{font:1.05rem/1.6 Georgia,'DejaVu Serif',serif;max-width:42rem;margin:2rem auto;padding:0 1rem;color:#222}
@@ -30,10 +29,11 @@ class HtmlRenderer:
         # Raw HTML in a manuscript is shown as text, never passed through: the page is the author's words.
         self._md = MarkdownIt("commonmark", {"html": False}).enable("table")
 
-    def render(self, source: Source, chapters: Iterable[tuple[int, str, str]], out: BinaryIO) -> None:
+    def render(self, source: Source, chapters: Iterable[tuple[int, str, str]], out: Sink) -> None:
         title = escape(source.title)
         toc = "".join(
-            f'<li><a href="#ch-{n}">{escape(t)}</a></li>' for n, t in enumerate(source.chapter_titles, start=1)
+            f'<li><a href="#ch-{n}">{escape(t)}</a></li>'
+            for n, t in enumerate(source.chapter_titles, start=1)
         )
         out.write(
             (

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import BinaryIO
 
-from bindery.engine import Source
+from bindery.engine import Sink, Source
 
 
 class MarkdownRenderer:
     extension = "md"
     content_type = "text/markdown; charset=utf-8"
 
-    def render(self, source: Source, chapters: Iterable[tuple[int, str, str]], out: BinaryIO) -> None:
+    def render(self, source: Source, chapters: Iterable[tuple[int, str, str]], out: Sink) -> None:
         for _ordinal, _title, text in chapters:
             out.write(text.rstrip().encode("utf-8") + b"\n\n")
 

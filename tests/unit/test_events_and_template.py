@@ -1,0 +1,94 @@
+"""The samples in events/ drive every handler, and the PynamoDB model agrees with template.yaml."""
+
+from __future__ import annotations
+
+import json
+
+from bindery.states import State
+from bindery.storage import DUE_PROJECTION, Book, Chapter, Export, _ExportItem
+from functions.build_worker import app as build_worker
+from functions.expiry_gc import app as expiry_gc
+from functions.poll import app as poll
+from functions.stale_sweep import app as stale_sweep
+from functions.submit import app as submit
+from tests.events import sample
+from tests.infra import table_properties, template
+from tests.unit.conftest import Stack
+
+# The ids the samples use.
+BOOK, EXPORT = "0123456789abcdef0123", "19b2f3c4d5e0a1b2c3d4e"
+
+
+def _seed(stack: Stack) -> None:
+    now = stack.clock()
+    key = "books/sample/00000001/000001.md"
+    stack.objects.put_text(key, "# One\n\nThe sample.\n")
+    stack.store.create_book(Book(BOOK, "user-alice", "Sample", 1, 1, now, now), [Chapter(1, "One", key, 19)])
+    export = Export(EXPORT, BOOK, "html", State.PENDING, now, "user-alice")
+    stack.store.submit_export(export, caller="user-alice", now=now, idempotency=None)
+
+
+def test_every_sample_event_drives_its_handler(stack: Stack) -> None:
+    _seed(stack)
+    ctx, svc = stack.context, stack.exports
+
+    assert submit.handler(sample("submit_create_book.json"), ctx, exports=svc)["statusCode"] == 201
+    assert poll.handler(sample("poll_get_book.json"), ctx, exports=svc)["statusCode"] == 200
+    assert poll.handler(sample("poll_list_exports.json"), ctx, exports=svc)["statusCode"] == 200
+    assert build_worker.handler(sample("build_worker_sqs.json"), ctx, exports=svc) == {
+        "batchItemFailures": []
+    }
+    got = poll.handler(sample("poll_get_export.json"), ctx, exports=svc)
+    assert json.loads(got["body"])["state"] == "ready"
+    created = submit.handler(sample("submit_create_export.json"), ctx, exports=svc)
+    assert created["statusCode"] == 202
+    assert submit.handler(sample("submit_cancel_export.json"), ctx, exports=svc)["statusCode"] == 204
+    assert stale_sweep.handler(sample("stale_sweep_schedule.json"), ctx, exports=svc) == {
+        "failed": 0,
+        "refused": 0,
+        "errors": 0,
+    }
+    stack.clock.advance(1)  # the revoked link's unlink is due from the second it was revoked
+    assert expiry_gc.handler(sample("expiry_gc_schedule.json"), ctx, exports=svc)["unlinked"] == 1
+
+
+def test_env_json_names_every_setting_the_handlers_need() -> None:
+    env = json.loads((sample.__globals__["EVENTS"] / "env.json").read_text())["Parameters"]
+    assert {"BINDERY_TABLE", "BINDERY_BUCKET", "AWS_ENDPOINT_URL"} <= set(env)
+
+
+def test_the_model_and_the_template_describe_the_same_table() -> None:
+    props = table_properties()
+    schema = _ExportItem._get_schema()
+    as_template = lambda ks: sorted((k["AttributeName"], k["KeyType"]) for k in ks)  # noqa: E731
+
+    assert as_template(props["KeySchema"]) == as_template(schema["key_schema"])
+    [gsi] = props["GlobalSecondaryIndexes"]
+    [model_gsi] = schema["global_secondary_indexes"]
+    assert gsi["IndexName"] == model_gsi["index_name"]
+    assert as_template(gsi["KeySchema"]) == as_template(model_gsi["key_schema"])
+    assert gsi["Projection"]["ProjectionType"] == model_gsi["projection"]["ProjectionType"]
+    assert sorted(gsi["Projection"]["NonKeyAttributes"]) == sorted(
+        model_gsi["projection"]["NonKeyAttributes"]
+    )
+    assert sorted(DUE_PROJECTION) == sorted(gsi["Projection"]["NonKeyAttributes"])
+    template_types = {a["AttributeName"]: a["AttributeType"] for a in props["AttributeDefinitions"]}
+    model_types = {a["AttributeName"]: a["AttributeType"] for a in schema["attribute_definitions"]}
+    assert template_types == model_types
+    assert props["TimeToLiveSpecification"]["AttributeName"] == _ExportItem.ttl.attr_name
+
+
+def test_the_template_uses_on_demand_billing_recovery_and_a_stream() -> None:
+    props = table_properties()
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert props["StreamSpecification"]["StreamViewType"] in ("KEYS_ONLY", "NEW_IMAGE", "NEW_AND_OLD_IMAGES")
+    pipe = template()["Resources"]["StreamToQueuePipe"]["Properties"]
+    assert pipe["Source"] == {"Fn::GetAtt": "Table.StreamArn"} or "StreamArn" in json.dumps(pipe["Source"])
+
+
+def test_the_poll_functions_role_holds_no_write_action() -> None:
+    statements = template()["Resources"]["PollFunction"]["Properties"]["Policies"][0]["Statement"]
+    actions = [a for s in statements for a in s["Action"]]
+    reads = ("dynamodb:GetItem", "dynamodb:Query", "s3:GetObject")
+    assert actions and all(a in reads for a in actions), actions

@@ -1,0 +1,93 @@
+"""AWS round trips per operation equal the minimum. Exact counts, so they are asserted here."""
+
+from __future__ import annotations
+
+from bindery.objects import artifact_key
+from bindery.storage import Claimed
+from tests.calls import recording
+from tests.unit.conftest import Stack
+
+
+def _clients(stack: Stack) -> tuple[object, object]:
+    return stack.store.client, stack.objects.client
+
+
+def test_submit_is_one_transact_write(stack: Stack) -> None:
+    book = stack.create_book()
+    with recording(*_clients(stack)) as calls:
+        assert stack.submit(book, key="once").status == 202
+    assert calls.made == [("dynamodb", "TransactWriteItems")]
+
+
+def test_a_replayed_idempotency_key_costs_one_call_and_no_second_read(stack: Stack) -> None:
+    book = stack.create_book()
+    stack.submit(book, key="again")
+    with recording(*_clients(stack)) as calls:
+        assert stack.submit(book, key="again").status == 202
+    assert calls.made == [("dynamodb", "TransactWriteItems")]
+
+
+def test_poll_is_one_read_and_no_write(stack: Stack) -> None:
+    book = stack.create_book()
+    export_id = stack.submit(book).body["id"]
+    stack.exports.build(book, export_id)
+    with recording(*_clients(stack)) as calls:
+        polled = stack.poll(book, export_id)
+    assert polled.body["download_url"]  # presigning is local arithmetic, not a call
+    assert calls.made == [("dynamodb", "TransactGetItems")]
+
+
+def test_claim_finish_fail_and_cancel_are_one_call_each(stack: Stack) -> None:
+    book = stack.create_book()
+    a, b, c = (stack.submit(book).body["id"] for _ in range(3))
+    with recording(stack.store.client) as claim:
+        claimed = stack.store.claim_build(book, a, artifact_key(book, a, "t"), stack.clock())
+    assert isinstance(claimed, Claimed)
+    with recording(stack.store.client) as finish:
+        stack.store.finish_export(
+            claimed.export, path="p", size_bytes=1, complete=True, built_revision=1, now=stack.clock()
+        )
+    claimed_b = stack.store.claim_build(book, b, artifact_key(book, b, "t"), stack.clock())
+    assert isinstance(claimed_b, Claimed)
+    with recording(stack.store.client) as fail:
+        from bindery.states import FailureCode
+
+        stack.store.fail_export(claimed_b.export, FailureCode.RENDER_FAILED, stack.clock())
+    with recording(stack.store.client) as cancel:
+        assert stack.http("DELETE", f"/books/{book}/exports/{c}").status == 204
+    assert claim.made == [("dynamodb", "UpdateItem")]
+    assert finish.made == [("dynamodb", "TransactWriteItems")]
+    assert fail.made == [("dynamodb", "TransactWriteItems")]
+    assert cancel.made == [("dynamodb", "TransactWriteItems")]
+
+
+def test_each_stale_row_costs_one_write(stack: Stack) -> None:
+    book = stack.create_book()
+    for _ in range(3):
+        stack.submit(book)
+    stack.clock.advance(stack.exports.settings.queue_grace_seconds + 1)
+    with recording(*_clients(stack)) as calls:
+        assert stack.sweep()["failed"] == 3
+    assert calls.count() == {"Query": 1, "TransactWriteItems": 3}
+
+
+def test_each_lapsed_link_costs_one_expire_one_delete_and_one_forget(stack: Stack) -> None:
+    book = stack.create_book()
+    for _ in range(2):
+        export_id = stack.submit(book).body["id"]
+        stack.exports.build(book, export_id)
+    stack.clock.advance(stack.exports.settings.link_ttl_seconds)
+    with recording(*_clients(stack)) as calls:
+        result = stack.gc()
+    assert (result["expired"], result["unlinked"]) == (2, 2)
+    # Two index reads: one for lapsed links, one for the unlink queue they have just joined.
+    assert calls.count("dynamodb") == {"Query": 2, "UpdateItem": 4}
+    assert calls.count("s3") == {"DeleteObject": 2}
+
+
+def test_a_small_build_uploads_with_one_put(stack: Stack) -> None:
+    book = stack.create_book()
+    export_id = stack.submit(book).body["id"]
+    with recording(stack.objects.client) as calls:
+        stack.exports.build(book, export_id)
+    assert calls.count() == {"GetObject": 2, "PutObject": 1}
