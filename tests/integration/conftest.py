@@ -36,7 +36,9 @@ def s3_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture
-def exports(ddb_endpoint: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> Exports:
+def exports(
+    ddb_endpoint: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+) -> Exports:
     """A service over a fresh table in DynamoDB Local and a fresh bucket in moto's server."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", ddb_endpoint)
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)

@@ -46,7 +46,9 @@ def test_of_32_concurrent_claimers_exactly_one_holds_the_lease(exports: Exports)
         now = exports.clock()
         outcomes = _all_at_once(
             CLAIMERS,
-            lambda i, e=export_id, n=now: exports.store.claim_build(book, e, artifact_key(book, e, f"c{i}"), n),
+            lambda i, e=export_id, n=now: exports.store.claim_build(
+                book, e, artifact_key(book, e, f"c{i}"), n
+            ),
         )
         claimed = [o for o in outcomes if isinstance(o, Claimed)]
         winners[len(claimed)] += 1
