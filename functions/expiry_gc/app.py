@@ -13,5 +13,6 @@ def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = No
     expired = service.expire_lapsed_links()
     unlinked = service.unlink_ended_artifacts()
     result = {"expired": expired.done, "unlinked": unlinked.done, "unlink_failures": unlinked.failed}
-    logger.info("expiry gc done", extra=result)
+    if any(result.values()):
+        logger.info("expiry gc done", extra=result)
     return result

@@ -11,5 +11,6 @@ from bindery.observability import logger, metrics
 def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
     swept = (exports or default_exports()).fail_stale_exports()
     result = {"failed": swept.done, "refused": swept.refused, "errors": swept.failed}
-    logger.info("stale sweep done", extra=result)
+    if any(result.values()):
+        logger.info("stale sweep done", extra=result)
     return result

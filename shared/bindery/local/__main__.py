@@ -1,0 +1,5 @@
+import sys
+
+from bindery.local.stack import main
+
+sys.exit(main())

@@ -1,0 +1,390 @@
+"""`make run`: moto's server as the embedded AWS, the API on 127.0.0.1, the stream-to-queue pipe, the build
+worker and the two sweeps, all wired from template.yaml and all calling the real handlers.
+
+Each Lambda function is invoked one event at a time, as one Lambda instance would be: the handlers'
+module state (Powertools' resolver, the batch processor) is per-process in Lambda, so here a lock per
+function keeps two events from sharing it at once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bindery.local import template, tokens
+
+TABLE = "bindery"
+BUCKET = "bindery-artifacts"
+QUEUE, DEAD_LETTER_QUEUE = "bindery-build", "bindery-build-dlq"
+DEMO_USER = "demo-user"
+RECORDING = "moto-recording.jsonl"
+# Requests that change nothing; a recording keeps only the others, so a restart replays state, not polls.
+_READS = {
+    "GetItem", "Query", "Scan", "TransactGetItems", "BatchGetItem", "DescribeTable", "ListTables",
+    "DescribeTimeToLive", "DescribeStream", "GetShardIterator", "GetRecords", "ListStreams",
+    "ReceiveMessage", "GetQueueUrl", "GetQueueAttributes", "ListQueues",
+}  # fmt: skip
+
+
+def log(message: str) -> None:
+    stamp = datetime.now(UTC).strftime("%H:%M:%S")
+    print(f"{stamp} {message}", flush=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LambdaContext:
+    function_name: str
+    timeout_ms: int
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:000000000000:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, self.timeout_ms - int((time.monotonic() - self.started) * 1000))
+
+
+class Functions:
+    """The five handlers, imported on first use, each invoked one event at a time."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def invoke(self, name: str, event: dict[str, Any]) -> dict[str, Any]:
+        with self._guard:
+            lock = self._locks.setdefault(name, threading.Lock())
+        module = importlib.import_module(f"functions.{name}.app")
+        with lock:
+            result: dict[str, Any] = module.handler(event, LambdaContext(name, timeout_ms=300_000))
+        return result
+
+
+def _configure_environment(endpoint: str) -> None:
+    """What the deployed stack's Globals give every function, pointed at the embedded AWS. A variable the
+    caller already set wins, so `BINDERY_LINK_TTL_SECONDS=5 make run` shortens links."""
+    for key, value in template.global_environment().items():
+        os.environ.setdefault(key, value)
+    os.environ.update(AWS_ENDPOINT_URL=endpoint)
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "BINDERY_TABLE": TABLE,
+        "BINDERY_BUCKET": BUCKET,
+        "POWERTOOLS_METRICS_DISABLED": "true",
+    }.items():
+        os.environ.setdefault(key, value)
+
+
+class _OneLine(logging.Formatter):
+    """Locally, each of the handlers' JSON log records as one short line: time, message, the ids."""
+
+    KEYS = (
+        "export_id", "book_id", "attempt", "failure_code", "size_bytes", "chapters", "keys", "reason",
+        "expired", "unlinked", "unlink_failures", "failed", "refused", "errors",
+    )  # fmt: skip
+
+    def __init__(self, json_formatter: logging.Formatter):
+        super().__init__()
+        self._json = json_formatter
+
+    def __getattr__(self, name: str) -> Any:
+        # Powertools talks to its formatter (append_keys, remove_keys ...): pass all of that through.
+        return getattr(self._json, name)
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = json.loads(self._json.format(record))
+        fields = " ".join(f"{k}={entry[k]}" for k in self.KEYS if entry.get(k) is not None)
+        level = "" if entry.get("level") == "INFO" else f"{entry.get('level')} "
+        stamp = datetime.now(UTC).strftime("%H:%M:%S")
+        line = f"{stamp} {level}{entry.get('function_name', '')}: {entry.get('message')} {fields}".rstrip()
+        if entry.get("exception"):
+            line += "\n" + str(entry["exception"])
+        return line
+
+
+def _quiet_logs() -> None:
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server would log every AWS call
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+    from bindery.observability import logger
+
+    handler = logger.registered_handler
+    handler.setFormatter(_OneLine(handler.formatter))  # type: ignore[arg-type]
+
+
+def _is_write(entry: dict[str, Any]) -> bool:
+    if entry.get("method") in ("GET", "HEAD"):
+        return False
+    headers = {k.lower(): v for k, v in (entry.get("headers") or {}).items()}
+    target = str(headers.get("x-amz-target", ""))
+    return target.rsplit(".", 1)[-1] not in _READS
+
+
+def _replay(data_dir: Path, endpoint: str) -> int:
+    """Rebuild the embedded AWS from the recording of earlier runs: moto's own state persistence.
+
+    The recording is first compacted to the requests that changed something, so it grows with the state
+    rather than with the time the stack has been polling."""
+    from moto.moto_api import recorder
+
+    path = data_dir / RECORDING
+    if not path.exists() or path.stat().st_size == 0:
+        return 0
+    entries = [line for line in path.read_text().splitlines() if line.strip()]
+    kept = [line for line in entries if _is_write(json.loads(line))]
+    path.write_text("".join(line + "\n" for line in kept))
+    recorder.replay_recording(target_host=endpoint)
+    return len(kept)
+
+
+def _ensure_resources() -> str:
+    """The table, bucket and queues, as template.yaml defines them. Returns the build queue's URL."""
+    import boto3
+
+    dynamodb, s3, sqs = boto3.client("dynamodb"), boto3.client("s3"), boto3.client("sqs")
+    table = os.environ["BINDERY_TABLE"]
+    if table not in dynamodb.list_tables()["TableNames"]:
+        template.create_table(dynamodb, table)
+    bucket = os.environ["BINDERY_BUCKET"]
+    if bucket not in {b["Name"] for b in s3.list_buckets().get("Buckets", [])}:
+        s3.create_bucket(Bucket=bucket)
+    dlq = sqs.create_queue(
+        QueueName=DEAD_LETTER_QUEUE, Attributes=template.queue_attributes("BuildDeadLetterQueue")
+    )
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq["QueueUrl"], AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    attributes = template.queue_attributes("BuildQueue")
+    attributes["RedrivePolicy"] = json.dumps(
+        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": template.max_receive_count("BuildQueue")}
+    )
+    queue_url: str = sqs.create_queue(QueueName=QUEUE, Attributes=attributes)["QueueUrl"]
+    return queue_url
+
+
+def _loop(name: str, stop: threading.Event, every: float, step: Callable[[], None]) -> threading.Thread:
+    def run() -> None:
+        while not stop.is_set():
+            try:
+                step()
+            except Exception as exc:  # a step that fails is logged and tried again, as Lambda would retry
+                log(f"{name}: {exc!r}")
+            stop.wait(every)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def _pipe(stop: threading.Event, queue_url: str) -> threading.Thread:
+    """The EventBridge Pipe: the table stream's records that pass the template's filter, into the queue."""
+    import boto3
+
+    streams, sqs = boto3.client("dynamodbstreams"), boto3.client("sqs")
+    arn = boto3.client("dynamodb").describe_table(TableName=os.environ["BINDERY_TABLE"])["Table"][
+        "LatestStreamArn"
+    ]
+    pattern = template.pipe_filter()
+    iterators: dict[str, str | None] = {}
+    started = [False]
+
+    def step() -> None:
+        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+            if shard["ShardId"] not in iterators:
+                # Shards there at start are read from now on (a restart's replay already queued their jobs);
+                # a shard that appears later is read from its beginning.
+                kind = "TRIM_HORIZON" if started[0] else "LATEST"
+                iterators[shard["ShardId"]] = streams.get_shard_iterator(
+                    StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType=kind
+                )["ShardIterator"]
+        started[0] = True
+        for shard_id, iterator in list(iterators.items()):
+            if iterator is None:
+                continue
+            page = streams.get_records(ShardIterator=iterator)
+            iterators[shard_id] = page.get("NextShardIterator")
+            for record in page["Records"]:
+                if template.matches(pattern, record):
+                    sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(record, default=str))
+
+    return _loop("pipe", stop, 0.2, step)
+
+
+def _worker(stop: threading.Event, queue_url: str, functions: Functions) -> threading.Thread:
+    """The SQS event source mapping: batches from the queue into the build worker, partial failures kept."""
+    import boto3
+
+    sqs = boto3.client("sqs")
+    name, batch_size = template.queue_consumer("BuildQueue")
+    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+    def step() -> None:
+        messages = sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=batch_size, WaitTimeSeconds=1, AttributeNames=["All"]
+        ).get("Messages", [])
+        if not messages:
+            return
+        records = [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "messageAttributes": {},
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": arn,
+                "awsRegion": "us-east-1",
+            }
+            for m in messages
+        ]
+        result = functions.invoke(name, {"Records": records})
+        failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+        for m in messages:
+            if m["MessageId"] not in failed:
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+
+    return _loop("worker", stop, 0.0, step)
+
+
+def _schedules(stop: threading.Event, functions: Functions) -> list[tuple[str, float, threading.Thread]]:
+    """EventBridge's schedule rules, at the template's rates (BINDERY_LOCAL_SWEEP_SECONDS overrides)."""
+    override = os.environ.get("BINDERY_LOCAL_SWEEP_SECONDS")
+    started = []
+    for schedule in template.schedules():
+        seconds = float(override) if override else float(schedule.seconds)
+
+        def fire(fn: str = schedule.function) -> None:
+            event = {
+                "version": "0",
+                "id": uuid.uuid4().hex,
+                "detail-type": "Scheduled Event",
+                "source": "aws.events",
+                "account": "000000000000",
+                "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "region": "us-east-1",
+                "resources": [f"arn:aws:events:us-east-1:000000000000:rule/{fn}"],
+                "detail": {},
+            }
+            functions.invoke(fn, event)  # the handler logs what it did, when it did anything
+
+        def delayed(fn: Callable[[], None] = fire, wait: float = seconds) -> None:
+            if not stop.wait(wait):
+                fn()
+
+        started.append((schedule.function, seconds, _loop(schedule.function, stop, 0.0, delayed)))
+    return started
+
+
+def banner(api: str, endpoint: str, data_dir: str | None, sweeps: list[tuple[str, float]]) -> str:
+    token = tokens.mint(DEMO_USER)
+    auth = '-H "Authorization: Bearer $TOKEN"'
+    field = "python3 -c 'import json,sys; print(json.load(sys.stdin)[\"{0}\"])'"
+    manuscript = r"# Hello\n\nFirst words.\n\n# Goodbye\n\nLast words.\n"
+    state = f"kept in {data_dir}" if data_dir else "in memory (set BINDERY_DATA_DIR to keep it)"
+    every = ", ".join(f"{name} every {seconds:g}s" for name, seconds in sweeps)
+    return "\n".join(
+        [
+            "Bindery is running.",
+            f"  API     {api}",
+            f"  AWS     {endpoint}  (moto's server: DynamoDB, S3, SQS)",
+            f"  state   {state}",
+            f"  sweeps  {every}",
+            "",
+            f"A token for {DEMO_USER} (valid 24 h; `bindery token NAME` makes others), and a session to paste:",
+            "",
+            f"export API={api} TOKEN={token}",
+            f"BOOK=$(curl -sf -X POST $API/books {auth} -H 'Content-Type: application/json' "
+            f'-d \'{{"title": "Hello", "manuscript": "{manuscript}"}}\' | {field.format("id")})',
+            f"EXPORT=$(curl -sf -X POST $API/books/$BOOK/exports {auth} -H 'Content-Type: application/json' "
+            f'-d \'{{"format": "html"}}\' | {field.format("id")})',
+            f'for i in $(seq 30); do curl -sf $API/books/$BOOK/exports/$EXPORT {auth} | grep -q \'"state":"ready"\''
+            " && break; sleep 1; done",
+            f"curl -sf $API/books/$BOOK/exports/$EXPORT {auth}",
+            f'curl -sf -o hello.html "$(curl -sf $API/books/$BOOK/exports/$EXPORT {auth} | '
+            f'{field.format("download_url")})" && cat hello.html',
+            "",
+            "Ctrl-C stops everything.",
+            "",
+        ]
+    )
+
+
+def main() -> int:
+    port = int(os.environ.get("PORT", "3000"))
+    data_dir = os.environ.get("BINDERY_DATA_DIR")
+    if data_dir:
+        Path(data_dir).mkdir(parents=True, exist_ok=True)
+        # moto reads these when it is imported: set them first.
+        os.environ["MOTO_ENABLE_RECORDING"] = "true"
+        os.environ["MOTO_RECORDER_FILEPATH"] = str(Path(data_dir) / RECORDING)
+    from moto.server import ThreadedMotoServer
+
+    moto_port = int(os.environ.get("BINDERY_MOTO_PORT") or _free_port())
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
+    moto.start()
+    endpoint = f"http://127.0.0.1:{moto_port}"
+    _configure_environment(endpoint)
+    _quiet_logs()
+
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+    gateway_server = None
+    try:
+        if data_dir:
+            replayed = _replay(Path(data_dir), endpoint)
+            log(f"restored {replayed} recorded writes from {data_dir}")
+        queue_url = _ensure_resources()
+        os.environ["BINDERY_QUEUE_URL"] = queue_url
+
+        from bindery.local.gateway import Gateway, serve
+
+        functions = Functions()
+        gateway_server = serve(Gateway(template.routes(), functions.invoke, log), port)
+        threads.append(_pipe(stop, queue_url))
+        threads.append(_worker(stop, queue_url, functions))
+        sweeps = _schedules(stop, functions)
+        threads += [t for _, _, t in sweeps]
+
+        print(
+            banner(f"http://127.0.0.1:{port}", endpoint, data_dir, [(n, s) for n, s, _ in sweeps]), flush=True
+        )
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        stop.wait()
+        log("stopping")
+    finally:
+        stop.set()
+        if gateway_server is not None:
+            gateway_server.shutdown()
+            gateway_server.server_close()
+        for thread in threads:
+            thread.join(timeout=5)
+        moto.stop()
+    log("stopped")
+    return 0

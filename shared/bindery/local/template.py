@@ -1,0 +1,188 @@
+"""template.yaml as data: the one definition of the table, queues, routes and schedules."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_PATH = Path(__file__).resolve().parents[3] / "template.yaml"
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """Reads CloudFormation's short-form tags (!Ref, !GetAtt, !Sub ...) as {"Ref": ...}-style values."""
+
+
+def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
+    if isinstance(node, yaml.ScalarNode):
+        return {name: loader.construct_scalar(node)}
+    if isinstance(node, yaml.SequenceNode):
+        return {name: loader.construct_sequence(node)}
+    return {name: loader.construct_mapping(node)}  # type: ignore[arg-type]
+
+
+_CfnLoader.add_multi_constructor("!", _tag)
+
+
+@lru_cache(maxsize=4)
+def load(path: str | None = None) -> dict[str, Any]:
+    source = Path(path or os.environ.get("BINDERY_TEMPLATE") or DEFAULT_PATH)
+    loaded: dict[str, Any] = yaml.load(source.read_text(), Loader=_CfnLoader)
+    return loaded
+
+
+def resources() -> dict[str, Any]:
+    found: dict[str, Any] = load()["Resources"]
+    return found
+
+
+def table_properties() -> dict[str, Any]:
+    props: dict[str, Any] = resources()["Table"]["Properties"]
+    return props
+
+
+def create_table_kwargs(name: str) -> dict[str, Any]:
+    props = table_properties()
+    return {
+        "TableName": name,
+        "BillingMode": props["BillingMode"],
+        "AttributeDefinitions": props["AttributeDefinitions"],
+        "KeySchema": props["KeySchema"],
+        "GlobalSecondaryIndexes": props["GlobalSecondaryIndexes"],
+        "StreamSpecification": {"StreamEnabled": True, **props["StreamSpecification"]},
+    }
+
+
+def create_table(client: Any, name: str) -> None:
+    """Create `name` as template.yaml defines Table, TTL included."""
+    client.create_table(**create_table_kwargs(name))
+    client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 50})
+    ttl = table_properties()["TimeToLiveSpecification"]
+    client.update_time_to_live(
+        TableName=name, TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True}
+    )
+
+
+def queue_attributes(logical_id: str) -> dict[str, str]:
+    """SQS CreateQueue attributes for a queue resource, minus what only AWS has (SSE, redrive ARNs)."""
+    props = resources()[logical_id]["Properties"]
+    attrs = {}
+    for key in ("VisibilityTimeout", "MessageRetentionPeriod", "DelaySeconds"):
+        if key in props:
+            attrs[key] = str(props[key])
+    return attrs
+
+
+def max_receive_count(logical_id: str) -> int:
+    return int(resources()[logical_id]["Properties"]["RedrivePolicy"]["maxReceiveCount"])
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str  # as API Gateway writes it: /books/{bookId}/exports
+    function: str  # the folder under functions/
+
+    @property
+    def route_key(self) -> str:
+        return f"{self.method} {self.path}"
+
+    def match(self, method: str, path: str) -> dict[str, str] | None:
+        if method != self.method:
+            return None
+        pattern = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.path)) + "$"
+        found = re.match(pattern, path)
+        return found.groupdict() if found else None
+
+
+def _function_dir(props: dict[str, Any]) -> str:
+    return str(props["CodeUri"]).strip("/").split("/")[-1]
+
+
+def routes() -> list[Route]:
+    found = []
+    for resource in resources().values():
+        if resource.get("Type") != "AWS::Serverless::Function":
+            continue
+        props = resource["Properties"]
+        for event in props.get("Events", {}).values():
+            if event["Type"] == "HttpApi":
+                found.append(
+                    Route(event["Properties"]["Method"], event["Properties"]["Path"], _function_dir(props))
+                )
+    return found
+
+
+@dataclass(frozen=True)
+class Schedule:
+    function: str
+    seconds: int
+
+
+def schedules() -> list[Schedule]:
+    units = {"minute": 60, "minutes": 60, "hour": 3600, "hours": 3600, "day": 86400, "days": 86400}
+    found = []
+    for resource in resources().values():
+        if resource.get("Type") != "AWS::Serverless::Function":
+            continue
+        props = resource["Properties"]
+        for event in props.get("Events", {}).values():
+            if event["Type"] == "Schedule":
+                count, unit = re.fullmatch(r"rate\((\d+) (\w+)\)", event["Properties"]["Schedule"]).groups()  # type: ignore[union-attr]
+                found.append(Schedule(_function_dir(props), int(count) * units[unit]))
+    return found
+
+
+def queue_consumer(queue_logical_id: str) -> tuple[str, int]:
+    """(function folder, batch size) of the function the queue feeds."""
+    for resource in resources().values():
+        if resource.get("Type") != "AWS::Serverless::Function":
+            continue
+        props = resource["Properties"]
+        for event in props.get("Events", {}).values():
+            if event["Type"] == "SQS" and event["Properties"]["Queue"] == {
+                "Fn::GetAtt": f"{queue_logical_id}.Arn"
+            }:
+                return _function_dir(props), int(event["Properties"].get("BatchSize", 10))
+    raise LookupError(f"no function consumes {queue_logical_id}")
+
+
+def pipe_filter() -> dict[str, Any]:
+    import json
+
+    props = resources()["StreamToQueuePipe"]["Properties"]
+    pattern: dict[str, Any] = json.loads(props["SourceParameters"]["FilterCriteria"]["Filters"][0]["Pattern"])
+    return pattern
+
+
+def global_environment() -> dict[str, str]:
+    """The literal values of Globals.Function.Environment (references are the local stack's to fill)."""
+    variables = load()["Globals"]["Function"]["Environment"]["Variables"]
+    return {k: str(v) for k, v in variables.items() if isinstance(v, str | int)}
+
+
+def matches(pattern: Any, value: Any) -> bool:
+    """EventBridge content filtering, for the subset the Pipe's filter uses: nested keys, lists of
+    literals, and {"prefix": ...}."""
+    if isinstance(pattern, dict):
+        return isinstance(value, dict) and all(
+            k in value and matches(p, value[k]) for k, p in pattern.items()
+        )
+    if isinstance(pattern, list):
+        return any(
+            (
+                isinstance(p, dict)
+                and "prefix" in p
+                and isinstance(value, str)
+                and value.startswith(p["prefix"])
+            )
+            or p == value
+            for p in pattern
+        )
+    return bool(pattern == value)

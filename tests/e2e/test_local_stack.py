@@ -1,0 +1,231 @@
+"""`make run`'s stack as a subprocess on a free port, driven over real HTTP with a real client."""
+
+from __future__ import annotations
+
+import html.parser
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import boto3
+import pytest
+import requests
+
+from tests.servers import ROOT, free_port
+
+LINK_TTL = 8
+MANUSCRIPT = "# Первая глава\n\nΚαλημέρα, *world*.\n\n# 第二章\n\nשלום and the end 🎉.\n"
+
+
+@dataclass
+class RunningStack:
+    proc: subprocess.Popen[str]
+    port: int
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def api(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def banner(self) -> str:
+        text = "\n".join(self.lines)
+        return text[text.index("Bindery is running.") : text.index("Ctrl-C stops everything.")]
+
+    @property
+    def aws(self) -> str:
+        found = re.search(r"AWS\s+(http://127\.0\.0\.1:\d+)", self.banner())
+        assert found, self.banner()
+        return found.group(1)
+
+    @property
+    def token(self) -> str:
+        found = re.search(r"TOKEN=(\S+)", self.banner())
+        assert found, self.banner()
+        return found.group(1)
+
+    def stop(self) -> int:
+        os.killpg(self.proc.pid, signal.SIGINT)
+        return self.proc.wait(timeout=20)
+
+
+def _start(port: int, **env: str) -> RunningStack:
+    proc = subprocess.Popen(
+        ["make", "--no-print-directory", "run"],
+        cwd=ROOT,
+        env={**os.environ, "PORT": str(port), **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    stack = RunningStack(proc, port)
+    assert proc.stdout is not None
+    stdout = proc.stdout
+
+    def read() -> None:
+        for line in stdout:
+            stack.lines.append(line.rstrip("\n"))
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + 120
+    while not any("Ctrl-C stops everything." in line for line in stack.lines):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the stack did not start:\n" + "\n".join(stack.lines[-40:]))
+        time.sleep(0.1)
+    return stack
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[RunningStack]:
+    running = _start(free_port(), BINDERY_LINK_TTL_SECONDS=str(LINK_TTL), BINDERY_LOCAL_SWEEP_SECONDS="1")
+    try:
+        yield running
+    finally:
+        if running.proc.poll() is None:
+            running.stop()
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _token(user: str) -> str:
+    out = subprocess.run(
+        [str(ROOT / ".venv/bin/bindery"), "token", user], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()
+
+
+def _wait_ready(stack: RunningStack, book: str, export_id: str) -> dict[str, object]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        body: dict[str, object] = requests.get(
+            f"{stack.api}/books/{book}/exports/{export_id}", headers=_auth(stack.token), timeout=10
+        ).json()
+        if body["state"] != "pending":
+            return body
+        time.sleep(0.2)
+    pytest.fail("the export never left pending")
+
+
+class _Text(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def test_the_banners_curl_lines_work_exactly_as_printed(stack: RunningStack, tmp_path: Path) -> None:
+    banner = stack.banner()
+    session = banner[banner.index("export API=") :]
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", session], cwd=tmp_path, capture_output=True, text=True, timeout=90
+    )
+    assert result.returncode == 0, result.stderr
+    assert '"state":"ready"' in result.stdout
+    page = (tmp_path / "hello.html").read_text()
+    assert "<h1>Hello</h1>" in page and "<p>Last words.</p>" in page
+
+
+def test_an_html_export_is_built_downloaded_and_expires_with_its_bytes(stack: RunningStack) -> None:
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=stack.aws,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    created = requests.post(
+        f"{stack.api}/books",
+        headers=_auth(stack.token),
+        json={"title": "Scripts", "manuscript": MANUSCRIPT},
+        timeout=10,
+    )
+    assert created.status_code == 201
+    book = created.json()["id"]
+    accepted = requests.post(
+        f"{stack.api}/books/{book}/exports", headers=_auth(stack.token), json={"format": "html"}, timeout=10
+    )
+    assert accepted.status_code == 202 and accepted.headers["Location"].endswith(accepted.json()["id"])
+    export_id = accepted.json()["id"]
+
+    ready = _wait_ready(stack, book, export_id)
+    assert ready["state"] == "ready"
+    download = requests.get(str(ready["download_url"]), timeout=10)
+    assert download.status_code == 200
+    assert download.headers["Content-Disposition"] == 'attachment; filename="Scripts.html"'
+    parser = _Text()
+    parser.feed(download.content.decode("utf-8"))
+    text = " ".join(parser.parts)
+    for expected in ("Первая глава", "Καλημέρα", "world", "第二章", "שלום and the end 🎉."):
+        assert expected in text
+    prefix = f"artifacts/{book}/{export_id}/"
+    assert len(s3.list_objects_v2(Bucket="bindery-artifacts", Prefix=prefix).get("Contents", [])) == 1
+
+    time.sleep(LINK_TTL)
+    expired = requests.get(
+        f"{stack.api}/books/{book}/exports/{export_id}", headers=_auth(stack.token), timeout=10
+    )
+    assert expired.json()["state"] == "expired" and expired.json()["download_url"] is None
+    deadline = time.monotonic() + 15
+    while s3.list_objects_v2(Bucket="bindery-artifacts", Prefix=prefix).get("Contents"):
+        assert time.monotonic() < deadline, "the GC never removed the object"
+        time.sleep(0.5)
+    # The old URL now finds nothing (S3 answers 403 rather than 404 to a caller who may not list the bucket).
+    assert requests.get(str(ready["download_url"]), timeout=10).status_code in (403, 404)
+
+
+def test_another_users_token_gets_404_and_no_token_gets_401(stack: RunningStack) -> None:
+    book = requests.post(
+        f"{stack.api}/books",
+        headers=_auth(stack.token),
+        json={"title": "Mine", "manuscript": "# A"},
+        timeout=10,
+    ).json()["id"]
+    export_id = requests.post(
+        f"{stack.api}/books/{book}/exports",
+        headers=_auth(stack.token),
+        json={"format": "markdown"},
+        timeout=10,
+    ).json()["id"]
+    mallory = _auth(_token("mallory"))
+    missing_book, missing_export = "ffffffffffffffffffff", "fffffffffffffffffffff"
+
+    for path in ("/books/{b}", "/books/{b}/exports", "/books/{b}/exports/{e}"):
+        theirs = requests.get(stack.api + path.format(b=book, e=export_id), headers=mallory, timeout=10)
+        missing = requests.get(
+            stack.api + path.format(b=missing_book, e=missing_export), headers=mallory, timeout=10
+        )
+        assert theirs.status_code == 404 and theirs.content == missing.content
+        assert requests.get(stack.api + path.format(b=book, e=export_id), timeout=10).status_code == 401
+    wrong_key = {"Authorization": "Bearer " + _token("x")[:-4] + "AAAA"}
+    assert requests.get(f"{stack.api}/books/{book}", headers=wrong_key, timeout=10).status_code == 401
+    assert (
+        requests.get(f"{stack.api}/books/{book}", headers=_auth(stack.token), timeout=10).status_code == 200
+    )
+
+
+def test_ctrl_c_stops_the_stack_and_frees_its_port() -> None:
+    port = free_port()
+    running = _start(port)
+    assert requests.get(f"{running.api}/books/ffffffffffffffffffff", timeout=10).status_code == 401
+
+    # make itself dies of the SIGINT (-2) or reports its child's (2); the stack below it must stop cleanly.
+    assert running.stop() in (0, 2, -signal.SIGINT)
+
+    assert any(line.endswith("stopped") for line in running.lines)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))  # raises if anything still holds the port
+    aws_port = int(running.aws.rsplit(":", 1)[1])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", aws_port))
