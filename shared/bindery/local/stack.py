@@ -300,37 +300,35 @@ def _schedules(stop: threading.Event, functions: Functions) -> list[tuple[str, f
     return started
 
 
+# The curl session the banner prints. The e2e test runs it exactly as printed.
+SESSION = r"""export API=@API TOKEN=@TOKEN
+BOOK=$(curl -sf -X POST $API/books -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+  -d '{"title": "Hello", "manuscript": "# Hello\n\nFirst words.\n\n# Goodbye\n\nLast words.\n"}' \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+EXPORT=$(curl -sf -X POST $API/books/$BOOK/exports -H "Authorization: Bearer $TOKEN" \
+  -H 'Content-Type: application/json' -d '{"format": "html"}' \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+for i in $(seq 30); do curl -sf $API/books/$BOOK/exports/$EXPORT -H "Authorization: Bearer $TOKEN" \
+  | grep -q '"state":"ready"' && break; sleep 1; done
+curl -sf $API/books/$BOOK/exports/$EXPORT -H "Authorization: Bearer $TOKEN"; echo
+curl -sf -o hello.html "$(curl -sf $API/books/$BOOK/exports/$EXPORT -H "Authorization: Bearer $TOKEN" \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["download_url"])')" && cat hello.html
+"""
+
+
 def banner(api: str, endpoint: str, data_dir: str | None, sweeps: list[tuple[str, float]]) -> str:
-    token = tokens.mint(DEMO_USER)
-    auth = '-H "Authorization: Bearer $TOKEN"'
-    field = "python3 -c 'import json,sys; print(json.load(sys.stdin)[\"{0}\"])'"
-    manuscript = r"# Hello\n\nFirst words.\n\n# Goodbye\n\nLast words.\n"
     state = f"kept in {data_dir}" if data_dir else "in memory (set BINDERY_DATA_DIR to keep it)"
     every = ", ".join(f"{name} every {seconds:g}s" for name, seconds in sweeps)
-    return "\n".join(
-        [
-            "Bindery is running.",
-            f"  API     {api}",
-            f"  AWS     {endpoint}  (moto's server: DynamoDB, S3, SQS)",
-            f"  state   {state}",
-            f"  sweeps  {every}",
-            "",
-            f"A token for {DEMO_USER} (valid 24 h; `bindery token NAME` makes others), and a session to paste:",
-            "",
-            f"export API={api} TOKEN={token}",
-            f"BOOK=$(curl -sf -X POST $API/books {auth} -H 'Content-Type: application/json' "
-            f'-d \'{{"title": "Hello", "manuscript": "{manuscript}"}}\' | {field.format("id")})',
-            f"EXPORT=$(curl -sf -X POST $API/books/$BOOK/exports {auth} -H 'Content-Type: application/json' "
-            f'-d \'{{"format": "html"}}\' | {field.format("id")})',
-            f'for i in $(seq 30); do curl -sf $API/books/$BOOK/exports/$EXPORT {auth} | grep -q \'"state":"ready"\''
-            " && break; sleep 1; done",
-            f"curl -sf $API/books/$BOOK/exports/$EXPORT {auth}",
-            f'curl -sf -o hello.html "$(curl -sf $API/books/$BOOK/exports/$EXPORT {auth} | '
-            f'{field.format("download_url")})" && cat hello.html',
-            "",
-            "Ctrl-C stops everything.",
-            "",
-        ]
+    session = SESSION.replace("@API", api).replace("@TOKEN", tokens.mint(DEMO_USER))
+    return (
+        "Bindery is running.\n"
+        f"  API     {api}\n"
+        f"  AWS     {endpoint}  (moto's server: DynamoDB, S3, SQS)\n"
+        f"  state   {state}\n"
+        f"  sweeps  {every}\n\n"
+        f"A token for {DEMO_USER} (24 h; `bindery token NAME` makes more), and a session to paste:\n\n"
+        f"{session}\n"
+        "Ctrl-C stops everything.\n"
     )
 
 

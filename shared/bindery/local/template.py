@@ -24,7 +24,7 @@ def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
         return {name: loader.construct_scalar(node)}
     if isinstance(node, yaml.SequenceNode):
         return {name: loader.construct_sequence(node)}
-    return {name: loader.construct_mapping(node)}  # type: ignore[arg-type]
+    return {name: loader.construct_mapping(node)}
 
 
 _CfnLoader.add_multi_constructor("!", _tag)
