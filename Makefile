@@ -9,7 +9,7 @@ DDB_DIR := .cache/dynamodb-local
 DDB_STAMP := $(DDB_DIR)/.installed
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test unit integration e2e lint bench build clean
+.PHONY: run demo test unit integration e2e lint bench build clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -55,3 +55,7 @@ build: $(SAM)
 
 clean:
 	rm -rf $(VENV) $(SAMVENV) .cache .aws-sam
+
+# The walk-through, against a stack `make run` started in another terminal.
+demo: $(VENV)/.installed
+	$(PY) -m bindery.local.demo

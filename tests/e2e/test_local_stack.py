@@ -229,3 +229,76 @@ def test_ctrl_c_stops_the_stack_and_frees_its_port() -> None:
     aws_port = int(running.aws.rsplit(":", 1)[1])
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", aws_port))
+
+
+def test_make_demo_walks_every_format_and_shows_a_link_lapse(stack: RunningStack, tmp_path: Path) -> None:
+    result = subprocess.run(
+        ["make", "--no-print-directory", "demo"],
+        cwd=ROOT,
+        env={**os.environ, "PORT": str(stack.port), "BINDERY_DEMO_OUT": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for fmt, ext in (("markdown", "md"), ("html", "html")):
+        assert re.search(rf"{fmt}\s+ready .* bytes", result.stdout), result.stdout
+        assert (tmp_path / f"lighthouse.{ext}").stat().st_size > 500
+    assert "state=expired download_url=None" in result.stdout
+    assert "the GC has unlinked the bytes" in result.stdout
+
+
+def test_state_survives_a_restart_when_bindery_data_dir_is_set(tmp_path: Path) -> None:
+    data = str(tmp_path / "state")
+    first = _start(free_port(), BINDERY_DATA_DIR=data)
+    try:
+        book = requests.post(
+            f"{first.api}/books",
+            headers=_auth(first.token),
+            json={"title": "Kept", "manuscript": "# Kept\n\nacross restarts\n"},
+            timeout=10,
+        ).json()["id"]
+        export_id = requests.post(
+            f"{first.api}/books/{book}/exports",
+            headers=_auth(first.token),
+            json={"format": "markdown"},
+            timeout=10,
+        ).json()["id"]
+        assert _wait_ready(first, book, export_id)["state"] == "ready"
+    finally:
+        first.stop()
+
+    second = _start(free_port(), BINDERY_DATA_DIR=data)
+    try:
+        assert (
+            requests.get(f"{second.api}/books/{book}", headers=_auth(second.token), timeout=10).status_code
+            == 200
+        )
+        polled = requests.get(
+            f"{second.api}/books/{book}/exports/{export_id}", headers=_auth(second.token), timeout=10
+        ).json()
+        assert polled["state"] == "ready"
+        assert "across restarts" in requests.get(polled["download_url"], timeout=10).text
+    finally:
+        second.stop()
+
+
+def test_without_bindery_data_dir_a_restart_starts_empty() -> None:
+    first = _start(free_port())
+    try:
+        book = requests.post(
+            f"{first.api}/books",
+            headers=_auth(first.token),
+            json={"title": "Gone", "manuscript": "# Gone\n"},
+            timeout=10,
+        ).json()["id"]
+    finally:
+        first.stop()
+    second = _start(free_port())
+    try:
+        assert (
+            requests.get(f"{second.api}/books/{book}", headers=_auth(second.token), timeout=10).status_code
+            == 404
+        )
+    finally:
+        second.stop()
