@@ -71,11 +71,11 @@ def main() -> int:
             if export.get("state") != "ready":
                 print(f"\r  {fmt:<9} {export.get('state')}  {export.get('failure_code')}")
                 continue
-            _, body = _fetch(export["download_url"])
+            _, content = _fetch(export["download_url"])
             path = out / f"{manuscript.stem}.{extension_for(fmt)}"
-            path.write_bytes(body)
+            path.write_bytes(content)
             took = time.monotonic() - started
-            print(f"\r  {fmt:<9} ready    {took:4.1f}s  {len(body):>8,} bytes  -> {path}")
+            print(f"\r  {fmt:<9} ready    {took:4.1f}s  {len(content):>8,} bytes  -> {path}")
             last = (book["id"], export["id"], export)
     if last is None:
         return 1
