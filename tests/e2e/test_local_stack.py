@@ -59,7 +59,7 @@ def _start(port: int, **env: str) -> RunningStack:
     proc = subprocess.Popen(
         ["make", "--no-print-directory", "run"],
         cwd=ROOT,
-        env={**os.environ, "PORT": str(port), **env},
+        env={**os.environ, "PORT": str(port), "BINDERY_MOTO_PORT": "0", **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

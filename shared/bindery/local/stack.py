@@ -66,6 +66,9 @@ class LambdaContext:
         return max(0, self.timeout_ms - int((time.monotonic() - self.started) * 1000))
 
 
+_invoking = threading.local()
+
+
 class Functions:
     """The five handlers, imported on first use, each invoked one event at a time."""
 
@@ -78,7 +81,11 @@ class Functions:
             lock = self._locks.setdefault(name, threading.Lock())
         module = importlib.import_module(f"functions.{name}.app")
         with lock:
-            result: dict[str, Any] = module.handler(event, LambdaContext(name, timeout_ms=300_000))
+            _invoking.function = name
+            try:
+                result: dict[str, Any] = module.handler(event, LambdaContext(name, timeout_ms=300_000))
+            finally:
+                _invoking.function = None
         return result
 
 
@@ -121,7 +128,10 @@ class _OneLine(logging.Formatter):
         fields = " ".join(f"{k}={entry[k]}" for k in self.KEYS if entry.get(k) is not None)
         level = "" if entry.get("level") == "INFO" else f"{entry.get('level')} "
         stamp = datetime.now(UTC).strftime("%H:%M:%S")
-        line = f"{stamp} {level}{entry.get('function_name', '')}: {entry.get('message')} {fields}".rstrip()
+        # Powertools keeps one Lambda context per process; here five functions share the process, so the
+        # function's name comes from the thread that is invoking it.
+        function = getattr(_invoking, "function", "") or entry.get("function_name", "")
+        line = f"{stamp} {level}{function}: {entry.get('message')} {fields}".rstrip()
         if entry.get("exception"):
             line += "\n" + str(entry["exception"])
         return line
@@ -342,7 +352,8 @@ def main() -> int:
         os.environ["MOTO_RECORDER_FILEPATH"] = str(Path(data_dir) / RECORDING)
     from moto.server import ThreadedMotoServer
 
-    moto_port = int(os.environ.get("BINDERY_MOTO_PORT") or _free_port())
+    # 5000 by default, so events/env.json reaches it; 0 picks a free port (the e2e tests run several stacks).
+    moto_port = int(os.environ.get("BINDERY_MOTO_PORT", "5000")) or _free_port()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
     moto.start()
     endpoint = f"http://127.0.0.1:{moto_port}"
