@@ -27,6 +27,8 @@ STATUS: dict[type[errors.BinderyError], int] = {
     errors.BadRequest: 400,
     errors.Unauthorized: 401,
     errors.NotFound: 404,
+    errors.Conflict: 409,
+    errors.PreconditionFailed: 412,
     errors.PayloadTooLarge: 413,
     errors.Unprocessable: 422,
     errors.TooManyLiveExports: 429,
@@ -90,9 +92,11 @@ def _exports(app: APIGatewayHttpResolver) -> Exports:
     return exports
 
 
-def _body(app: APIGatewayHttpResolver, limit: int, fields: dict[str, type]) -> dict[str, Any]:
-    """The JSON object body, with exactly the named fields of the named types. Anything else is a 4xx
-    that names the problem, raised before anything is written."""
+def _body(
+    app: APIGatewayHttpResolver, limit: int, fields: dict[str, type], *, one_of: bool = False
+) -> dict[str, Any]:
+    """The JSON object body, with exactly the named fields of the named types (or, with `one_of`, exactly
+    one of them). Anything else is a 4xx that names the problem, raised before anything is written."""
     raw = app.current_event.decoded_body or ""
     if len(raw.encode("utf-8")) > limit:
         raise errors.PayloadTooLarge(f"request body is over {limit} bytes", code="body_too_large")
@@ -105,12 +109,23 @@ def _body(app: APIGatewayHttpResolver, limit: int, fields: dict[str, type]) -> d
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise errors.BadRequest(f"unknown field(s): {', '.join(unknown)[:200]}", code="unknown_field")
+    if one_of and len(data) != 1:
+        raise errors.BadRequest(f"send exactly one of: {', '.join(fields)}", code="missing_field")
     for name, kind in fields.items():
         if name not in data:
+            if one_of:
+                continue
             raise errors.BadRequest(f"missing field: {name}", code="missing_field")
         if kind is str and not isinstance(data[name], str):
             raise errors.BadRequest(f"field {name} must be a string", code="invalid_field")
     return data
+
+
+def _book_reply(
+    status: int, book: Book, chapters: list[Chapter], headers: dict[str, str] | None = None
+) -> Response:
+    # The revision is the book's ETag: what If-Match on a manuscript replacement compares against.
+    return _json(status, _book_view(book, chapters), {"ETag": f'"{book.revision}"', **(headers or {})})
 
 
 def _book_view(book: Book, chapters: list[Chapter]) -> dict[str, Any]:
@@ -120,6 +135,7 @@ def _book_view(book: Book, chapters: list[Chapter]) -> dict[str, Any]:
         "id": book.id,
         "title": book.title,
         "revision": book.revision,
+        "manuscript_bytes": book.manuscript_bytes,
         "created_at": iso(book.created_at),
         "updated_at": iso(book.updated_at),
         "chapters": [{"ordinal": c.ordinal, "title": c.title, "size_bytes": c.size_bytes} for c in chapters],
@@ -135,8 +151,37 @@ def create_book() -> Response:
     exports = _exports(writes)
     limit = exports.settings.max_manuscript_bytes + BOOK_BODY_OVERHEAD
     body = _body(writes, limit, {"title": str, "manuscript": str})
-    book, chapters = exports.create_book(caller, body["title"], body["manuscript"])
-    return _json(201, _book_view(book, chapters), {"Location": f"/books/{book.id}"})
+    book, chapters = exports.books.create_book(caller, body["title"], body["manuscript"])
+    return _book_reply(201, book, chapters, {"Location": f"/books/{book.id}"})
+
+
+@writes.put("/books/<book_id>/manuscript")
+def replace_manuscript(book_id: str) -> Response:
+    caller = _caller(writes)
+    exports = _exports(writes)
+    limit = exports.settings.max_manuscript_bytes + BOOK_BODY_OVERHEAD
+    body = _body(writes, limit, {"manuscript": str, "upload_id": str}, one_of=True)
+    book, chapters = exports.books.replace_manuscript(
+        caller,
+        book_id,
+        writes.current_event.headers.get("if-match"),
+        manuscript=body.get("manuscript"),
+        upload_id=body.get("upload_id"),
+    )
+    return _book_reply(200, book, chapters)
+
+
+@writes.post("/books/<book_id>/uploads")
+def create_upload(book_id: str) -> Response:
+    caller = _caller(writes)
+    return _json(201, _exports(writes).books.create_upload(caller, book_id))
+
+
+@writes.delete("/books/<book_id>")
+def delete_book(book_id: str) -> Response:
+    caller = _caller(writes)
+    _exports(writes).books.delete_book(caller, book_id)
+    return Response(status_code=204, body="")
 
 
 @writes.post("/books/<book_id>/exports")
@@ -164,8 +209,8 @@ def cancel_export(book_id: str, export_id: str) -> Response:
 @reads.get("/books/<book_id>")
 def get_book(book_id: str) -> Response:
     caller = _caller(reads)
-    book, chapters = _exports(reads).get_book(caller, book_id)
-    return _json(200, _book_view(book, chapters))
+    book, chapters = _exports(reads).books.get_book(caller, book_id)
+    return _book_reply(200, book, chapters)
 
 
 @reads.get("/books/<book_id>/exports")

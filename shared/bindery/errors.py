@@ -40,3 +40,11 @@ class Unprocessable(BinderyError):
 
 class TooManyLiveExports(BinderyError):
     code = "too_many_live_exports"
+
+
+class Conflict(BinderyError):
+    code = "conflict"
+
+
+class PreconditionFailed(BinderyError):
+    code = "precondition_failed"

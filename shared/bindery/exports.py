@@ -26,9 +26,9 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from bindery import engine, errors
-from bindery.books import cut_chapters
 from bindery.config import Settings, settings
-from bindery.objects import Objects, artifact_key, chapter_key
+from bindery.library import Library, not_found, valid_id
+from bindery.objects import Objects, artifact_key, cut_key
 from bindery.observability import logger, metrics, state_change
 from bindery.states import FailureCode, Queue, State
 from bindery.storage import (
@@ -47,12 +47,11 @@ from bindery.storage import (
 
 Clock = Callable[[], float]
 
-_ID = re.compile(r"^[0-9a-z]{8,40}$")
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
-MAX_TITLE = 500
 PAGE_DEFAULT, PAGE_MAX = 20, 100
 RETRY_AFTER_PENDING = 2
 RETRY_AFTER_OVER_CAP = 30
+PROGRESS_SECONDS = 3.0
 
 
 def iso(t: float | None) -> str | None:
@@ -65,10 +64,6 @@ def new_id(now: float) -> str:
     """Time-ordered, so a book's exports list newest first by key alone: 11 hex digits of milliseconds,
     then 10 random ones."""
     return f"{int(now * 1000):011x}{secrets.token_hex(5)}"
-
-
-def valid_id(value: str) -> bool:
-    return bool(_ID.match(value))
 
 
 def download_name(title: str, extension: str) -> str:
@@ -92,46 +87,11 @@ class Exports:
 
     def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Clock = time.time):
         self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
+        self.books = Library(settings, store, objects, clock)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Exports:
         return cls(settings, Store(settings), Objects(settings))
-
-    # ---- books -----------------------------------------------------------------------------------
-
-    def create_book(self, caller: str, title: str, manuscript: str) -> tuple[Book, list[Chapter]]:
-        if not title.strip() or len(title) > MAX_TITLE:
-            raise errors.BadRequest(f"title must be 1 to {MAX_TITLE} characters", code="invalid_title")
-        if len(manuscript.encode("utf-8")) > self.settings.max_manuscript_bytes:
-            raise errors.PayloadTooLarge(
-                f"manuscript is over {self.settings.max_manuscript_bytes} bytes", code="manuscript_too_large"
-            )
-        now = self.clock()
-        book_id = secrets.token_hex(10)
-        revision = 1
-        chapters = []
-        for ordinal, section in enumerate(cut_chapters(manuscript), start=1):
-            key = chapter_key(book_id, revision, ordinal)
-            size = self.objects.put_text(key, section.text)
-            chapters.append(Chapter(ordinal=ordinal, title=section.title, key=key, size_bytes=size))
-        book = Book(
-            id=book_id,
-            owner=caller,
-            title=title.strip(),
-            revision=revision,
-            chapter_count=len(chapters),
-            created_at=now,
-            updated_at=now,
-        )
-        self.store.create_book(book, chapters)
-        logger.info("book created", extra={"book_id": book_id, "chapters": len(chapters)})
-        return book, chapters
-
-    def get_book(self, caller: str, book_id: str) -> tuple[Book, list[Chapter]]:
-        book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
-        if book is None:
-            raise _not_found()
-        return book, self.store.read_chapters(book_id, book.revision)
 
     # ---- submit ----------------------------------------------------------------------------------
 
@@ -154,7 +114,7 @@ class Exports:
                 "Idempotency-Key must be 1 to 255 printable ASCII characters", code="invalid_idempotency_key"
             )
         if not valid_id(book_id):
-            raise _not_found()
+            raise not_found()
         now = self.clock()
         export = Export(
             id=new_id(now),
@@ -190,7 +150,7 @@ class Exports:
                     retry_after=RETRY_AFTER_OVER_CAP,
                 )
             case NotFound():
-                raise _not_found()
+                raise not_found()
         raise AssertionError(outcome)
 
     # ---- caller reads ----------------------------------------------------------------------------
@@ -201,7 +161,7 @@ class Exports:
         if valid_id(book_id) and valid_id(export_id):
             found = self.store.read_export_for_owner(book_id, export_id, caller, self.clock())
         if found is None:
-            raise _not_found()
+            raise not_found()
         export, book = found
         return self.view(export, book=book, now=self.clock())
 
@@ -217,7 +177,7 @@ class Exports:
         start_after = _decode_cursor(cursor) if cursor is not None else None
         book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
         if book is None:
-            raise _not_found()
+            raise not_found()
         now = self.clock()
         page, next_after = self.store.list_exports(book_id, limit=size, start_after=start_after, now=now)
         return {
@@ -250,6 +210,13 @@ class Exports:
         }
         if book is not None:
             body["book_revision"] = book.revision
+        if state == State.PENDING and export.progress_total:
+            body["progress"] = {
+                "chapters_done": export.progress_done or 0,
+                "chapters_total": export.progress_total,
+            }
+        if export.skipped:
+            body["skipped_chapters"] = list(export.skipped)
         if state == State.READY and export.path and export.expires_at is not None and book is not None:
             # Valid until min(expires_at, now + 15 min), never later; whole seconds, rounded down.
             until = min(export.expires_at, now + self.settings.presign_max_seconds)
@@ -269,10 +236,10 @@ class Exports:
 
     def cancel(self, caller: str, book_id: str, export_id: str) -> str:
         if not (valid_id(book_id) and valid_id(export_id)):
-            raise _not_found()
+            raise not_found()
         outcome = self.store.cancel_export(book_id, export_id, caller, self.clock())
         if isinstance(outcome, NotFound):
-            raise _not_found()
+            raise not_found()
         if outcome != "ended":
             state_change(export_id, book_id, f"export {outcome}")
         return outcome
@@ -299,17 +266,26 @@ class Exports:
 
         book = self.store.read_book(book_id)
         if book is None:
-            return self._fail(export, FailureCode.BOOK_NOT_FOUND)
-        chapters = self.store.read_chapters(book_id, book.revision)
+            # The book was deleted after this export was accepted: it goes with its book.
+            ended = self.store.cancel_attempt(export, self.clock())
+            return "cancelled:book_deleted" if ended else "cancel_refused"
+        chapters = self.store.read_chapters(book_id, book.cut)
         if not chapters:
             # A book with nothing cut has nothing to build from: never send it to the engine.
             return self._fail(export, FailureCode.EMPTY_BOOK)
 
         renderer = engine.renderer_for(export.format)
-        source = engine.Source(book.title, tuple(c.title for c in chapters))
+        limit = getattr(renderer, "max_manuscript_bytes", None)
+        if limit is not None and book.manuscript_bytes > limit:
+            # Fail early and say why, rather than die of memory halfway through.
+            return self._fail(export, FailureCode.TOO_LARGE_FOR_FORMAT)
+        source = engine.Source(
+            book.id, book.title, book.revision, tuple(c.title for c in chapters), modified=book.updated_at
+        )
         writer = self.objects.writer(path, renderer.content_type)
+        progress = _Progress(self, export, len(chapters))
         try:
-            renderer.render(source, self._chapter_texts(chapters), writer)
+            skipped = renderer.render(source, self._chapter_texts(book, chapters, progress), writer)
             size = writer.commit()
         except (StorageError, _AwsError, BotoCoreError, ClientError) as exc:
             writer.abort()
@@ -321,7 +297,12 @@ class Exports:
             return self._fail(export, FailureCode.RENDER_FAILED)
 
         finished = self.store.finish_export(
-            export, path=path, size_bytes=size, complete=True, built_revision=book.revision, now=self.clock()
+            export,
+            path=path,
+            size_bytes=size,
+            skipped=skipped,
+            built_revision=book.revision,
+            now=self.clock(),
         )
         if not finished:
             # The row was ended meanwhile (cancelled, or swept): no row will publish these bytes, so this
@@ -334,13 +315,26 @@ class Exports:
         state_change(export.id, book_id, "export ready", size_bytes=size, attempt=export.attempt)
         return "ready"
 
-    def _chapter_texts(self, chapters: list[Chapter]) -> Iterator[tuple[int, str, str]]:
-        for chapter in chapters:
+    def _chapter_texts(
+        self, book: Book, chapters: list[Chapter], progress: _Progress
+    ) -> Iterator[engine.Text]:
+        """Each chapter's text, in order, from ONE streaming read of the cut's manuscript object: memory
+        holds one chapter, and the whole book costs a single GET."""
+        try:
+            body = self.objects.open(cut_key(book.id, book.cut))
+        except Exception as exc:
+            raise _AwsError(str(exc)) from exc
+        position = 0
+        for done, chapter in enumerate(chapters, start=1):
             try:
-                text = self.objects.read_text(chapter.key)
+                if chapter.offset > position:
+                    body.read(chapter.offset - position)
+                data = body.read(chapter.size_bytes)
             except Exception as exc:
                 raise _AwsError(str(exc)) from exc
-            yield chapter.ordinal, chapter.title, text
+            position = chapter.offset + chapter.size_bytes
+            yield engine.Text(chapter.ordinal, chapter.title, data.decode("utf-8", errors="replace"))
+            progress.chapter_done(done)
 
     def _fail(self, export: Export, code: FailureCode) -> str:
         if self.store.fail_export(export, code, self.clock()):
@@ -413,13 +407,23 @@ class Exports:
         return self._sweep(Queue.STALE, fail)
 
 
+class _Progress:
+    """Publishes chapters done out of total, at most once every PROGRESS_SECONDS: a poll shows it while the
+    export is pending, and a big book does not pay a write per chapter."""
+
+    def __init__(self, exports: Exports, export: Export, total: int):
+        self.exports, self.export, self.total = exports, export, total
+        self.last = exports.clock()
+
+    def chapter_done(self, done: int) -> None:
+        now = self.exports.clock()
+        if now - self.last >= PROGRESS_SECONDS and done < self.total:
+            self.last = now
+            self.exports.store.record_progress(self.export, done, self.total)
+
+
 class _AwsError(Exception):
     """S3 failed while the engine was reading chapters: a reason to retry, not to fail the export."""
-
-
-def _not_found() -> errors.NotFound:
-    # One body for missing and for someone else's: the answer must not tell them apart.
-    return errors.NotFound("no such book or export", code="not_found")
 
 
 def _encode_cursor(export_id: str) -> str:

@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from bindery.config import Settings
 
 ARTIFACT_PREFIX = "artifacts/"
 BOOK_PREFIX = "books/"
+UPLOAD_PREFIX = "uploads/"
+READ_CHUNK = 1024 * 1024
 # S3's multipart floor is 5 MiB a part; 8 MiB keeps a 200 MB artifact well inside 10,000 parts.
 PART_BYTES = 8 * 1024 * 1024
 
 
-def chapter_key(book_id: str, revision: int, ordinal: int) -> str:
-    return f"{BOOK_PREFIX}{book_id}/{revision:08d}/{ordinal:06d}.md"
+def cut_key(book_id: str, cut: str) -> str:
+    return f"{BOOK_PREFIX}{book_id}/{cut}.md"
+
+
+def upload_key(book_id: str, upload_id: str) -> str:
+    return f"{UPLOAD_PREFIX}{book_id}/{upload_id}"
 
 
 def artifact_key(book_id: str, export_id: str, claim: str) -> str:
@@ -45,16 +51,55 @@ class Objects:
             self._client = boto3.client("s3", region_name=self.settings.region, config=config)
         return self._client
 
-    def put_text(self, key: str, text: str) -> int:
-        body = text.encode("utf-8")
+    def put_bytes(self, key: str, body: bytes) -> None:
         self.client.put_object(
             Bucket=self.settings.bucket, Key=key, Body=body, ContentType="text/markdown; charset=utf-8"
         )
-        return len(body)
 
     def read_text(self, key: str) -> str:
         response = self.client.get_object(Bucket=self.settings.bucket, Key=key)
         return str(response["Body"].read().decode("utf-8"))
+
+    def open(self, key: str) -> Any:
+        """The object's body as a stream: one GET, read as the caller goes."""
+        return self.client.get_object(Bucket=self.settings.bucket, Key=key)["Body"]
+
+    def lines(self, key: str) -> Iterator[bytes]:
+        """The object's lines, each with its ending, streamed in 1 MiB reads: memory stays at a chunk."""
+        body = self.open(key)
+        rest = b""
+        while chunk := body.read(READ_CHUNK):
+            rest += chunk
+            *complete, rest = rest.split(b"\n")
+            for line in complete:
+                yield line + b"\n"
+        if rest:
+            yield rest
+
+    def size(self, key: str) -> int | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            return int(self.client.head_object(Bucket=self.settings.bucket, Key=key)["ContentLength"])
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+
+    def copy(self, source: str, target: str) -> None:
+        """A server-side copy: the bytes never pass through the function. (CopyObject takes up to 5 GB.)"""
+        self.client.copy_object(
+            Bucket=self.settings.bucket,
+            Key=target,
+            CopySource={"Bucket": self.settings.bucket, "Key": source},
+        )
+
+    def presign_upload(self, key: str, expires_in: int) -> str:
+        return str(
+            self.client.generate_presigned_url(
+                "put_object", Params={"Bucket": self.settings.bucket, "Key": key}, ExpiresIn=expires_in
+            )
+        )
 
     def writer(self, key: str, content_type: str) -> ArtifactWriter:
         return ArtifactWriter(self.client, self.settings.bucket, key, content_type)

@@ -18,7 +18,7 @@ ENDED = frozenset({State.FAILED, State.CANCELLED, State.EXPIRED})
 
 class FailureCode(StrEnum):
     EMPTY_BOOK = "empty_book"
-    BOOK_NOT_FOUND = "book_not_found"
+    TOO_LARGE_FOR_FORMAT = "too_large_for_format"
     RENDER_FAILED = "render_failed"
     WORKER_LOST = "worker_lost"
     QUEUE_TIMEOUT = "queue_timeout"
@@ -31,3 +31,5 @@ class Queue(StrEnum):
     STALE = "stale"  # pending: failed by the stale sweep once `due_at` passes
     EXPIRE = "expire"  # ready: its link lapses at `due_at`
     UNLINK = "unlink"  # ended, and may still have bytes in S3 after `due_at`
+    RETIRE = "retire"  # a cut no build can read after `due_at`: its chapters and text are removed
+    PURGE = "purge"  # a deleted book whose exports are still to be ended

@@ -6,8 +6,10 @@ back as a domain outcome ("claim refused", "already ended"), never as a botocore
 
 Key layout (pk / sk):
 
-    BOOK#<book>    BOOK                       the book: owner, title, current revision
-    BOOK#<book>    CH#<revision>#<ordinal>    one chapter of one revision (its text is in S3)
+    BOOK#<book>    BOOK                       the book: owner, title, current revision and its cut
+    BOOK#<book>    CH#<cut>#<ordinal>         one chapter of one cut: its title and byte range in S3
+    BOOK#<book>    RETIRE#<cut>               a cut whose chapters and text are to be removed at due_at
+    BOOK#<book>    PURGE                      a deleted book whose exports are still to be ended
     BOOK#<book>    EXPORT#<export>            an export, which is also the build job
     IDEM#<digest>  IDEM                       a caller's Idempotency-Key and the answer it was given
     CALLER#<sub>   LIVE                       the set of that caller's pending exports
@@ -52,21 +54,36 @@ class StorageError(Exception):
 
 @dataclass(frozen=True)
 class Book:
+    """`cut` names one revision's immutable set of chapters and its text object; a new revision is a new
+    cut, so a build that read one cut can never see a mix of two."""
+
     id: str
     owner: str
     title: str
     revision: int
+    cut: str
     chapter_count: int
+    manuscript_bytes: int
     created_at: float
     updated_at: float
 
 
 @dataclass(frozen=True)
 class Chapter:
+    """A chapter's title and where its text lies in its cut's manuscript object."""
+
     ordinal: int
     title: str
-    key: str
+    offset: int
     size_bytes: int
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A book-level chore the GC owes: retire a cut, or purge a deleted book's exports."""
+
+    book_id: str
+    cut: str | None  # the cut to retire; None for a purge
 
 
 @dataclass(frozen=True)
@@ -88,6 +105,10 @@ class Export:
     complete: bool | None = None
     failure_code: str | None = None
     built_revision: int | None = None
+    progress_done: int | None = None
+    progress_total: int | None = None
+    # Chapters the build could not render: [{"ordinal", "title", "reason"}]. Empty when complete.
+    skipped: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -176,15 +197,34 @@ class _BookItem(_Item):
     owner = UnicodeAttribute()
     title = UnicodeAttribute()
     revision = NumberAttribute()
+    cut = UnicodeAttribute()
     chapter_count = NumberAttribute()
+    manuscript_bytes = NumberAttribute(default=0)
     created_at = NumberAttribute()
     updated_at = NumberAttribute()
 
 
 class _ChapterItem(_Item):
     title = UnicodeAttribute()
-    key = UnicodeAttribute()
+    offset = NumberAttribute()
     size_bytes = NumberAttribute()
+
+
+class _MarkersDue(GlobalSecondaryIndex["_MarkerItem"]):
+    """The same sparse `by_due` index, read for book-level markers rather than exports."""
+
+    class Meta:
+        index_name = "by_due"
+        projection = IncludeProjection(list(DUE_PROJECTION))
+
+    queue = UnicodeAttribute(hash_key=True)
+    due_at = NumberAttribute(range_key=True)
+
+
+class _MarkerItem(_Item):
+    queue = UnicodeAttribute()
+    due_at = NumberAttribute()
+    by_due = _MarkersDue()
 
 
 class _ExportItem(_Item):
@@ -208,6 +248,9 @@ class _ExportItem(_Item):
     complete = NumberAttribute(null=True)  # 1 / 0; a number so the item stays plain to read
     failure_code = UnicodeAttribute(null=True)
     built_revision = NumberAttribute(null=True)
+    progress_done = NumberAttribute(null=True)
+    progress_total = NumberAttribute(null=True)
+    skipped = UnicodeAttribute(null=True)  # JSON
     queue = UnicodeAttribute(null=True)
     due_at = NumberAttribute(null=True)
     ttl = NumberAttribute(null=True)
@@ -225,7 +268,9 @@ class _LiveItem(_Item):
     live_ids = UnicodeSetAttribute(null=True)
 
 
-_MODELS: tuple[type[_Item], ...] = (_Item, _BookItem, _ChapterItem, _ExportItem, _IdemItem, _LiveItem)
+_MODELS: tuple[type[_Item], ...] = (
+    _Item, _BookItem, _ChapterItem, _MarkerItem, _ExportItem, _IdemItem, _LiveItem,
+)  # fmt: skip
 
 M = TypeVar("M", bound=_Item)
 
@@ -238,8 +283,15 @@ def _export_sk(export_id: str) -> str:
     return f"EXPORT#{export_id}"
 
 
-def _chapter_prefix(revision: int) -> str:
-    return f"CH#{revision:08d}#"
+def _chapter_prefix(cut: str) -> str:
+    return f"CH#{cut}#"
+
+
+def _retire_sk(cut: str) -> str:
+    return f"RETIRE#{cut}"
+
+
+PURGE_SK = "PURGE"
 
 
 def _to_export(item: _ExportItem) -> Export:
@@ -261,6 +313,9 @@ def _to_export(item: _ExportItem) -> Export:
         complete=None if item.complete is None else bool(item.complete),
         failure_code=item.failure_code,
         built_revision=None if item.built_revision is None else int(item.built_revision),
+        progress_done=None if item.progress_done is None else int(item.progress_done),
+        progress_total=None if item.progress_total is None else int(item.progress_total),
+        skipped=tuple(json.loads(item.skipped)) if item.skipped else (),
     )
 
 
@@ -270,7 +325,9 @@ def _to_book(item: _BookItem) -> Book:
         owner=item.owner,
         title=item.title,
         revision=int(item.revision),
+        cut=item.cut,
         chapter_count=int(item.chapter_count),
+        manuscript_bytes=int(item.manuscript_bytes or 0),
         created_at=item.created_at,
         updated_at=item.updated_at,
     )
@@ -290,6 +347,11 @@ def _error_code(exc: BaseException) -> str:
 
 
 _TRANSACTION_RETRIES = 8
+
+
+def _conditions_failed(exc: TransactWriteError) -> bool:
+    """Whether the transaction was refused by a condition (as opposed to throttling or a conflict)."""
+    return any(r is not None and r.code == "ConditionalCheckFailed" for r in exc.cancellation_reasons)
 
 
 def _retry_conflicts(attempt: Callable[[], Any]) -> Any:
@@ -338,34 +400,118 @@ class Store:
 
     # ---- books -----------------------------------------------------------------------------------
 
-    def create_book(self, book: Book, chapters: Sequence[Chapter]) -> None:
-        """Write the chapters, then the book. The book item is the commit point: a reader that finds the
-        book finds every chapter of its revision, because they were all written before it."""
+    def stage_cut(self, book_id: str, cut: str, chapters: Sequence[Chapter], retire_at: float) -> None:
+        """Write a cut's chapters before anything names them, behind a retire marker written FIRST.
+
+        Should the caller die before :meth:`create_book` or :meth:`publish_cut` adopts the cut, the marker
+        is what makes the GC remove the stranded chapters and text; adopting the cut deletes the marker in
+        the same transaction that makes the cut current.
+        """
+        _MarkerItem(_book_pk(book_id), _retire_sk(cut), queue=Queue.RETIRE.value, due_at=retire_at).save()
         with _ChapterItem.batch_write() as batch:
             for chapter in chapters:
-                batch.save(self._chapter_item(book.id, book.revision, chapter))
-        item = _BookItem(
+                batch.save(
+                    _ChapterItem(
+                        _book_pk(book_id),
+                        f"{_chapter_prefix(cut)}{chapter.ordinal:06d}",
+                        title=chapter.title,
+                        offset=chapter.offset,
+                        size_bytes=chapter.size_bytes,
+                    )
+                )
+
+    def create_book(self, book: Book) -> None:
+        """Make a staged cut a book. The book item is the commit point: a reader that finds the book finds
+        every chapter of its cut, because they were all written before it."""
+        with TransactWrite(connection=self._connection()) as tx:
+            # attribute_not_exists: ids are random, but a retried create must never overwrite a book.
+            tx.save(self._book_item(book), condition=_BookItem.pk.does_not_exist())
+            tx.delete(_MarkerItem(_book_pk(book.id), _retire_sk(book.cut)))
+
+    @staticmethod
+    def _book_item(book: Book) -> _BookItem:
+        return _BookItem(
             _book_pk(book.id),
             "BOOK",
             owner=book.owner,
             title=book.title,
             revision=book.revision,
+            cut=book.cut,
             chapter_count=book.chapter_count,
+            manuscript_bytes=book.manuscript_bytes,
             created_at=book.created_at,
             updated_at=book.updated_at,
         )
-        # attribute_not_exists: ids are random, but a retried create must never overwrite a book.
-        item.save(condition=_BookItem.pk.does_not_exist())
 
-    @staticmethod
-    def _chapter_item(book_id: str, revision: int, chapter: Chapter) -> _ChapterItem:
-        return _ChapterItem(
-            _book_pk(book_id),
-            f"{_chapter_prefix(revision)}{chapter.ordinal:06d}",
-            title=chapter.title,
-            key=chapter.key,
-            size_bytes=chapter.size_bytes,
+    def publish_cut(
+        self,
+        current: Book,
+        *,
+        cut: str,
+        chapter_count: int,
+        manuscript_bytes: int,
+        now: float,
+        retire_at: float,
+    ) -> Book | None:
+        """Make a staged cut the book's next revision, if the book is still at `current.revision`.
+
+        One transaction moves the book to the new cut, drops the new cut's retire marker, and marks the old
+        cut for retirement once no build can still be reading it (`retire_at`, a lease from now). None means
+        the book moved on (or was deleted) meanwhile: the caller decides between 412 and another try.
+        """
+        pk = _book_pk(current.id)
+        try:
+            with TransactWrite(connection=self._connection()) as tx:
+                tx.update(
+                    _BookItem(pk, "BOOK"),
+                    actions=[
+                        _BookItem.revision.add(1),
+                        _BookItem.cut.set(cut),
+                        _BookItem.chapter_count.set(chapter_count),
+                        _BookItem.manuscript_bytes.set(manuscript_bytes),
+                        _BookItem.updated_at.set(now),
+                    ],
+                    # `revision = read`: the If-Match gate, and the guard that a concurrent replacement
+                    # is not silently overwritten by a writer that never saw it.
+                    condition=(_BookItem.owner == current.owner)
+                    & (_BookItem.revision == current.revision)
+                    & (_BookItem.cut == current.cut),
+                )
+                tx.delete(_MarkerItem(pk, _retire_sk(cut)))
+                tx.save(_MarkerItem(pk, _retire_sk(current.cut), queue=Queue.RETIRE.value, due_at=retire_at))
+        except TransactWriteError as exc:
+            if _conditions_failed(exc):
+                return None
+            raise StorageError(str(exc)) from exc
+        return Book(
+            **{
+                **current.__dict__,
+                "revision": current.revision + 1,
+                "cut": cut,
+                "chapter_count": chapter_count,
+                "manuscript_bytes": manuscript_bytes,
+                "updated_at": now,
+            }
         )
+
+    def delete_book(self, book: Book, now: float) -> bool:
+        """Delete the book and owe the GC the rest, in one transaction: the book item goes, its cut is
+        marked for retirement, and a purge marker says its exports are still to be ended. A crash after
+        this leaves chores the GC finishes, never a half-deleted book. False: it changed meanwhile."""
+        pk = _book_pk(book.id)
+        try:
+            with TransactWrite(connection=self._connection()) as tx:
+                tx.delete(
+                    _BookItem(pk, "BOOK"),
+                    condition=(_BookItem.owner == book.owner) & (_BookItem.cut == book.cut),
+                )
+                tx.save(_MarkerItem(pk, _retire_sk(book.cut), queue=Queue.RETIRE.value, due_at=now))
+                tx.save(_MarkerItem(pk, PURGE_SK, queue=Queue.PURGE.value, due_at=now))
+        except TransactWriteError as exc:
+            if _conditions_failed(exc):
+                return False
+            raise StorageError(str(exc)) from exc
+        return True
 
     def read_book(self, book_id: str) -> Book | None:
         """The book, whoever owns it. Callers' reads go through :meth:`read_book_for_owner`."""
@@ -379,13 +525,13 @@ class Store:
         # A stranger's book answers exactly as a missing one does (API1, BOLA).
         return book if book is not None and book.owner == owner else None
 
-    def read_chapters(self, book_id: str, revision: int) -> list[Chapter]:
-        prefix = _chapter_prefix(revision)
+    def read_chapters(self, book_id: str, cut: str) -> list[Chapter]:
+        prefix = _chapter_prefix(cut)
         return [
             Chapter(
                 ordinal=int(item.sk.removeprefix(prefix)),
                 title=item.title,
-                key=item.key,
+                offset=int(item.offset),
                 size_bytes=int(item.size_bytes),
             )
             for item in _ChapterItem.query(
@@ -681,9 +827,9 @@ class Store:
         *,
         path: str,
         size_bytes: int,
-        complete: bool,
         built_revision: int,
         now: float,
+        skipped: list[dict[str, Any]] | None = None,
     ) -> bool:
         """pending -> ready. False means the row was ended (or re-claimed) meanwhile: the caller must
         remove the artifact this attempt wrote, because no row will ever publish it."""
@@ -693,7 +839,9 @@ class Store:
             _ExportItem.path.set(path),
             _ExportItem.paths.add({path}),
             _ExportItem.size_bytes.set(size_bytes),
-            _ExportItem.complete.set(1 if complete else 0),
+            # `complete` only when every chapter made it in; the ones that did not are named.
+            _ExportItem.complete.set(0 if skipped else 1),
+            _ExportItem.skipped.set(json.dumps(skipped or [], ensure_ascii=False)),
             _ExportItem.finished_at.set(now),
             _ExportItem.expires_at.set(expires_at),
             _ExportItem.built_revision.set(built_revision),
@@ -736,6 +884,20 @@ class Store:
         except BOTOCORE_EXCEPTIONS as exc:
             raise StorageError(str(exc)) from exc
         return True
+
+    def cancel_attempt(self, export: Export, now: float) -> bool:
+        """pending -> cancelled by the attempt that holds it: its book was deleted under it."""
+        return self._end_attempt(export, self._end_actions(State.CANCELLED, now))
+
+    def record_progress(self, export: Export, done: int, total: int) -> None:
+        """Chapters done out of total, for the poll. Best effort: a refused write means the row moved on."""
+        with contextlib.suppress(UpdateError):
+            _ExportItem(_book_pk(export.book_id), _export_sk(export.id)).update(
+                actions=[_ExportItem.progress_done.set(done), _ExportItem.progress_total.set(total)],
+                # `attempt = mine`: a superseded attempt must not report progress over its successor's.
+                condition=(_ExportItem.state == State.PENDING.value)
+                & (_ExportItem.attempt == export.attempt),
+            )
 
     def release_claim(self, export: Export, now: float) -> None:
         """Give the lease back after a transient failure, so a redelivery may retry at once."""
@@ -847,6 +1009,76 @@ class Store:
                 return None
             raise StorageError(str(exc)) from exc
         return code
+
+    # ---- book-level chores ----------------------------------------------------------------------
+
+    def due_markers(self, queue: Queue, now: float, limit: int) -> list[Marker]:
+        found = []
+        for item in _MarkerItem.by_due.query(queue.value, _MarkersDue.due_at <= now, limit=limit):
+            book_id = item.pk.removeprefix("BOOK#")
+            found.append(
+                Marker(book_id, item.sk.removeprefix("RETIRE#") if item.sk.startswith("RETIRE#") else None)
+            )
+        return found
+
+    def retire_cut_chapters(self, marker: Marker) -> bool:
+        """Delete a retired cut's chapter items. False, and nothing deleted, if the cut is the book's
+        current one: a marker must never take a live revision's chapters."""
+        assert marker.cut is not None
+        book = self.read_book(marker.book_id)
+        if book is not None and book.cut == marker.cut:
+            return False
+        pk = _book_pk(marker.book_id)
+        with _ChapterItem.batch_write() as batch:
+            for item in _ChapterItem.query(pk, _ChapterItem.sk.startswith(_chapter_prefix(marker.cut))):
+                batch.delete(item)
+        return True
+
+    def drop_marker(self, marker: Marker) -> None:
+        sk = PURGE_SK if marker.cut is None else _retire_sk(marker.cut)
+        _MarkerItem(_book_pk(marker.book_id), sk).delete()
+
+    def book_exports(self, book_id: str) -> Iterator[Export]:
+        for item in _ExportItem.query(_book_pk(book_id), _ExportItem.sk.startswith("EXPORT#")):
+            yield _to_export(item)
+
+    def end_for_deleted_book(self, export: Export, now: float) -> bool:
+        """A deleted book's export: pending becomes cancelled (its live slot freed), ready expires now so
+        the GC unlinks its bytes. No owner check: the book, and so its owner, is gone."""
+        pk, sk = _book_pk(export.book_id), _export_sk(export.id)
+        try:
+            if export.state == State.PENDING:
+                with TransactWrite(connection=self._connection()) as tx:
+                    tx.update(
+                        _ExportItem(pk, sk),
+                        actions=self._end_actions(State.CANCELLED, now),
+                        condition=_ExportItem.state == State.PENDING.value,
+                    )
+                    tx.update(
+                        _LiveItem(f"CALLER#{export.counted_against}", "LIVE"),
+                        actions=[_LiveItem.live_ids.delete({export.id})],
+                    )
+            elif export.state == State.READY:
+                _ExportItem(pk, sk).update(
+                    actions=[
+                        _ExportItem.state.set(State.EXPIRED.value),
+                        _ExportItem.expires_at.set(now),
+                        _ExportItem.queue.set(Queue.UNLINK.value),
+                        _ExportItem.due_at.set(now),
+                    ],
+                    condition=_ExportItem.state == State.READY.value,
+                )
+            else:
+                return False
+        except TransactWriteError as exc:
+            if _conditions_failed(exc):
+                return False
+            raise StorageError(str(exc)) from exc
+        except UpdateError as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise StorageError(str(exc)) from exc
+        return True
 
     # ---- inspection (tests, the CLI) -------------------------------------------------------------
 

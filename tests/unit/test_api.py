@@ -58,7 +58,7 @@ def test_a_bad_export_request_is_refused_with_its_reason_and_writes_nothing(
 def test_an_unknown_format_is_answered_with_the_known_ones(stack: Stack) -> None:
     book = stack.create_book()
     reply = stack.submit(book, "docx")
-    assert reply.body["error"]["known"] == ["html", "markdown"]
+    assert reply.body["error"]["known"] == ["epub", "html", "markdown", "pdf"]
     assert "docx" in reply.body["error"]["message"]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from bindery.objects import cut_key
 from bindery.states import State
 from bindery.storage import DUE_PROJECTION, Book, Chapter, Export, _ExportItem
 from functions.build_worker import app as build_worker
@@ -21,9 +22,10 @@ BOOK, EXPORT = "0123456789abcdef0123", "19b2f3c4d5e0a1b2c3d4e"
 
 def _seed(stack: Stack) -> None:
     now = stack.clock()
-    key = "books/sample/00000001/000001.md"
-    stack.objects.put_text(key, "# One\n\nThe sample.\n")
-    stack.store.create_book(Book(BOOK, "user-alice", "Sample", 1, 1, now, now), [Chapter(1, "One", key, 19)])
+    text = b"# One\n\nThe sample.\n"
+    stack.store.stage_cut(BOOK, "r1", [Chapter(1, "One", 0, len(text))], retire_at=now + 60)
+    stack.objects.put_bytes(cut_key(BOOK, "r1"), text)
+    stack.store.create_book(Book(BOOK, "user-alice", "Sample", 1, "r1", 1, len(text), now, now))
     export = Export(EXPORT, BOOK, "html", State.PENDING, now, "user-alice")
     stack.store.submit_export(export, caller="user-alice", now=now, idempotency=None)
 

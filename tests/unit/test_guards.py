@@ -91,7 +91,7 @@ def test_finish_after_the_sweep_ended_the_row_is_refused_and_publishes_nothing(s
     assert stack.sweep()["failed"] == 1
 
     finished = stack.store.finish_export(
-        claimed.export, path="p", size_bytes=1, complete=True, built_revision=1, now=stack.clock()
+        claimed.export, path="p", size_bytes=1, built_revision=1, now=stack.clock()
     )
 
     assert finished is False
@@ -107,7 +107,7 @@ def test_a_stale_attempt_can_neither_finish_nor_fail_its_successors_row(stack: S
     assert isinstance(stale, Claimed) and isinstance(current, Claimed)
 
     finished = stack.store.finish_export(
-        stale.export, path="stale", size_bytes=1, complete=True, built_revision=1, now=stack.clock()
+        stale.export, path="stale", size_bytes=1, built_revision=1, now=stack.clock()
     )
     failed = stack.store.fail_export(stale.export, FailureCode.RENDER_FAILED, stack.clock())
 

@@ -1,0 +1,190 @@
+"""pdf: a typeset book with fpdf2: a title page, a table of contents with page numbers, running heads and
+page numbers, and embedded (subset) Unicode fonts.
+
+Why fpdf2: it is pure Python on fontTools (a few MB in the layer), embeds and subsets TrueType fonts,
+falls back per glyph to other fonts (CJK, emoji), shapes Arabic and reorders RTL text with HarfBuzz, and
+lays out the HTML our Markdown parser makes — headings, lists, quotes, code, tables. WeasyPrint typesets
+better, but needs Pango and Cairo, which no Lambda runtime carries; ReportLab has no text shaping.
+
+fpdf2 keeps the whole document in memory until it writes it, so a PDF's memory grows with the book.
+MAX_MANUSCRIPT_BYTES is the largest manuscript that builds inside the worker's memory (measured by
+`make bench`); a larger book fails at once with `too_large_for_format` instead of dying of memory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import textwrap
+from collections.abc import Iterable
+from functools import cache
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from bindery.engine import Sink, Skipped, Source, Text, markup, skipped
+
+MAX_MANUSCRIPT_BYTES = 8 * 1024 * 1024
+CODE_COLUMNS = 62  # the widest code line that fits the text block at the code size; longer ones wrap
+PACKAGED_FONTS = Path(__file__).resolve().parent / "fonts"
+SYSTEM_FONTS = (
+    Path("/usr/share/fonts/truetype/dejavu"),
+    Path("/usr/share/fonts/truetype/wqy"),
+    Path("/usr/share/fonts/truetype/ancient-scripts"),
+)
+FONTS = {
+    ("serif", ""): "DejaVuSerif.ttf",
+    ("serif", "B"): "DejaVuSerif-Bold.ttf",
+    ("serif", "I"): "DejaVuSerif-Italic.ttf",
+    ("serif", "BI"): "DejaVuSerif-BoldItalic.ttf",
+    ("sans", ""): "DejaVuSans.ttf",
+    ("sans", "B"): "DejaVuSans-Bold.ttf",
+    ("mono", ""): "DejaVuSansMono.ttf",
+    ("cjk", ""): "wqy-microhei.ttc",
+    ("symbols", ""): "Symbola_hint.ttf",
+}
+
+
+@cache
+def font_path(name: str) -> Path:
+    """A font file: BINDERY_FONT_DIR, then the fonts packaged into the layer, then the system's."""
+    folders = [Path(os.environ["BINDERY_FONT_DIR"])] if os.environ.get("BINDERY_FONT_DIR") else []
+    for folder in (*folders, PACKAGED_FONTS, *SYSTEM_FONTS):
+        if (folder / name).is_file():
+            return folder / name
+    raise FileNotFoundError(f"font {name} not found (set BINDERY_FONT_DIR, or `make fonts`)")
+
+
+def _wrap_code(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    """Code keeps its lines, but a line wider than the page wraps rather than running off its edge."""
+    lines = []
+    for line in tokens[idx].content.rstrip("\n").split("\n"):
+        lines += textwrap.wrap(line, CODE_COLUMNS, drop_whitespace=False, replace_whitespace=False) or [""]
+    return "<pre>" + escape("\n".join(lines)) + "</pre>\n"
+
+
+_INTERNAL_LINK = re.compile(r'<a href="#[^"]*"[^>]*>(.*?)</a>', re.S)
+
+
+def _for_pdf(html: str) -> str:
+    """Our own HTML, trimmed for fpdf2: the chapter's leading h1 is already its section title; links to
+    anchors within the page (footnotes) keep their text and lose the jump fpdf2 cannot resolve."""
+    if html.startswith("<h1>"):
+        html = html[html.index("</h1>") + 5 :]
+    return _INTERNAL_LINK.sub(r"\1", html).replace("\ufe0e", "")
+
+
+class PdfRenderer:
+    extension = "pdf"
+    content_type = "application/pdf"
+    max_manuscript_bytes = MAX_MANUSCRIPT_BYTES
+
+    def __init__(self) -> None:
+        self._md = markup.parser()
+        self._md.add_render_rule("fence", _wrap_code)
+        self._md.add_render_rule("code_block", _wrap_code)
+
+    def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> list[Skipped]:
+        from fpdf import FPDF
+        from fpdf.enums import XPos, YPos
+        from fpdf.fonts import FontFace, TextStyle
+
+        title = source.title
+
+        class Book(FPDF):
+            def header(self) -> None:
+                if self.page_no() <= 1:
+                    return
+                self.set_font("sans", "", 8)
+                self.set_text_color(110)
+                self.cell(0, 6, title, align="C", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+                self.set_text_color(0)
+                self.ln(2)
+
+            def footer(self) -> None:
+                if self.page_no() <= 1:
+                    return
+                self.set_y(-14)
+                self.set_font("sans", "", 8)
+                self.cell(0, 8, str(self.page_no()), align="C")
+
+        pdf = Book(format="A5", unit="mm")
+        pdf.set_margins(16, 16, 16)
+        pdf.set_auto_page_break(True, margin=18)
+        pdf.set_title(title)
+        pdf.set_creator("Bindery")
+        for (family, style), name in FONTS.items():
+            pdf.add_font(family, style, str(font_path(name)))
+        # DejaVu Serif has no Arabic or Hebrew; DejaVu Sans has both; CJK and emoji come from their own fonts.
+        pdf.set_fallback_fonts(["sans", "cjk", "symbols"], exact_match=False)
+        pdf.set_text_shaping(True)
+
+        # The title page.
+        pdf.add_page()
+        pdf.set_font("serif", "B", 26)
+        pdf.set_y(70)
+        pdf.multi_cell(0, 12, title, align="C", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+        pdf.set_font("serif", "", 11)
+        pdf.ln(8)
+        pdf.cell(0, 8, f"Revision {source.revision}", align="C")
+
+        # The table of contents, filled in with page numbers once every chapter is laid out.
+        pdf.add_page()
+        pdf.insert_toc_placeholder(
+            _render_toc, pages=max(1, len(source.chapter_titles) // 28 + 1), allow_extra_pages=True
+        )
+
+        tags = {
+            "h1": TextStyle(font_family="sans", font_style="B", font_size_pt=15, t_margin=4, b_margin=3),
+            "h2": TextStyle(font_family="sans", font_style="B", font_size_pt=13, t_margin=4, b_margin=2),
+            "h3": TextStyle(font_family="sans", font_style="B", font_size_pt=11.5, t_margin=3, b_margin=2),
+            "pre": FontFace(family="mono", size_pt=8),
+            "code": FontFace(family="mono"),
+            "blockquote": FontFace(color=80),
+        }
+        missed: list[Skipped] = []
+        # The placeholder leaves us on a fresh page: the first chapter starts there, each later one anew.
+        for n, text in enumerate(chapters):
+            if n:
+                pdf.add_page()
+            pdf.start_section(text.title, level=0)
+            pdf.set_font("sans", "B", 18)
+            pdf.multi_cell(0, 9, text.title, new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+            pdf.ln(4)
+            pdf.set_font("serif", "", 10.5)
+            try:
+                html = _for_pdf(markup.render(self._md, text.markdown, f"ch{text.ordinal}"))
+                pdf.write_html(html, tag_styles=tags, font_family="serif")
+            except Exception as exc:  # one bad chapter must not sink the book
+                missed.append(skipped(text, exc))
+                pdf.set_font("serif", "I", 10.5)
+                pdf.multi_cell(0, 6, "This chapter could not be rendered.")
+        out.write(bytes(pdf.output()))
+        return missed
+
+
+def _render_toc(pdf: Any, outline: list[Any]) -> None:
+    from fpdf.enums import XPos, YPos
+
+    pdf.set_x(pdf.l_margin)  # fpdf2 renders this at the end, wherever the last page left x
+    pdf.set_font("sans", "B", 16)
+    pdf.cell(0, 12, "Contents", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+    pdf.ln(2)
+    pdf.set_font("serif", "", 10.5)
+    width = pdf.epw
+    for section in (s for s in outline if s.level == 0):  # chapters; their headings stay in the outline
+        page = str(section.page_number)
+        link = pdf.add_link(page=section.page_number)
+        name = section.name
+        number_width = pdf.get_string_width(page) + 2
+        while name and pdf.get_string_width(name + " …") > width - number_width - 4:
+            name = name[:-1]
+        if name != section.name:
+            name = name.rstrip() + " …"
+        dots = width - number_width - pdf.get_string_width(name) - 2
+        pdf.cell(pdf.get_string_width(name) + 1, 6.5, name, link=link)
+        pdf.cell(dots, 6.5, "." * max(0, int(dots / pdf.get_string_width("."))), align="R", link=link)
+        pdf.cell(number_width, 6.5, page, align="R", link=link, new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+
+
+RENDERER = PdfRenderer()

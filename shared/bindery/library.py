@@ -1,0 +1,251 @@
+"""Books: create, read, replace the manuscript, upload a large one, delete; and the GC's book chores.
+
+Every revision is an immutable *cut*: its manuscript object and its chapter items (titles and byte ranges).
+A replacement stages a new cut and then publishes it in one conditional write, so a build that read the
+book's cut reads exactly that revision to the end, whatever happens to the book meanwhile. The old cut is
+retired a lease later, once no build can still be reading it.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from bindery import errors
+from bindery.config import Settings
+from bindery.manuscript import cut
+from bindery.objects import Objects, cut_key, upload_key
+from bindery.observability import logger
+from bindery.states import Queue
+from bindery.storage import Book, Chapter, Marker, Store
+
+MAX_TITLE = 500
+MAX_UPLOAD_BYTES = 500 * 1024 * 1024
+UPLOAD_URL_SECONDS = 900
+# How long a staged cut may wait to be adopted before the GC removes it: past the API's 30 s with room.
+STAGE_GRACE_SECONDS = 300
+PUBLISH_TRIES = 5
+_ID = re.compile(r"^[0-9a-z]{8,40}$")
+_IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d{1,12})"?\s*$')
+
+
+def valid_id(value: str) -> bool:
+    return bool(_ID.match(value))
+
+
+def not_found() -> errors.NotFound:
+    # One body for missing and for someone else's: the answer must not tell them apart.
+    return errors.NotFound("no such book or export", code="not_found")
+
+
+def new_cut(revision: int) -> str:
+    return f"r{revision:08d}-{secrets.token_hex(6)}"
+
+
+@dataclass(frozen=True)
+class ChoreCounts:
+    done: int = 0
+    failed: int = 0
+
+
+class Library:
+    def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Callable[[], float]):
+        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
+
+    # ---- caller operations -----------------------------------------------------------------------
+
+    def create_book(self, caller: str, title: str, manuscript: str) -> tuple[Book, list[Chapter]]:
+        if not title.strip() or len(title) > MAX_TITLE:
+            raise errors.BadRequest(f"title must be 1 to {MAX_TITLE} characters", code="invalid_title")
+        data = self._inline(manuscript)
+        now = self.clock()
+        book_id, revision = secrets.token_hex(10), 1
+        cut_id = new_cut(revision)
+        chapters = self._stage(book_id, cut_id, data.splitlines(keepends=True), now)
+        self.objects.put_bytes(cut_key(book_id, cut_id), data)
+        book = Book(book_id, caller, title.strip(), revision, cut_id, len(chapters), len(data), now, now)
+        self.store.create_book(book)
+        logger.info("book created", extra={"book_id": book_id, "chapters": len(chapters)})
+        return book, chapters
+
+    def get_book(self, caller: str, book_id: str) -> tuple[Book, list[Chapter]]:
+        book = self._owned(caller, book_id)
+        return book, self.store.read_chapters(book_id, book.cut)
+
+    def replace_manuscript(
+        self,
+        caller: str,
+        book_id: str,
+        if_match: str | None,
+        *,
+        manuscript: str | None,
+        upload_id: str | None,
+    ) -> tuple[Book, list[Chapter]]:
+        """Re-cut the book from a new manuscript and bump its revision. With `If-Match: "<revision>"` a
+        book that is no longer at that revision answers 412 and nothing changes."""
+        expected = self._parse_if_match(if_match)
+        book = self._owned(caller, book_id)
+        if expected is not None and expected != book.revision:
+            raise _precondition_failed(book.revision)
+        now = self.clock()
+        cut_id = new_cut(book.revision + 1)
+        if manuscript is not None:
+            data = self._inline(manuscript)
+            chapters = self._stage(book_id, cut_id, data.splitlines(keepends=True), now)
+            self.objects.put_bytes(cut_key(book_id, cut_id), data)
+            size = len(data)
+        else:
+            assert upload_id is not None
+            source = self._upload(book_id, upload_id)
+            size = self.objects.size(source) or 0
+            chapters = self._stage(book_id, cut_id, self.objects.lines(source), now)
+            self.objects.copy(source, cut_key(book_id, cut_id))
+        for _ in range(PUBLISH_TRIES):
+            published = self.store.publish_cut(
+                book,
+                cut=cut_id,
+                chapter_count=len(chapters),
+                manuscript_bytes=size,
+                now=self.clock(),
+                retire_at=self.clock() + self.settings.lease_seconds,
+            )
+            if published is not None:
+                if upload_id is not None:
+                    self.objects.delete([upload_key(book_id, upload_id)])
+                logger.info("manuscript replaced", extra={"book_id": book_id, "chapters": len(chapters)})
+                return published, chapters
+            # The book moved on since we read it. Under If-Match that is the 412 the caller asked for;
+            # without it, the newest replacement wins, so try again on top of what is there now. Either
+            # way the staged cut keeps its retire marker until it is published, so nothing leaks.
+            current = self.store.read_book_for_owner(book_id, caller)
+            if current is None:
+                raise not_found()
+            if expected is not None:
+                raise _precondition_failed(current.revision)
+            book = current
+        raise errors.Conflict("the book kept changing; try again", code="concurrent_replacement")
+
+    def create_upload(self, caller: str, book_id: str) -> dict[str, Any]:
+        self._owned(caller, book_id)
+        upload_id = secrets.token_hex(12)
+        url = self.objects.presign_upload(upload_key(book_id, upload_id), UPLOAD_URL_SECONDS)
+        from bindery.exports import iso
+
+        return {
+            "upload_id": upload_id,
+            "upload_url": url,
+            "method": "PUT",
+            "expires_at": iso(self.clock() + UPLOAD_URL_SECONDS),
+            "max_bytes": MAX_UPLOAD_BYTES,
+        }
+
+    def delete_book(self, caller: str, book_id: str) -> None:
+        """The book and its chapters go now; its pending exports are cancelled and every artifact of it is
+        unlinked by the GC (the seed's "gone with its machine"). The delete itself is one transaction
+        that leaves the GC its chores, so a crash after it still ends everything."""
+        for _ in range(PUBLISH_TRIES):
+            book = self._owned(caller, book_id)
+            if self.store.delete_book(book, self.clock()):
+                logger.info("book deleted", extra={"book_id": book_id})
+                # Do the chores now too, so the caller's pending exports read cancelled at once; the GC
+                # finishes whatever this does not.
+                self._purge(Marker(book_id, None))
+                return
+        raise errors.Conflict("the book kept changing; try again", code="concurrent_replacement")
+
+    # ---- the GC's chores -------------------------------------------------------------------------
+
+    def retire_cuts(self) -> ChoreCounts:
+        """Remove superseded and stranded cuts: their chapter items, then their text, then the marker."""
+        return self._chores(Queue.RETIRE, self._retire)
+
+    def purge_deleted_books(self) -> ChoreCounts:
+        return self._chores(Queue.PURGE, self._purge)
+
+    def _retire(self, marker: Marker) -> None:
+        assert marker.cut is not None
+        if self.store.retire_cut_chapters(marker):
+            self.objects.delete([cut_key(marker.book_id, marker.cut)])
+        self.store.drop_marker(marker)
+
+    def _purge(self, marker: Marker) -> None:
+        now = self.clock()
+        for export in self.store.book_exports(marker.book_id):
+            self.store.end_for_deleted_book(export, now)
+        self.store.drop_marker(marker)
+
+    def _chores(self, queue: Queue, act: Callable[[Marker], None]) -> ChoreCounts:
+        done = failed = 0
+        for marker in self.store.due_markers(queue, self.clock(), self.settings.sweep_batch):
+            try:
+                act(marker)
+                done += 1
+            except Exception:
+                failed += 1
+                logger.exception(
+                    "chore failed; the marker stays for the next run", extra={"book_id": marker.book_id}
+                )
+        return ChoreCounts(done, failed)
+
+    # ---- helpers ---------------------------------------------------------------------------------
+
+    def _owned(self, caller: str, book_id: str) -> Book:
+        book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
+        if book is None:
+            raise not_found()
+        return book
+
+    def _inline(self, manuscript: str) -> bytes:
+        data = manuscript.replace("\r\n", "\n").encode("utf-8")
+        if len(data) > self.settings.max_manuscript_bytes:
+            raise errors.PayloadTooLarge(
+                f"the manuscript is over {self.settings.max_manuscript_bytes // (1024 * 1024)} MB; "
+                "upload it with POST /books/{bookId}/uploads and then "
+                'PUT /books/{bookId}/manuscript with {"upload_id": ...}',
+                code="manuscript_too_large",
+            )
+        return data
+
+    def _upload(self, book_id: str, upload_id: str) -> str:
+        if not valid_id(upload_id):
+            raise errors.BadRequest("upload_id is not one this API issued", code="invalid_upload_id")
+        key = upload_key(book_id, upload_id)
+        size = self.objects.size(key)
+        if size is None:
+            raise errors.Unprocessable("nothing was uploaded under this upload_id", code="upload_not_found")
+        if size > MAX_UPLOAD_BYTES:
+            raise errors.PayloadTooLarge(
+                f"the upload is {size} bytes; the most a manuscript may be is {MAX_UPLOAD_BYTES}",
+                code="manuscript_too_large",
+            )
+        return key
+
+    def _stage(self, book_id: str, cut_id: str, lines: Iterable[bytes], now: float) -> list[Chapter]:
+        chapters = [
+            Chapter(ordinal=n, title=section.title, offset=section.offset, size_bytes=section.length)
+            for n, section in enumerate(cut(lines), start=1)
+        ]
+        self.store.stage_cut(book_id, cut_id, chapters, retire_at=now + STAGE_GRACE_SECONDS)
+        return chapters
+
+    @staticmethod
+    def _parse_if_match(value: str | None) -> int | None:
+        if value is None:
+            return None
+        found = _IF_MATCH.match(value)
+        if found is None:
+            raise errors.BadRequest(
+                'If-Match must be a revision in quotes, like "3"', code="invalid_if_match"
+            )
+        return int(found.group(1))
+
+
+def _precondition_failed(current: int) -> errors.PreconditionFailed:
+    return errors.PreconditionFailed(
+        f"the book is at revision {current}, not the one in If-Match",
+        code="revision_mismatch",
+        revision=current,
+    )

@@ -1,0 +1,108 @@
+"""Cutting a manuscript into chapters at its level-1 headings, in one streaming pass.
+
+A manuscript may be 500 MB, so it is never parsed whole. Lines stream through; a line that could open a
+level-1 heading (ATX `# ...`, or a setext `===` underline) outside a fenced code block is a candidate,
+and markdown-it-py decides, by parsing the candidate with the lines just before it: a `#` line inside a
+list item, a block quote or an HTML block is not a cut. What comes out is each chapter's title and its
+byte range in the manuscript, so the chapter text is never copied: it is read back by range.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from markdown_it import MarkdownIt
+
+OPENING_TITLE = "Opening"
+# Lines of context markdown-it sees before a candidate. Enough for any list or quote that could swallow it.
+CONTEXT_LINES = 40
+
+_ATX = re.compile(rb"^ {0,3}#(?:[ \t]|\r?\n|$)")
+_SETEXT = re.compile(rb"^ {0,3}=+[ \t]*\r?\n?$")
+_FENCE = re.compile(rb"^ {0,3}(`{3,}|~{3,})")
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    offset: int
+    length: int
+
+
+def _parser() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": False})
+
+
+def _heading_title(parser: MarkdownIt, window: list[bytes], first: int) -> str | None:
+    """The title if markdown-it reads a top-level h1 starting at window[first], else None."""
+    text = b"".join(window).decode("utf-8", errors="replace")
+    tokens = parser.parse(text)
+    for i, token in enumerate(tokens):
+        opens_h1 = token.type == "heading_open" and token.tag == "h1" and token.level == 0
+        if opens_h1 and token.map and token.map[0] == first:
+            inline = tokens[i + 1]
+            title = "".join(
+                c.content for c in inline.children or [] if c.type in ("text", "code_inline")
+            ).strip()
+            return title or "Untitled"
+    return None
+
+
+def cut(lines: Iterable[bytes]) -> Iterator[Section]:
+    """Sections of a UTF-8 manuscript given as lines (each with its line ending), in order."""
+    parser = _parser()
+    recent: list[bytes] = []  # the last CONTEXT_LINES lines, for markdown-it to judge a candidate
+    offsets: list[int] = []  # their offsets
+    fence: bytes | None = None
+    start, title = 0, None  # the open section: where it starts, and its title (None: the opening)
+    first_text: int | None = None  # where the opening's first non-blank line starts
+    position = 0
+
+    def close(end: int) -> Section | None:
+        if title is None and (first_text is None or first_text >= end):
+            return None  # an opening of blank lines is no chapter
+        return Section(title or OPENING_TITLE, start, end - start)
+
+    for line in lines:
+        candidate_at = None
+        if fence is not None:
+            if line.lstrip(b" ").startswith(fence) and not line.strip().strip(fence[:1]):
+                fence = None
+        elif (opened := _FENCE.match(line)) is not None:
+            fence = opened.group(1)
+        elif _ATX.match(line):
+            candidate_at = len(recent)
+        elif _SETEXT.match(line) and recent and recent[-1].strip():
+            candidate_at = len(recent) - 1
+        recent.append(line)
+        offsets.append(position)
+        if candidate_at is not None:
+            found = _heading_title(parser, recent, candidate_at)
+            if found is not None:
+                section_start = offsets[candidate_at]
+                if section_start > start or title is not None:
+                    closed = close(section_start)
+                    if closed is not None:
+                        yield closed
+                start, title = section_start, found
+                recent, offsets = recent[candidate_at:], offsets[candidate_at:]
+        if title is None and first_text is None and line.strip():
+            first_text = position
+        position += len(line)
+        if len(recent) > CONTEXT_LINES:
+            del recent[: len(recent) - CONTEXT_LINES]
+            del offsets[: len(offsets) - CONTEXT_LINES]
+    closed = close(position)
+    if closed is not None:
+        yield closed
+
+
+def cut_text(manuscript: str) -> list[tuple[Section, str]]:
+    """Sections of a manuscript held in memory, each with its text. For small books and tests."""
+    data = manuscript.encode("utf-8")
+    return [
+        (section, data[section.offset : section.offset + section.length].decode("utf-8"))
+        for section in cut(data.splitlines(keepends=True))
+    ]

@@ -1,0 +1,153 @@
+"""Every test book through every format, checked by the validators real readers trust."""
+
+from __future__ import annotations
+
+import html.parser
+import io
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from bindery.engine import FORMATS, Source, Text, renderer_for
+from bindery.manuscript import cut_text
+from tests.books import BOOKS, SAMPLES
+from tests.validators import epubcheck, pdftotext, qpdf_check
+
+BUILDABLE = [name for name in BOOKS if name != "empty"]
+
+
+def _build(book: str, fmt: str, tmp_path: Path) -> Path:
+    sections = cut_text(BOOKS[book])
+    source = Source("abcdef0123456789abcd", f"The {book} book", 3, tuple(s.title for s, _ in sections), 1.8e9)
+    out = io.BytesIO()
+    skipped = renderer_for(fmt).render(
+        source, [Text(n, s.title, text) for n, (s, text) in enumerate(sections, start=1)], out
+    )
+    assert skipped == []
+    path = tmp_path / f"{book}.{renderer_for(fmt).extension}"
+    path.write_bytes(out.getvalue())
+    return path
+
+
+class _Text(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for name, value in attrs:
+            if (
+                name in ("src", "href")
+                and value
+                and value.startswith(("http:", "https:", "//"))
+                and tag != "a"
+            ):
+                raise AssertionError(f"external fetch: <{tag} {name}={value}>")
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+@pytest.mark.parametrize("book", BUILDABLE)
+def test_epub_passes_epubcheck_with_no_errors_or_warnings(book: str, tmp_path: Path) -> None:
+    path = _build(book, "epub", tmp_path)
+    report = epubcheck(path)
+    assert "0 fatals / 0 errors / 0 warnings" in report, report[-2000:]
+    with zipfile.ZipFile(path) as z:
+        assert z.namelist()[0] == "mimetype" and z.getinfo("mimetype").compress_type == zipfile.ZIP_STORED
+        text = " ".join(z.read(n).decode() for n in z.namelist() if n.endswith(".xhtml"))
+        opf = z.read("OEBPS/content.opf").decode()
+    for sample in SAMPLES[book]:
+        assert sample in text
+    assert (
+        "<dc:title>" in opf and "dcterms:modified" in opf and "urn:uuid:" in opf and 'properties="nav"' in opf
+    )
+
+
+@pytest.mark.parametrize("book", BUILDABLE)
+def test_pdf_passes_qpdf_and_shows_every_title_and_sample(book: str, tmp_path: Path) -> None:
+    path = _build(book, "pdf", tmp_path)
+    check = qpdf_check(path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    text = pdftotext(path)
+    for sample in SAMPLES[book]:
+        assert sample in text, sample
+    assert "Contents" in text
+
+
+def test_pdf_text_stays_inside_the_page(tmp_path: Path) -> None:
+    """No word is cut off at a page edge: every word's box lies inside the page's margins (16 mm, 45 pt;
+    a little slack is left for glyph overhang)."""
+    path = _build("features", "pdf", tmp_path)
+    layout = pdftotext(path, "-bbox")
+    page = re.search(r'<page width="([\d.]+)" height="([\d.]+)"', layout)
+    assert page is not None
+    width, height = float(page.group(1)), float(page.group(2))
+    words = re.findall(r'xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)"', layout)
+    assert len(words) > 100
+    inset = 40.0
+    for x0, y0, x1, y1 in ((float(v) for v in w) for w in words):
+        assert inset <= x0 and x1 <= width - inset, (x0, x1, width)
+        assert y0 >= 0 and y1 <= height
+
+
+def test_pdf_has_a_table_of_contents_with_the_chapters_page_numbers(tmp_path: Path) -> None:
+    path = _build("tiny", "pdf", tmp_path)
+    pages = pdftotext(path).split("\f")
+    toc = next(p for p in pages if "Contents" in p)
+    listed = re.search(r"Tiny\.+\s*(\d+)", toc)
+    assert listed is not None
+    number = int(listed.group(1))
+    assert "One short chapter." in pages[number - 1]  # the page the contents names holds the chapter
+    assert pages[number - 1].strip().endswith(str(number))  # and its footer carries that number
+
+
+@pytest.mark.parametrize("book", BUILDABLE)
+def test_html_is_one_standalone_page_with_contents_and_print_css(book: str, tmp_path: Path) -> None:
+    page = _build(book, "html", tmp_path).read_text()
+    parser = _Text()
+    parser.feed(page)
+    text = " ".join(parser.parts)
+    for sample in SAMPLES[book]:
+        assert sample in text
+    assert "nav" in parser.tags and "@media print" in page and "<link" not in page and "<script" not in page
+
+
+def test_html_keeps_every_markdown_feature(tmp_path: Path) -> None:
+    page = _build("features", "html", tmp_path).read_text()
+    for fragment in (
+        "<em>emphasis</em>",
+        "<strong>strong</strong>",
+        "<s>struck</s>",
+        "<code>code</code>",
+        '<a href="https://example.org/page?a=1&amp;b=2">link</a>',
+        "<h2>A second level</h2>",
+        "<h3>A third level</h3>",
+        "<ol>",
+        "<blockquote>",
+        '<code class="language-python">',
+        "<table>",
+        'class="footnotes"',
+        'id="fn-ch1-1"',
+        'id="fn-ch2-1"',
+        "Raw &lt;b&gt;html&lt;/b&gt;",
+    ):
+        assert fragment in page, fragment
+
+
+@pytest.mark.parametrize("book", BUILDABLE)
+def test_markdown_is_the_manuscript_normalised(book: str, tmp_path: Path) -> None:
+    out = _build(book, "markdown", tmp_path).read_text()
+    assert out.endswith("\n") and not out.endswith("\n\n") and "\r" not in out
+    assert all(line == line.rstrip() for line in out.split("\n"))
+    for sample in SAMPLES[book]:
+        assert sample in out
+
+
+def test_every_format_is_registered_with_its_own_module() -> None:
+    assert sorted(FORMATS) == ["epub", "html", "markdown", "pdf"]
+    assert {renderer_for(f).extension for f in FORMATS} == {"epub", "html", "md", "pdf"}
