@@ -9,7 +9,7 @@ DDB_DIR := .cache/dynamodb-local
 DDB_STAMP := $(DDB_DIR)/.installed
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run demo test unit integration e2e lint bench build clean
+.PHONY: run demo test unit integration e2e lint bench build fonts clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,7 +50,15 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-build: $(SAM)
+# The PDF's fonts ride in the layer: copied from the system's packages (fonts-dejavu, fonts-wqy-microhei,
+# fonts-symbola), never committed.
+FONT_DIR := shared/bindery/engine/fonts
+fonts:
+	mkdir -p $(FONT_DIR)
+	cp /usr/share/fonts/truetype/dejavu/DejaVu{Serif,Serif-Bold,Serif-Italic,Serif-BoldItalic,Sans,Sans-Bold,SansMono}.ttf $(FONT_DIR)/
+	cp /usr/share/fonts/truetype/wqy/wqy-microhei.ttc /usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf $(FONT_DIR)/
+
+build: $(SAM) fonts
 	PYENV_VERSION=3.11.7:3.12.1 $(SAM) build
 
 clean:

@@ -35,18 +35,17 @@ def _parser() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": False})
 
 
-def _heading_title(parser: MarkdownIt, window: list[bytes], first: int) -> str | None:
-    """The title if markdown-it reads a top-level h1 starting at window[first], else None."""
+def _heading_ending_here(parser: MarkdownIt, window: list[bytes]) -> tuple[int, str] | None:
+    """(first line, title) of a top-level h1 that ends on the window's last line, if markdown-it reads
+    one there. A setext heading may start lines back; an ATX heading is the last line itself."""
     text = b"".join(window).decode("utf-8", errors="replace")
     tokens = parser.parse(text)
     for i, token in enumerate(tokens):
         opens_h1 = token.type == "heading_open" and token.tag == "h1" and token.level == 0
-        if opens_h1 and token.map and token.map[0] == first:
+        if opens_h1 and token.map and token.map[1] == len(window):
             inline = tokens[i + 1]
-            title = "".join(
-                c.content for c in inline.children or [] if c.type in ("text", "code_inline")
-            ).strip()
-            return title or "Untitled"
+            title = "".join(c.content for c in inline.children or [] if c.type in ("text", "code_inline")).strip()
+            return token.map[0], title or "Untitled"
     return None
 
 
@@ -66,27 +65,26 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
         return Section(title or OPENING_TITLE, start, end - start)
 
     for line in lines:
-        candidate_at = None
+        candidate = False
         if fence is not None:
             if line.lstrip(b" ").startswith(fence) and not line.strip().strip(fence[:1]):
                 fence = None
         elif (opened := _FENCE.match(line)) is not None:
             fence = opened.group(1)
-        elif _ATX.match(line):
-            candidate_at = len(recent)
-        elif _SETEXT.match(line) and recent and recent[-1].strip():
-            candidate_at = len(recent) - 1
+        elif _ATX.match(line) or (_SETEXT.match(line) and recent and recent[-1].strip()):
+            candidate = True
         recent.append(line)
         offsets.append(position)
-        if candidate_at is not None:
-            found = _heading_title(parser, recent, candidate_at)
+        if candidate:
+            found = _heading_ending_here(parser, recent)
             if found is not None:
+                candidate_at, found_title = found
                 section_start = offsets[candidate_at]
                 if section_start > start or title is not None:
                     closed = close(section_start)
                     if closed is not None:
                         yield closed
-                start, title = section_start, found
+                start, title = section_start, found_title
                 recent, offsets = recent[candidate_at:], offsets[candidate_at:]
         if title is None and first_text is None and line.strip():
             first_text = position

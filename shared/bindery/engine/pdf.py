@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import textwrap
+import warnings
 from collections.abc import Iterable
 from functools import cache
 from html import escape
@@ -108,7 +109,9 @@ class PdfRenderer:
                 self.set_font("sans", "", 8)
                 self.cell(0, 8, str(self.page_no()), align="C")
 
-        pdf = Book(format="A5", unit="mm")
+        with warnings.catch_warnings():  # fpdf2 notes that its A5 was corrected in 2.8.5; ours is the corrected one
+            warnings.simplefilter("ignore", UserWarning)
+            pdf = Book(format="A5", unit="mm")
         pdf.set_margins(16, 16, 16)
         pdf.set_auto_page_break(True, margin=18)
         pdf.set_title(title)

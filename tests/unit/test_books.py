@@ -1,0 +1,304 @@
+"""Books: replacing the manuscript, uploads, deletion, immutable revisions, progress and skipped chapters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bindery import engine
+from bindery.engine import Source, Text
+from bindery.objects import cut_key, upload_key
+from bindery.states import State
+from bindery.storage import _Item
+from tests.unit.conftest import Stack
+
+
+def _snapshot(stack: Stack) -> tuple[list[Any], list[str]]:
+    items = sorted((i.attribute_values for i in _Item.scan()), key=lambda v: (v["pk"], v["sk"]))
+    return items, sorted(stack.objects.keys(""))
+
+
+def _titles(reply: Any) -> list[str]:
+    return [c["title"] for c in reply.body["chapters"]]
+
+
+def test_replacing_the_manuscript_recuts_it_and_bumps_the_revision(stack: Stack) -> None:
+    book = stack.create_book("# One\n\nfirst\n")
+    reply = stack.http(
+        "PUT", f"/books/{book}/manuscript", body={"manuscript": "Intro.\n\n# A\n\na\n\n# B\n\nb\n"}
+    )
+
+    assert reply.status == 200
+    assert (reply.body["revision"], reply.headers["ETag"]) == (2, '"2"')
+    assert _titles(reply) == ["Opening", "A", "B"]
+    assert _titles(stack.http("GET", f"/books/{book}")) == ["Opening", "A", "B"]
+
+
+def test_if_match_on_a_stale_revision_is_412_and_changes_nothing(stack: Stack) -> None:
+    book = stack.create_book()
+    stack.http("PUT", f"/books/{book}/manuscript", body={"manuscript": "# Two\n"})
+    before = _snapshot(stack)
+
+    reply = stack.http(
+        "PUT", f"/books/{book}/manuscript", body={"manuscript": "# Three\n"}, headers={"If-Match": '"1"'}
+    )
+
+    assert (reply.status, reply.body["error"]["code"], reply.body["error"]["revision"]) == (
+        412,
+        "revision_mismatch",
+        2,
+    )
+    assert _snapshot(stack) == before
+
+
+def test_if_match_on_the_current_revision_replaces(stack: Stack) -> None:
+    book = stack.create_book()
+    reply = stack.http(
+        "PUT", f"/books/{book}/manuscript", body={"manuscript": "# New\n"}, headers={"If-Match": '"1"'}
+    )
+    assert (reply.status, reply.body["revision"]) == (200, 2)
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "code"),
+    [
+        ({}, None, 400, "missing_field"),
+        ({"manuscript": "# a", "upload_id": "abcdef012345"}, None, 400, "missing_field"),
+        ({"manuscript": 5}, None, 400, "invalid_field"),
+        ({"manuscript": "# a"}, {"If-Match": "three"}, 400, "invalid_if_match"),
+        ({"upload_id": "../../etc"}, None, 400, "invalid_upload_id"),
+        ({"upload_id": "abcdef0123456789abcdef01"}, None, 422, "upload_not_found"),
+    ],
+)
+def test_a_bad_replacement_names_its_problem_and_changes_nothing(
+    stack: Stack, body: dict[str, Any], headers: dict[str, str] | None, status: int, code: str
+) -> None:
+    book = stack.create_book()
+    before = _snapshot(stack)
+    reply = stack.http("PUT", f"/books/{book}/manuscript", body=body, headers=headers)
+    assert (reply.status, reply.body["error"]["code"]) == (status, code)
+    assert _snapshot(stack) == before
+
+
+def test_a_manuscript_over_5_mb_is_413_and_names_the_upload_route(stack: Stack) -> None:
+    book = stack.create_book()
+    big = "# Big\n" + "x" * (stack.exports.settings.max_manuscript_bytes + 1)
+    reply = stack.http("PUT", f"/books/{book}/manuscript", body={"manuscript": big})
+    assert (reply.status, reply.body["error"]["code"]) == (413, "manuscript_too_large")
+    assert "POST /books/{bookId}/uploads" in reply.body["error"]["message"]
+
+
+def test_a_large_manuscript_goes_through_a_presigned_upload(stack: Stack) -> None:
+    book = stack.create_book()
+    upload = stack.http("POST", f"/books/{book}/uploads")
+    assert upload.status == 201
+    assert upload.body["method"] == "PUT" and upload.body["max_bytes"] == 500 * 1024 * 1024
+    assert "X-Amz-Signature=" in upload.body["upload_url"]
+    manuscript = "".join(f"# Part {n}\n\n{'words ' * 50}\n\n" for n in range(1, 301))
+    # What the caller's PUT to the presigned URL does.
+    stack.objects.put_bytes(upload_key(book, upload.body["upload_id"]), manuscript.encode())
+
+    reply = stack.http("PUT", f"/books/{book}/manuscript", body={"upload_id": upload.body["upload_id"]})
+
+    assert (reply.status, reply.body["revision"], len(reply.body["chapters"])) == (200, 2, 300)
+    assert reply.body["manuscript_bytes"] == len(manuscript.encode())
+    assert stack.objects.keys("uploads/") == []  # adopted, then removed
+    export_id = stack.submit(book, "markdown").body["id"]
+    stack.exports.build(book, export_id)
+    assert stack.poll(book, export_id).body["built_revision"] == 2
+
+
+def test_a_build_reads_exactly_one_revision_even_when_the_manuscript_is_replaced_mid_build(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    book = stack.create_book("# Old One\n\nold text one\n\n# Old Two\n\nold text two\n")
+    export_id = stack.submit(book, "markdown").body["id"]
+    real_open = type(stack.objects).open
+
+    def open_then_replace(objects: Any, key: str) -> Any:
+        body = real_open(objects, key)  # the build has read the book and is now reading its text ...
+        reply = stack.http("PUT", f"/books/{book}/manuscript", body={"manuscript": "# New\n\nnew text\n"})
+        assert reply.status == 200  # ... when the author replaces the manuscript
+        return body
+
+    monkeypatch.setattr(type(stack.objects), "open", open_then_replace)
+    assert stack.exports.build(book, export_id) == "ready"
+    monkeypatch.undo()
+
+    polled = stack.poll(book, export_id).body
+    assert (polled["built_revision"], polled["book_revision"]) == (1, 2)  # a caller can tell it is stale
+    [key] = stack.objects.keys("artifacts/")
+    artifact = stack.objects.read_text(key)
+    assert "old text one" in artifact and "old text two" in artifact and "new text" not in artifact
+
+
+def test_a_superseded_revision_is_removed_once_no_build_can_read_it(stack: Stack) -> None:
+    book = stack.create_book("# Old\n\nold\n")
+    old_cut = [k for k in stack.objects.keys("books/")]
+    stack.http("PUT", f"/books/{book}/manuscript", body={"manuscript": "# New\n\nnew\n"})
+
+    stack.clock.advance(stack.exports.settings.lease_seconds - 1)
+    stack.gc()
+    assert set(old_cut) <= set(stack.objects.keys("books/"))  # a build claimed just before may still read it
+
+    stack.clock.advance(2)
+    assert stack.gc()["cuts_retired"] == 1
+    assert not set(old_cut) & set(stack.objects.keys("books/"))
+    chapters = [i.sk for i in _Item.scan() if i.sk.startswith("CH#")]
+    assert len(chapters) == 1  # only the new revision's
+    assert _titles(stack.http("GET", f"/books/{book}")) == ["New"]
+
+
+def test_a_stranded_cut_is_removed_when_nothing_adopted_it(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    book = stack.create_book("# Kept\n")
+
+    def crash(*_: Any, **__: Any) -> None:
+        raise RuntimeError("the function died before publishing the new revision")
+
+    monkeypatch.setattr(stack.store, "publish_cut", crash)
+    with pytest.raises(RuntimeError):
+        stack.exports.books.replace_manuscript(
+            "user-alice", book, None, manuscript="# Lost\n", upload_id=None
+        )
+    monkeypatch.undo()
+    assert len(stack.objects.keys("books/")) == 2
+
+    stack.clock.advance(3600)
+    stack.gc()
+
+    assert len(stack.objects.keys("books/")) == 1
+    assert _titles(stack.http("GET", f"/books/{book}")) == ["Kept"]
+
+
+def test_deleting_a_book_cancels_its_pending_exports_and_the_gc_removes_every_byte(stack: Stack) -> None:
+    book = stack.create_book()
+    ready = stack.submit(book, "html").body["id"]
+    stack.exports.build(book, ready)
+    pending = stack.submit(book, "markdown").body["id"]
+    other = stack.create_book()
+    kept = stack.submit(other, "markdown").body["id"]
+    stack.exports.build(other, kept)
+
+    assert stack.http("DELETE", f"/books/{book}").status == 204
+
+    assert stack.http("GET", f"/books/{book}").status == 404
+    rows = {e.id: e for e in stack.store.all_exports()}
+    assert rows[pending].state == State.CANCELLED and rows[ready].state == State.EXPIRED
+    assert stack.store.live_ids("user-alice") == frozenset()
+    assert stack.exports.build(book, pending) == "refused:ended"
+    stack.clock.advance(1)
+    stack.gc()
+    assert [k for k in stack.objects.keys("") if book in k] == []
+    assert [k for k in stack.objects.keys("") if other in k] != []  # the other book is untouched
+    assert not [i for i in _Item.scan() if i.pk == f"BOOK#{book}" and not i.sk.startswith("EXPORT#")]
+
+
+def test_a_build_whose_book_was_deleted_under_it_is_cancelled(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    book = stack.create_book()
+    export_id = stack.submit(book).body["id"]
+    monkeypatch.setattr(stack.store, "read_book", lambda book_id: None)
+    assert stack.exports.build(book, export_id) == "cancelled:book_deleted"
+    monkeypatch.undo()
+    assert stack.store.live_ids("user-alice") == frozenset()
+
+
+def test_a_stranger_cannot_replace_upload_to_or_delete_a_book(stack: Stack) -> None:
+    book = stack.create_book()
+    before = _snapshot(stack)
+    for method, path, body in (
+        ("PUT", f"/books/{book}/manuscript", {"manuscript": "# Mine now"}),
+        ("POST", f"/books/{book}/uploads", None),
+        ("DELETE", f"/books/{book}", None),
+    ):
+        assert stack.http(method, path, caller="user-mallory", body=body).status == 404
+    assert _snapshot(stack) == before
+
+
+class _Recording:
+    """A renderer that polls the API between chapters, as a caller would, and may fail one chapter."""
+
+    extension, content_type = "txt", "text/plain"
+
+    def __init__(self, stack: Stack, book: str, fail_on: int | None = None):
+        self.stack, self.book, self.fail_on = stack, book, fail_on
+        self.export_id = ""
+        self.seen: list[Any] = []
+
+    def render(self, source: Source, chapters: Any, out: Any) -> list[dict[str, object]]:
+        missed: list[dict[str, object]] = []
+        for text in chapters:
+            self.stack.clock.advance(2)  # a chapter takes two seconds
+            self.seen.append(self.stack.poll(self.book, self.export_id).body.get("progress"))
+            if text.ordinal == self.fail_on:
+                missed.append(engine.skipped(text, ValueError("cannot typeset this")))
+                continue
+            out.write(text.markdown.encode())
+        return missed
+
+
+def _many_chapters(n: int) -> str:
+    return "".join(f"# C{i}\n\ntext {i}\n\n" for i in range(1, n + 1))
+
+
+def test_poll_shows_progress_while_the_build_runs_at_most_every_few_seconds(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    book = stack.create_book(_many_chapters(6))
+    recorder = _Recording(stack, book)
+    monkeypatch.setattr(engine, "renderer_for", lambda fmt: recorder)
+    recorder.export_id = stack.submit(book, "markdown").body["id"]
+
+    assert stack.exports.build(book, recorder.export_id) == "ready"
+
+    shown = [p for p in recorder.seen if p]
+    assert shown and shown[-1]["chapters_total"] == 6
+    assert [p["chapters_done"] for p in shown] == sorted(p["chapters_done"] for p in shown)
+    assert len({p["chapters_done"] for p in shown}) < 6  # not one write per chapter
+    assert "progress" not in stack.poll(book, recorder.export_id).body  # ready: no progress shown
+
+
+def test_a_chapter_that_cannot_be_rendered_is_skipped_named_and_the_export_is_incomplete(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    book = stack.create_book(_many_chapters(3))
+    recorder = _Recording(stack, book, fail_on=2)
+    monkeypatch.setattr(engine, "renderer_for", lambda fmt: recorder)
+    recorder.export_id = stack.submit(book, "markdown").body["id"]
+
+    assert stack.exports.build(book, recorder.export_id) == "ready"
+
+    polled = stack.poll(book, recorder.export_id).body
+    assert polled["complete"] is False
+    assert polled["skipped_chapters"] == [
+        {"ordinal": 2, "title": "C2", "reason": "ValueError: cannot typeset this"}
+    ]
+
+
+def test_a_book_too_large_for_pdf_fails_early_and_never_reaches_the_engine(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bindery.engine import pdf
+
+    monkeypatch.setattr(pdf.RENDERER, "max_manuscript_bytes", 10)
+    monkeypatch.setattr(pdf.RENDERER, "render", lambda *a: pytest.fail("the engine was called"))
+    book = stack.create_book("# Long enough\n\nto be over ten bytes\n")
+    export_id = stack.submit(book, "pdf").body["id"]
+
+    assert stack.exports.build(book, export_id) == "failed:too_large_for_format"
+
+
+def test_each_chapter_is_read_from_its_own_byte_range(stack: Stack) -> None:
+    manuscript = "Ünïcödé opening.\n\n# Один\n\nπρώτο 🎉\n\n# 二\n\n第二\n"
+    book = stack.create_book(manuscript)
+    _, chapters = stack.exports.books.get_book("user-alice", book)
+    data = manuscript.encode()
+    texts = [data[c.offset : c.offset + c.size_bytes].decode() for c in chapters]
+    assert texts == ["Ünïcödé opening.\n\n", "# Один\n\nπρώτο 🎉\n\n", "# 二\n\n第二\n"]
+    book_item = stack.store.read_book(book)
+    assert book_item is not None
+    assert stack.objects.read_text(cut_key(book, book_item.cut)) == manuscript

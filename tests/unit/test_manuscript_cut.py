@@ -1,0 +1,93 @@
+"""The streaming cutter agrees with markdown-it-py parsing the whole manuscript at once."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+from bindery.manuscript import OPENING_TITLE, cut_text
+from tests.books import BOOKS
+
+
+def _whole_parse(manuscript: str) -> list[tuple[str, str]]:
+    """The oracle: markdown-it over the whole text, cut at every top-level h1."""
+    lines = manuscript.encode().splitlines(keepends=True)
+    tokens = MarkdownIt("commonmark", {"html": False}).parse(manuscript)
+    starts = []
+    for i, t in enumerate(tokens):
+        if t.type == "heading_open" and t.tag == "h1" and t.level == 0 and t.map:
+            inline = tokens[i + 1]
+            title = "".join(
+                c.content for c in inline.children or [] if c.type in ("text", "code_inline")
+            ).strip()
+            starts.append((t.map[0], title or "Untitled"))
+    out = []
+    first = starts[0][0] if starts else len(lines)
+    opening = b"".join(lines[:first]).decode()
+    if opening.strip():
+        out.append((OPENING_TITLE, opening))
+    for n, (start, title) in enumerate(starts):
+        end = starts[n + 1][0] if n + 1 < len(starts) else len(lines)
+        out.append((title, b"".join(lines[start:end]).decode()))
+    return out
+
+
+def _streamed(manuscript: str) -> list[tuple[str, str]]:
+    return [(section.title, text) for section, text in cut_text(manuscript)]
+
+
+def test_every_test_book_is_cut_as_a_whole_parse_would_cut_it() -> None:
+    for name, manuscript in BOOKS.items():
+        assert _streamed(manuscript) == _whole_parse(manuscript), name
+
+
+def test_headings_inside_code_lists_and_quotes_do_not_cut() -> None:
+    manuscript = (
+        "# Real One\n\n```\n# not a heading\n```\n\n~~~~\n# nor this\n~~~~\n\n"
+        "- item\n\n  # inside the item\n\n> # quoted\n\nSetext\n======\n\n    # indented code\n"
+    )
+    assert [t for t, _ in _streamed(manuscript)] == ["Real One", "Setext"]
+    assert _streamed(manuscript) == _whole_parse(manuscript)
+
+
+def test_the_sections_cover_the_manuscript_without_gaps_or_overlaps() -> None:
+    manuscript = "intro\n\n# A\n\na\n# B\nb"
+    sections = [s for s, _ in cut_text(manuscript)]
+    assert sections[0].offset == 0
+    for before, after in zip(sections, sections[1:], strict=False):
+        assert before.offset + before.length == after.offset
+    assert sections[-1].offset + sections[-1].length == len(manuscript.encode())
+
+
+_LINES = st.sampled_from(
+    [
+        "# Title",
+        "#Title",
+        "## Sub",
+        "text",
+        "",
+        "```",
+        "~~~",
+        "- item",
+        "  # nested",
+        "> # quoted",
+        "> text",
+        "===",
+        "---",
+        "    # code",
+        "1. one",
+        "<div>",
+        "Ω unicode",
+        "# ",
+        "#",
+        "\t# tab",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINES, max_size=30))
+def test_any_manuscript_is_cut_as_a_whole_parse_would_cut_it(lines: list[str]) -> None:
+    manuscript = "\n".join(lines)
+    assert _streamed(manuscript) == _whole_parse(manuscript)
