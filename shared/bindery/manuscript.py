@@ -44,8 +44,8 @@ def _heading_ending_here(parser: MarkdownIt, window: list[bytes]) -> tuple[int, 
         opens_h1 = token.type == "heading_open" and token.tag == "h1" and token.level == 0
         if opens_h1 and token.map and token.map[1] == len(window):
             inline = tokens[i + 1]
-            title = "".join(c.content for c in inline.children or [] if c.type in ("text", "code_inline")).strip()
-            return token.map[0], title or "Untitled"
+            words = [c.content for c in inline.children or [] if c.type in ("text", "code_inline")]
+            return token.map[0], "".join(words).strip() or "Untitled"
     return None
 
 

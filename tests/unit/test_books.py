@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bindery import engine
-from bindery.engine import Source, Text
+from bindery.engine import Source
 from bindery.objects import cut_key, upload_key
 from bindery.states import State
 from bindery.storage import _Item

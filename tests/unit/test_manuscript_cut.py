@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
@@ -55,7 +57,7 @@ def test_the_sections_cover_the_manuscript_without_gaps_or_overlaps() -> None:
     manuscript = "intro\n\n# A\n\na\n# B\nb"
     sections = [s for s, _ in cut_text(manuscript)]
     assert sections[0].offset == 0
-    for before, after in zip(sections, sections[1:], strict=False):
+    for before, after in itertools.pairwise(sections):
         assert before.offset + before.length == after.offset
     assert sections[-1].offset + sections[-1].length == len(manuscript.encode())
 

@@ -109,7 +109,7 @@ class PdfRenderer:
                 self.set_font("sans", "", 8)
                 self.cell(0, 8, str(self.page_no()), align="C")
 
-        with warnings.catch_warnings():  # fpdf2 notes that its A5 was corrected in 2.8.5; ours is the corrected one
+        with warnings.catch_warnings():  # fpdf2 notes that its A5 was corrected in 2.8.5: ours is
             warnings.simplefilter("ignore", UserWarning)
             pdf = Book(format="A5", unit="mm")
         pdf.set_margins(16, 16, 16)
