@@ -241,7 +241,7 @@ def test_make_demo_walks_every_format_and_shows_a_link_lapse(stack: RunningStack
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    for fmt, ext in (("markdown", "md"), ("html", "html")):
+    for fmt, ext in (("markdown", "md"), ("html", "html"), ("epub", "epub"), ("pdf", "pdf")):
         assert re.search(rf"{fmt}\s+ready .* bytes", result.stdout), result.stdout
         assert (tmp_path / f"lighthouse.{ext}").stat().st_size > 500
     assert "state=expired download_url=None" in result.stdout

@@ -64,6 +64,13 @@ def _wrap_code(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
     return "<pre>" + escape("\n".join(lines)) + "</pre>\n"
 
 
+_COMPLEX_SCRIPT = re.compile("[\u0590-\u08ff\u0900-\u0dff\u0e00-\u0eff\u1000-\u109f\ufb1d-\ufeff]")
+
+
+def _needs_shaping(text: str) -> bool:
+    return _COMPLEX_SCRIPT.search(text) is not None
+
+
 _INTERNAL_LINK = re.compile(r'<a href="#[^"]*"[^>]*>(.*?)</a>', re.S)
 
 
@@ -120,7 +127,6 @@ class PdfRenderer:
             pdf.add_font(family, style, str(font_path(name)))
         # DejaVu Serif has no Arabic or Hebrew; DejaVu Sans has both; CJK and emoji come from their own fonts.
         pdf.set_fallback_fonts(["sans", "cjk", "symbols"], exact_match=False)
-        pdf.set_text_shaping(True)
 
         # The title page.
         pdf.add_page()
@@ -150,6 +156,9 @@ class PdfRenderer:
         for n, text in enumerate(chapters):
             if n:
                 pdf.add_page()
+            # HarfBuzz shaping (Arabic joining, RTL order, Indic clusters) is slow, so only text that needs it
+            # pays for it.
+            pdf.set_text_shaping(_needs_shaping(text.title + text.markdown))
             pdf.start_section(text.title, level=0)
             pdf.set_font("sans", "B", 18)
             pdf.multi_cell(0, 9, text.title, new_x=XPos.LMARGIN, new_y=YPos.NEXT)
@@ -170,6 +179,7 @@ def _render_toc(pdf: Any, outline: list[Any]) -> None:
     from fpdf.enums import XPos, YPos
 
     pdf.set_x(pdf.l_margin)  # fpdf2 renders this at the end, wherever the last page left x
+    pdf.set_text_shaping(any(_needs_shaping(s.name) for s in outline))
     pdf.set_font("sans", "B", 16)
     pdf.cell(0, 12, "Contents", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
     pdf.ln(2)
