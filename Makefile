@@ -67,3 +67,7 @@ clean:
 # The walk-through, against a stack `make run` started in another terminal.
 demo: $(VENV)/.installed
 	$(PY) -m bindery.local.demo
+
+# Every benchmark figure in one run, each beside its budget; writes docs/BENCHMARKS.md.
+bench: $(VENV)/.installed
+	$(PY) -m tests.bench

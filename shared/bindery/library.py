@@ -16,7 +16,6 @@ from typing import Any
 
 from bindery import errors
 from bindery.config import Settings
-from bindery.manuscript import cut
 from bindery.objects import Objects, cut_key, upload_key
 from bindery.observability import logger
 from bindery.states import Queue
@@ -224,6 +223,8 @@ class Library:
         return key
 
     def _stage(self, book_id: str, cut_id: str, lines: Iterable[bytes], now: float) -> list[Chapter]:
+        from bindery.manuscript import cut  # the parser loads only when a manuscript is cut, not per cold start
+
         chapters = [
             Chapter(ordinal=n, title=section.title, offset=section.offset, size_bytes=section.length)
             for n, section in enumerate(cut(lines), start=1)

@@ -1,0 +1,24 @@
+"""One build in a fresh process, against the AWS endpoint in the environment. Prints the peak RSS (bytes)
+and the build's seconds as JSON, so the parent compares processes that did nothing else."""
+
+import json
+import resource
+import sys
+import time
+
+from bindery.config import Settings
+from bindery.exports import Exports
+
+book_id, fmt, table = sys.argv[1], sys.argv[2], sys.argv[3]
+settings = Settings(table=table, bucket=table)
+exports = Exports.from_settings(settings)
+view, _ = exports.submit("bench-user", book_id, fmt, None)
+started = time.perf_counter()
+outcome = exports.build(book_id, view["id"])
+seconds = time.perf_counter() - started
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+found = exports.store.read_export_for_owner(book_id, view["id"], "bench-user", time.time())
+size = found[0].size_bytes if found else None
+exports.cancel("bench-user", book_id, view["id"])
+print(json.dumps({"outcome": outcome, "peak_rss": peak, "seconds": seconds, "size_bytes": size}))
+sys.exit(0 if outcome == "ready" else 1)
