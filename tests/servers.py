@@ -21,7 +21,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -62,7 +62,7 @@ def dynamodb_local() -> Iterator[str]:
     ]
     proc = subprocess.Popen(cmd, cwd=jar.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_for_port(port, proc)
+        wait_for_port(port, proc)
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()

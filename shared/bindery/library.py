@@ -223,7 +223,9 @@ class Library:
         return key
 
     def _stage(self, book_id: str, cut_id: str, lines: Iterable[bytes], now: float) -> list[Chapter]:
-        from bindery.manuscript import cut  # the parser loads only when a manuscript is cut, not per cold start
+        from bindery.manuscript import (
+            cut,
+        )  # the parser loads only when a manuscript is cut, not per cold start
 
         chapters = [
             Chapter(ordinal=n, title=section.title, offset=section.offset, size_bytes=section.length)

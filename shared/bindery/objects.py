@@ -17,8 +17,8 @@ ARTIFACT_PREFIX = "artifacts/"
 BOOK_PREFIX = "books/"
 UPLOAD_PREFIX = "uploads/"
 READ_CHUNK = 1024 * 1024
-# S3's multipart floor is 5 MiB a part; 8 MiB keeps a 200 MB artifact well inside 10,000 parts.
-PART_BYTES = 8 * 1024 * 1024
+# S3's multipart floor: 5 MiB a part keeps memory small and still allows artifacts up to 48 GiB.
+PART_BYTES = 5 * 1024 * 1024
 
 
 def cut_key(book_id: str, cut: str) -> str:
@@ -163,13 +163,14 @@ class ArtifactWriter(io.RawIOBase):
     """A write-only stream into S3 whose memory stays at one part, whatever the artifact's size.
 
     An artifact smaller than one part goes up as a single PutObject; a larger one as a multipart upload
-    sized to it. On any error the multipart upload is aborted, so no half upload is left behind.
+    sized to it. Each part is handed to botocore as a seekable buffer, so it is never copied on its way
+    out. On any error the multipart upload is aborted, so no half upload is left behind.
     """
 
     def __init__(self, client: Any, bucket: str, key: str, content_type: str):
         super().__init__()
         self._client, self._bucket, self.key, self._type = client, bucket, key, content_type
-        self._buffer = bytearray()
+        self._part = io.BytesIO()
         self._upload_id: str | None = None
         self._parts: list[dict[str, Any]] = []
         self.size_bytes = 0
@@ -179,46 +180,53 @@ class ArtifactWriter(io.RawIOBase):
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        self._buffer += view
-        self.size_bytes += len(view)
-        while len(self._buffer) >= PART_BYTES:
-            self._send_part(bytes(self._buffer[:PART_BYTES]))
-            del self._buffer[:PART_BYTES]
-        return len(view)
+        written = 0
+        while written < len(view):
+            room = PART_BYTES - self._part.tell()
+            chunk = view[written : written + room]
+            self._part.write(chunk)
+            written += len(chunk)
+            if self._part.tell() >= PART_BYTES:
+                self._send_part()
+        self.size_bytes += written
+        return written
 
-    def _send_part(self, body: bytes) -> None:
+    def _send_part(self) -> None:
         if self._upload_id is None:
             created = self._client.create_multipart_upload(
                 Bucket=self._bucket, Key=self.key, ContentType=self._type
             )
             self._upload_id = created["UploadId"]
         number = len(self._parts) + 1
+        self._part.seek(0)
         sent = self._client.upload_part(
-            Bucket=self._bucket, Key=self.key, UploadId=self._upload_id, PartNumber=number, Body=body
+            Bucket=self._bucket, Key=self.key, UploadId=self._upload_id, PartNumber=number, Body=self._part
         )
         self._parts.append({"PartNumber": number, "ETag": sent["ETag"]})
+        self._part = io.BytesIO()
 
     def commit(self) -> int:
         """Make the object exist. Returns its size in bytes."""
         if self._upload_id is None:
+            self._part.seek(0)
             self._client.put_object(
-                Bucket=self._bucket, Key=self.key, Body=bytes(self._buffer), ContentType=self._type
+                Bucket=self._bucket, Key=self.key, Body=self._part, ContentType=self._type
             )
         else:
-            if self._buffer:
-                self._send_part(bytes(self._buffer))
+            if self._part.tell():
+                self._send_part()
             self._client.complete_multipart_upload(
                 Bucket=self._bucket,
                 Key=self.key,
                 UploadId=self._upload_id,
                 MultipartUpload={"Parts": self._parts},
             )
-        self._buffer.clear()
+        self._part = io.BytesIO()
         return self.size_bytes
 
     def abort(self) -> None:
         """Leave no half upload behind. Best effort: the bucket's lifecycle rule is the backstop."""
-        self._buffer.clear()
+        self._part = io.BytesIO()
         if self._upload_id is not None:
             upload_id, self._upload_id = self._upload_id, None
             with contextlib.suppress(Exception):

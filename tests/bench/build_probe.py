@@ -2,7 +2,6 @@
 and the build's seconds as JSON, so the parent compares processes that did nothing else."""
 
 import json
-import resource
 import sys
 import time
 
@@ -16,7 +15,9 @@ view, _ = exports.submit("bench-user", book_id, fmt, None)
 started = time.perf_counter()
 outcome = exports.build(book_id, view["id"])
 seconds = time.perf_counter() - started
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# VmHWM, not ru_maxrss: ru_maxrss survives fork+exec on Linux and would carry the parent's peak in.
+with open("/proc/self/status") as status:
+    peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
 found = exports.store.read_export_for_owner(book_id, view["id"], "bench-user", time.time())
 size = found[0].size_bytes if found else None
 exports.cancel("bench-user", book_id, view["id"])

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,10 +101,27 @@ def settings() -> Settings:
     return Settings(table=TABLE, bucket=BUCKET)
 
 
+def _new_stack(settings: Settings, clock: FakeClock, context: FakeContext) -> Stack:
+    create_table(boto3.client("dynamodb"), settings.table)
+    boto3.client("s3").create_bucket(Bucket=settings.bucket)
+    return Stack(Exports(settings, Store(settings), Objects(settings), clock=clock), clock, context)
+
+
 @pytest.fixture
 def stack(settings: Settings, clock: FakeClock, lambda_context: FakeContext) -> Iterator[Stack]:
     with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        boto3.client("s3").create_bucket(Bucket=BUCKET)
-        exports = Exports(settings, Store(settings), Objects(settings), clock=clock)
-        yield Stack(exports, clock, lambda_context)
+        yield _new_stack(settings, clock, lambda_context)
+
+
+@pytest.fixture
+def stack_factory(lambda_context: FakeContext) -> Iterator[Callable[[], AbstractContextManager[Stack]]]:
+    """Fresh stacks, each with its own table, bucket and clock, inside one moto: for tests that rerun a
+    whole workload many times."""
+
+    @contextmanager
+    def fresh() -> Iterator[Stack]:
+        name = f"bindery-{uuid.uuid4().hex[:10]}"
+        yield _new_stack(Settings(table=name, bucket=name), FakeClock(), lambda_context)
+
+    with mock_aws():
+        yield fresh

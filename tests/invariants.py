@@ -1,0 +1,84 @@
+"""The five promises, checked against what is in the table and the bucket once the system is quiescent.
+
+1. Every accepted export has ended (ready, failed, cancelled or expired), a failed one with its code.
+2. Every ready export's object exists; every object under artifacts/ is named by a row that is ready or
+   still waiting for its unlink; after the GC nothing else remains, and no multipart upload is left open.
+3. Each caller's live set is exactly that caller's pending exports.
+4. No Idempotency-Key answered with two different exports.
+5. A poll made no write.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from bindery.objects import ARTIFACT_PREFIX
+from bindery.states import ENDED, Queue, State
+from bindery.storage import _ExportItem, _LiveItem
+
+
+def violations(
+    store: Any,
+    objects: Any,
+    *,
+    key_answers: dict[str, set[str]] | None = None,
+    poll_writes: list[str] | None = None,
+    after_gc: bool = True,
+) -> list[str]:
+    found: list[str] = []
+    rows = list(_ExportItem.scan(_ExportItem.sk.startswith("EXPORT#")))
+
+    # 1. ended, with a reason
+    for row in rows:
+        if row.state == State.PENDING.value:
+            found.append(f"1: export {row.export_id} is still pending")
+        if row.state == State.FAILED.value and not row.failure_code:
+            found.append(f"1: export {row.export_id} failed without a code")
+
+    # 2. bytes and rows agree
+    bucket_keys = set(objects.keys(ARTIFACT_PREFIX))
+    named: set[str] = set()
+    for row in rows:
+        if row.state == State.READY.value:
+            if not row.path or row.path not in bucket_keys:
+                found.append(f"2: ready export {row.export_id} has no object ({row.path})")
+            named.add(row.path or "")
+        waiting = row.queue == Queue.UNLINK.value and State(row.state) in ENDED
+        if waiting or row.state == State.PENDING.value:
+            named |= set(row.paths or ())
+    for key in sorted(bucket_keys - named):
+        found.append(f"2: object {key} is named by no row that could still need it")
+    if after_gc:
+        for row in rows:
+            if State(row.state) in ENDED and row.queue == Queue.UNLINK.value:
+                found.append(f"2: ended export {row.export_id} still waits for its unlink after the GC ran")
+    uploads = objects.client.list_multipart_uploads(Bucket=objects.settings.bucket).get("Uploads", [])
+    for upload in uploads:
+        found.append(f"2: multipart upload left open: {upload['Key']}")
+
+    # 3. live sets are exact
+    pending: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        if row.state == State.PENDING.value:
+            pending[row.counted_against].add(row.export_id)
+    live = {
+        item.pk.removeprefix("CALLER#"): set(item.live_ids or ())
+        for item in _LiveItem.scan(_LiveItem.sk == "LIVE")
+    }
+    for caller in set(pending) | set(live):
+        if pending.get(caller, set()) != live.get(caller, set()):
+            found.append(
+                f"3: {caller}'s live set {sorted(live.get(caller, set()))} != pending "
+                f"{sorted(pending.get(caller, set()))}"
+            )
+
+    # 4. one export per key
+    for key, ids in (key_answers or {}).items():
+        if len(ids) > 1:
+            found.append(f"4: Idempotency-Key {key} answered with {sorted(ids)}")
+
+    # 5. polls read only
+    for op in poll_writes or []:
+        found.append(f"5: a poll made a write: {op}")
+    return found
