@@ -9,7 +9,7 @@ DDB_DIR := .cache/dynamodb-local
 DDB_STAMP := $(DDB_DIR)/.installed
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run demo test unit integration e2e lint bench build fonts clean
+.PHONY: run demo test unit integration e2e lint bench reliability build fonts clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -71,3 +71,7 @@ demo: $(VENV)/.installed
 # Every benchmark figure in one run, each beside its budget; writes docs/BENCHMARKS.md.
 bench: $(VENV)/.installed
 	$(PY) -m tests.bench
+
+# The reliability proofs; writes docs/RELIABILITY.md from what this run measured.
+reliability: $(VENV)/.installed $(DDB_STAMP)
+	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m tests.reliability

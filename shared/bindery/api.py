@@ -7,6 +7,7 @@ verified, never a header or a body field.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -97,13 +98,16 @@ def _body(
 ) -> dict[str, Any]:
     """The JSON object body, with exactly the named fields of the named types (or, with `one_of`, exactly
     one of them). Anything else is a 4xx that names the problem, raised before anything is written."""
-    raw = app.current_event.decoded_body or ""
-    if len(raw.encode("utf-8")) > limit:
+    event = app.current_event
+    raw: bytes = (event.body or "").encode("utf-8")
+    if event.is_base64_encoded:
+        raw = base64.b64decode(raw)
+    if len(raw) > limit:
         raise errors.PayloadTooLarge(f"request body is over {limit} bytes", code="body_too_large")
     try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise errors.BadRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from None
+        data = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError included: a body that is not UTF-8 is not JSON
+        raise errors.BadRequest(f"request body is not valid UTF-8 JSON: {exc}", code="invalid_json") from None
     if not isinstance(data, dict):
         raise errors.BadRequest("request body must be a JSON object", code="invalid_json")
     unknown = sorted(set(data) - set(fields))

@@ -8,107 +8,24 @@ import re
 import signal
 import socket
 import subprocess
-import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import boto3
 import pytest
 import requests
 
+from tests.e2e.stack import LINK_TTL, RunningStack, auth, start, token
 from tests.servers import ROOT, free_port
 
-LINK_TTL = 8
 MANUSCRIPT = "# Первая глава\n\nΚαλημέρα, *world*.\n\n# 第二章\n\nשלום and the end 🎉.\n"
-
-
-@dataclass
-class RunningStack:
-    proc: subprocess.Popen[str]
-    port: int
-    lines: list[str] = field(default_factory=list)
-
-    @property
-    def api(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def banner(self) -> str:
-        text = "\n".join(self.lines)
-        return text[text.index("Bindery is running.") : text.index("Ctrl-C stops everything.")]
-
-    @property
-    def aws(self) -> str:
-        found = re.search(r"AWS\s+(http://127\.0\.0\.1:\d+)", self.banner())
-        assert found, self.banner()
-        return found.group(1)
-
-    @property
-    def token(self) -> str:
-        found = re.search(r"TOKEN=(\S+)", self.banner())
-        assert found, self.banner()
-        return found.group(1)
-
-    def stop(self) -> int:
-        os.killpg(self.proc.pid, signal.SIGINT)
-        return self.proc.wait(timeout=20)
-
-
-def _start(port: int, **env: str) -> RunningStack:
-    proc = subprocess.Popen(
-        ["make", "--no-print-directory", "run"],
-        cwd=ROOT,
-        env={**os.environ, "PORT": str(port), "BINDERY_MOTO_PORT": "0", **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    stack = RunningStack(proc, port)
-    assert proc.stdout is not None
-    stdout = proc.stdout
-
-    def read() -> None:
-        for line in stdout:
-            stack.lines.append(line.rstrip("\n"))
-
-    threading.Thread(target=read, daemon=True).start()
-    deadline = time.monotonic() + 120
-    while not any("Ctrl-C stops everything." in line for line in stack.lines):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("the stack did not start:\n" + "\n".join(stack.lines[-40:]))
-        time.sleep(0.1)
-    return stack
-
-
-@pytest.fixture(scope="module")
-def stack() -> Iterator[RunningStack]:
-    running = _start(free_port(), BINDERY_LINK_TTL_SECONDS=str(LINK_TTL), BINDERY_LOCAL_SWEEP_SECONDS="1")
-    try:
-        yield running
-    finally:
-        if running.proc.poll() is None:
-            running.stop()
-
-
-def _auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def _token(user: str) -> str:
-    out = subprocess.run(
-        [str(ROOT / ".venv/bin/bindery"), "token", user], capture_output=True, text=True, check=True
-    )
-    return out.stdout.strip()
 
 
 def _wait_ready(stack: RunningStack, book: str, export_id: str) -> dict[str, object]:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         body: dict[str, object] = requests.get(
-            f"{stack.api}/books/{book}/exports/{export_id}", headers=_auth(stack.token), timeout=10
+            f"{stack.api}/books/{book}/exports/{export_id}", headers=auth(stack.token), timeout=10
         ).json()
         if body["state"] != "pending":
             return body
@@ -147,14 +64,14 @@ def test_an_html_export_is_built_downloaded_and_expires_with_its_bytes(stack: Ru
     )
     created = requests.post(
         f"{stack.api}/books",
-        headers=_auth(stack.token),
+        headers=auth(stack.token),
         json={"title": "Scripts", "manuscript": MANUSCRIPT},
         timeout=10,
     )
     assert created.status_code == 201
     book = created.json()["id"]
     accepted = requests.post(
-        f"{stack.api}/books/{book}/exports", headers=_auth(stack.token), json={"format": "html"}, timeout=10
+        f"{stack.api}/books/{book}/exports", headers=auth(stack.token), json={"format": "html"}, timeout=10
     )
     assert accepted.status_code == 202 and accepted.headers["Location"].endswith(accepted.json()["id"])
     export_id = accepted.json()["id"]
@@ -174,7 +91,7 @@ def test_an_html_export_is_built_downloaded_and_expires_with_its_bytes(stack: Ru
 
     time.sleep(LINK_TTL)
     expired = requests.get(
-        f"{stack.api}/books/{book}/exports/{export_id}", headers=_auth(stack.token), timeout=10
+        f"{stack.api}/books/{book}/exports/{export_id}", headers=auth(stack.token), timeout=10
     )
     assert expired.json()["state"] == "expired" and expired.json()["download_url"] is None
     deadline = time.monotonic() + 15
@@ -188,17 +105,17 @@ def test_an_html_export_is_built_downloaded_and_expires_with_its_bytes(stack: Ru
 def test_another_users_token_gets_404_and_no_token_gets_401(stack: RunningStack) -> None:
     book = requests.post(
         f"{stack.api}/books",
-        headers=_auth(stack.token),
+        headers=auth(stack.token),
         json={"title": "Mine", "manuscript": "# A"},
         timeout=10,
     ).json()["id"]
     export_id = requests.post(
         f"{stack.api}/books/{book}/exports",
-        headers=_auth(stack.token),
+        headers=auth(stack.token),
         json={"format": "markdown"},
         timeout=10,
     ).json()["id"]
-    mallory = _auth(_token("mallory"))
+    mallory = auth(token("mallory"))
     missing_book, missing_export = "ffffffffffffffffffff", "fffffffffffffffffffff"
 
     for path in ("/books/{b}", "/books/{b}/exports", "/books/{b}/exports/{e}"):
@@ -208,16 +125,14 @@ def test_another_users_token_gets_404_and_no_token_gets_401(stack: RunningStack)
         )
         assert theirs.status_code == 404 and theirs.content == missing.content
         assert requests.get(stack.api + path.format(b=book, e=export_id), timeout=10).status_code == 401
-    wrong_key = {"Authorization": "Bearer " + _token("x")[:-4] + "AAAA"}
+    wrong_key = {"Authorization": "Bearer " + token("x")[:-4] + "AAAA"}
     assert requests.get(f"{stack.api}/books/{book}", headers=wrong_key, timeout=10).status_code == 401
-    assert (
-        requests.get(f"{stack.api}/books/{book}", headers=_auth(stack.token), timeout=10).status_code == 200
-    )
+    assert requests.get(f"{stack.api}/books/{book}", headers=auth(stack.token), timeout=10).status_code == 200
 
 
 def test_ctrl_c_stops_the_stack_and_frees_its_port() -> None:
     port = free_port()
-    running = _start(port)
+    running = start(port)
     assert requests.get(f"{running.api}/books/ffffffffffffffffffff", timeout=10).status_code == 401
 
     # make itself dies of the SIGINT (-2) or reports its child's (2); the stack below it must stop cleanly.
@@ -250,17 +165,17 @@ def test_make_demo_walks_every_format_and_shows_a_link_lapse(stack: RunningStack
 
 def test_state_survives_a_restart_when_bindery_data_dir_is_set(tmp_path: Path) -> None:
     data = str(tmp_path / "state")
-    first = _start(free_port(), BINDERY_DATA_DIR=data)
+    first = start(free_port(), BINDERY_DATA_DIR=data)
     try:
         book = requests.post(
             f"{first.api}/books",
-            headers=_auth(first.token),
+            headers=auth(first.token),
             json={"title": "Kept", "manuscript": "# Kept\n\nacross restarts\n"},
             timeout=10,
         ).json()["id"]
         export_id = requests.post(
             f"{first.api}/books/{book}/exports",
-            headers=_auth(first.token),
+            headers=auth(first.token),
             json={"format": "markdown"},
             timeout=10,
         ).json()["id"]
@@ -268,14 +183,14 @@ def test_state_survives_a_restart_when_bindery_data_dir_is_set(tmp_path: Path) -
     finally:
         first.stop()
 
-    second = _start(free_port(), BINDERY_DATA_DIR=data)
+    second = start(free_port(), BINDERY_DATA_DIR=data)
     try:
         assert (
-            requests.get(f"{second.api}/books/{book}", headers=_auth(second.token), timeout=10).status_code
+            requests.get(f"{second.api}/books/{book}", headers=auth(second.token), timeout=10).status_code
             == 200
         )
         polled = requests.get(
-            f"{second.api}/books/{book}/exports/{export_id}", headers=_auth(second.token), timeout=10
+            f"{second.api}/books/{book}/exports/{export_id}", headers=auth(second.token), timeout=10
         ).json()
         assert polled["state"] == "ready"
         assert "across restarts" in requests.get(polled["download_url"], timeout=10).text
@@ -284,20 +199,20 @@ def test_state_survives_a_restart_when_bindery_data_dir_is_set(tmp_path: Path) -
 
 
 def test_without_bindery_data_dir_a_restart_starts_empty() -> None:
-    first = _start(free_port())
+    first = start(free_port())
     try:
         book = requests.post(
             f"{first.api}/books",
-            headers=_auth(first.token),
+            headers=auth(first.token),
             json={"title": "Gone", "manuscript": "# Gone\n"},
             timeout=10,
         ).json()["id"]
     finally:
         first.stop()
-    second = _start(free_port())
+    second = start(free_port())
     try:
         assert (
-            requests.get(f"{second.api}/books/{book}", headers=_auth(second.token), timeout=10).status_code
+            requests.get(f"{second.api}/books/{book}", headers=auth(second.token), timeout=10).status_code
             == 404
         )
     finally:

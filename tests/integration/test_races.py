@@ -13,6 +13,7 @@ from bindery import errors
 from bindery.exports import Exports
 from bindery.objects import artifact_key
 from bindery.storage import Claimed
+from tests.figures import record
 
 T = TypeVar("T")
 
@@ -57,6 +58,8 @@ def test_of_32_concurrent_claimers_exactly_one_holds_the_lease(exports: Exports)
         assert row.attempt == 1 and len(row.paths) == 1
         exports.cancel("user-alice", book, export_id)  # free the live slot for the next trial
     assert winners == {1: CLAIM_TRIALS}
+    record("race: 32 concurrent claimers: trials", CLAIM_TRIALS)
+    record("race: 32 concurrent claimers: trials with exactly one lease holder", winners[1])
 
 
 def test_16_concurrent_submits_with_one_idempotency_key_make_one_export(exports: Exports) -> None:
@@ -70,6 +73,8 @@ def test_16_concurrent_submits_with_one_idempotency_key_make_one_export(exports:
     rows = list(exports.store.all_exports())
     assert [r.id for r in rows] == list(ids)
     assert exports.store.live_ids("user-alice") == ids
+    record("race: 16 submits with one Idempotency-Key: exports made", len(rows))
+    record("race: 16 submits with one Idempotency-Key: distinct ids answered", len(ids))
 
 
 def test_4x_cap_concurrent_submits_never_leave_more_than_cap_live(exports: Exports) -> None:
@@ -89,3 +94,5 @@ def test_4x_cap_concurrent_submits_never_leave_more_than_cap_live(exports: Expor
     assert len(accepted) == cap and len(refused) == 3 * cap
     assert exports.store.live_ids("user-alice") == set(accepted)
     assert len(list(exports.store.all_exports())) == cap
+    record("race: 4 x cap (40) concurrent submits: accepted (cap 10)", len(accepted))
+    record("race: 4 x cap (40) concurrent submits: refused with 429", len(refused))

@@ -9,7 +9,6 @@ the process dies between two calls and the platform retries the event).
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 from tests.calls import recording
+from tests.figures import record
 from tests.invariants import violations
 from tests.unit.conftest import Stack
 
@@ -161,10 +161,6 @@ def test_the_clean_run_keeps_every_promise(stack: Stack) -> None:
     assert len(points) > 30
 
 
-# How many points the matrix tried, kept for `make reliability`.
-TRIED: dict[str, int] = {}
-
-
 @pytest.mark.parametrize("kind", sorted(FAULTS))
 def test_a_fault_at_every_call_point_loses_nothing(stack_factory: Callable[[], Any], kind: str) -> None:
     with stack_factory() as probe:
@@ -184,9 +180,7 @@ def test_a_fault_at_every_call_point_loses_nothing(stack_factory: Callable[[], A
                 stack.store, stack.objects, key_answers=run.key_answers, poll_writes=run.poll_writes
             )
             failures += [f"{kind} at call {at} ({service} {op}): {v}" for v in found]
-    TRIED[kind] = len(points)
     print(f"\nfault matrix: {kind}: {len(points)} call points tried, {len(failures)} violations")
-    if os.environ.get("BINDERY_RELIABILITY_OUT"):
-        with open(os.environ["BINDERY_RELIABILITY_OUT"], "a") as out:
-            out.write(f"fault_matrix {kind} {len(points)} {len(failures)}\n")
+    record(f"fault matrix: {kind}: call points tried", len(points))
+    record(f"fault matrix: {kind}: invariant violations", len(failures))
     assert failures == []

@@ -1,0 +1,87 @@
+"""`make run`'s stack as a subprocess on a free port, for the e2e tier to drive over real HTTP."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.servers import ROOT
+
+LINK_TTL = 8
+
+
+@dataclass
+class RunningStack:
+    proc: subprocess.Popen[str]
+    port: int
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def api(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def banner(self) -> str:
+        text = "\n".join(self.lines)
+        return text[text.index("Bindery is running.") : text.index("Ctrl-C stops everything.")]
+
+    @property
+    def aws(self) -> str:
+        found = re.search(r"AWS\s+(http://127\.0\.0\.1:\d+)", self.banner())
+        assert found, self.banner()
+        return found.group(1)
+
+    @property
+    def token(self) -> str:
+        found = re.search(r"TOKEN=(\S+)", self.banner())
+        assert found, self.banner()
+        return found.group(1)
+
+    def stop(self) -> int:
+        os.killpg(self.proc.pid, signal.SIGINT)
+        return self.proc.wait(timeout=20)
+
+
+def start(port: int, **env: str) -> RunningStack:
+    proc = subprocess.Popen(
+        ["make", "--no-print-directory", "run"],
+        cwd=ROOT,
+        env={**os.environ, "PORT": str(port), "BINDERY_MOTO_PORT": "0", **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    stack = RunningStack(proc, port)
+    assert proc.stdout is not None
+    stdout = proc.stdout
+
+    def read() -> None:
+        for line in stdout:
+            stack.lines.append(line.rstrip("\n"))
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + 120
+    while not any("Ctrl-C stops everything." in line for line in stack.lines):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the stack did not start:\n" + "\n".join(stack.lines[-40:]))
+        time.sleep(0.1)
+    return stack
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def token(user: str) -> str:
+    out = subprocess.run(
+        [str(ROOT / ".venv/bin/bindery"), "token", user], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()

@@ -1,0 +1,316 @@
+"""Hostile requests through the local stack's HTTP API: each gets its documented 4xx and writes nothing.
+The table and the bucket are compared before and after the whole barrage."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from typing import Any
+
+import boto3
+import jwt
+import pytest
+import requests
+
+from bindery.local import tokens
+from tests.e2e.stack import RunningStack, auth
+from tests.figures import record
+
+BOOK = "{book}"
+EXPORT = "{export}"
+
+
+def _none_token(user: str) -> str:
+    header = base64.urlsafe_b64encode(json.dumps({"alg": "none", "typ": "JWT"}).encode()).rstrip(b"=")
+    claims = {"sub": user, "iss": tokens.ISSUER, "aud": tokens.AUDIENCE, "exp": int(time.time()) + 600}
+    body = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=")
+    return f"{header.decode()}.{body.decode()}."
+
+
+def _foreign_token(**changes: Any) -> str:
+    claims = {
+        "sub": "demo-user",
+        "iss": tokens.ISSUER,
+        "aud": tokens.AUDIENCE,
+        "exp": int(time.time()) + 600,
+        **changes,
+    }
+    return jwt.encode(claims, tokens.secret(), algorithm="HS256")
+
+
+def _cases() -> list[tuple[str, str, str, dict[str, str], Any, int, str | None]]:
+    """(name, method, path, extra headers, body (str, bytes or None), status, error code or None)."""
+    exp = f"/books/{BOOK}/exports"
+    one = f"/books/{BOOK}/exports/{EXPORT}"
+    cases: list[tuple[str, str, str, dict[str, str], Any, int, str | None]] = [
+        # tokens: API Gateway's own 401, before any handler runs
+        ("no token", "GET", one, {"Authorization": ""}, None, 401, None),
+        ("bearer with no token", "GET", one, {"Authorization": "Bearer"}, None, 401, None),
+        ("garbage token", "GET", one, {"Authorization": "Bearer not.a.jwt"}, None, 401, None),
+        ("basic auth", "GET", one, {"Authorization": "Basic ZGVtbzpkZW1v"}, None, 401, None),
+        (
+            "expired token",
+            "GET",
+            one,
+            {"Authorization": "Bearer " + tokens.mint("demo-user", 60, now=1e9)},
+            None,
+            401,
+            None,
+        ),
+        (
+            "alg none token",
+            "GET",
+            one,
+            {"Authorization": "Bearer " + _none_token("demo-user")},
+            None,
+            401,
+            None,
+        ),
+        (
+            "token signed with the wrong key",
+            "GET",
+            one,
+            {"Authorization": "Bearer " + tokens.mint("demo-user", key="not-the-secret")},
+            None,
+            401,
+            None,
+        ),
+        (
+            "token for another audience",
+            "GET",
+            one,
+            {"Authorization": "Bearer " + _foreign_token(aud="other")},
+            None,
+            401,
+            None,
+        ),
+        (
+            "token from another issuer",
+            "GET",
+            one,
+            {"Authorization": "Bearer " + _foreign_token(iss="https://evil")},
+            None,
+            401,
+            None,
+        ),
+        (
+            "token with no subject",
+            "GET",
+            one,
+            {"Authorization": "Bearer " + _foreign_token(sub=None)},
+            None,
+            401,
+            None,
+        ),
+        # bodies
+        ("truncated json", "POST", exp, {}, '{"format": "html"', 400, "invalid_json"),
+        ("malformed json", "POST", exp, {}, "{", 400, "invalid_json"),
+        ("json array", "POST", exp, {}, "[]", 400, "invalid_json"),
+        ("json string", "POST", exp, {}, '"html"', 400, "invalid_json"),
+        ("json null", "POST", exp, {}, "null", 400, "invalid_json"),
+        ("not utf-8", "POST", exp, {}, b"\xff\xfe\x00{", 400, "invalid_json"),
+        ("empty object", "POST", exp, {}, "{}", 400, "missing_field"),
+        ("format a number", "POST", exp, {}, '{"format": 1}', 400, "invalid_format"),
+        ("format a list", "POST", exp, {}, '{"format": ["html"]}', 400, "invalid_format"),
+        ("extra field", "POST", exp, {}, '{"format": "html", "extra": 1}', 400, "unknown_field"),
+        ("forged owner", "POST", exp, {}, '{"format": "html", "owner": "mallory"}', 400, "unknown_field"),
+        ("unknown format", "POST", exp, {}, '{"format": "docx"}', 422, "unknown_format"),
+        ("empty format", "POST", exp, {}, '{"format": ""}', 422, "unknown_format"),
+        (
+            "1 MB export request",
+            "POST",
+            exp,
+            {},
+            '{"format": "' + "x" * 1_000_000 + '"}',
+            413,
+            "body_too_large",
+        ),
+        ("10 MB body", "POST", exp, {}, "x" * (10 * 1024 * 1024 + 1), 413, None),
+        (
+            "10 KB idempotency key",
+            "POST",
+            exp,
+            {"Idempotency-Key": "k" * 10_240},
+            '{"format": "html"}',
+            400,
+            "invalid_idempotency_key",
+        ),
+        (
+            "control character in key",
+            "POST",
+            exp,
+            {"Idempotency-Key": "bad\x07key"},
+            '{"format": "html"}',
+            400,
+            "invalid_idempotency_key",
+        ),
+        (
+            "forged owner on a book",
+            "POST",
+            "/books",
+            {},
+            '{"title": "t", "manuscript": "# a", "owner": "x"}',
+            400,
+            "unknown_field",
+        ),
+        ("title a number", "POST", "/books", {}, '{"title": 5, "manuscript": "# a"}', 400, "invalid_field"),
+        (
+            "title too long",
+            "POST",
+            "/books",
+            {},
+            json.dumps({"title": "t" * 501, "manuscript": "# a"}),
+            400,
+            "invalid_title",
+        ),
+        (
+            "6 MB manuscript",
+            "POST",
+            "/books",
+            {},
+            json.dumps({"title": "t", "manuscript": "x" * 6_000_000}),
+            413,
+            None,
+        ),
+        (
+            "if-match garbage",
+            "PUT",
+            f"/books/{BOOK}/manuscript",
+            {"If-Match": "yesterday"},
+            '{"manuscript": "# b"}',
+            400,
+            "invalid_if_match",
+        ),
+        (
+            "stale if-match",
+            "PUT",
+            f"/books/{BOOK}/manuscript",
+            {"If-Match": '"99"'},
+            '{"manuscript": "# b"}',
+            412,
+            "revision_mismatch",
+        ),
+        (
+            "upload id traversal",
+            "PUT",
+            f"/books/{BOOK}/manuscript",
+            {},
+            '{"upload_id": "../../etc/passwd"}',
+            400,
+            "invalid_upload_id",
+        ),
+        (
+            "both manuscript and upload",
+            "PUT",
+            f"/books/{BOOK}/manuscript",
+            {},
+            '{"manuscript": "# a", "upload_id": "abcdefgh"}',
+            400,
+            "missing_field",
+        ),
+        # pages
+        ("zero page size", "GET", exp + "?limit=0", {}, None, 400, "invalid_limit"),
+        ("negative page size", "GET", exp + "?limit=-5", {}, None, 400, "invalid_limit"),
+        ("huge page size", "GET", exp + "?limit=100000", {}, None, 400, "invalid_limit"),
+        ("text page size", "GET", exp + "?limit=ten", {}, None, 400, "invalid_limit"),
+        ("garbage cursor", "GET", exp + "?cursor=%00%01garbage", {}, None, 400, "invalid_cursor"),
+        ("forged cursor", "GET", exp + "?cursor=eyJhZnRlciI6ICIuLi8uLiJ9", {}, None, 400, "invalid_cursor"),
+        # ids
+        ("path traversal in book id", "GET", "/books/..%2F..%2Fetc%2Fpasswd", {}, None, 404, "not_found"),
+        ("dot segments in export id", "GET", f"/books/{BOOK}/exports/%2e%2e", {}, None, 404, "not_found"),
+        ("unicode book id", "GET", "/books/%E2%98%83%F0%9F%93%9A", {}, None, 404, "not_found"),
+        ("unicode export id", "DELETE", f"/books/{BOOK}/exports/%C3%A9t%C3%A9", {}, None, 404, "not_found"),
+        ("sql in id", "GET", "/books/1%27%20OR%20%271%27%3D%271", {}, None, 404, "not_found"),
+        ("overlong id", "GET", "/books/" + "a" * 5000, {}, None, 404, "not_found"),
+        ("unknown route", "PATCH", f"/books/{BOOK}", {}, "{}", 404, None),
+    ]
+    return cases
+
+
+CASES = _cases()
+
+
+def _snapshot(stack: RunningStack) -> tuple[Any, Any]:
+    session = boto3.session.Session(
+        aws_access_key_id="local", aws_secret_access_key="local", region_name="us-east-1"
+    )
+    items = session.client("dynamodb", endpoint_url=stack.aws).scan(TableName="bindery")["Items"]
+    objects = (
+        session.client("s3", endpoint_url=stack.aws)
+        .list_objects_v2(Bucket="bindery-artifacts")
+        .get("Contents", [])
+    )
+    return sorted(json.dumps(i, sort_keys=True) for i in items), sorted(
+        (o["Key"], o["Size"]) for o in objects
+    )
+
+
+def test_at_least_40_hostile_requests_get_their_4xx_and_write_nothing(stack: RunningStack) -> None:
+    assert len(CASES) >= 40
+    owner = auth(stack.token)
+    book = requests.post(
+        f"{stack.api}/books", headers=owner, json={"title": "Target", "manuscript": "# A\n\nx\n"}, timeout=10
+    ).json()["id"]
+    export_id = requests.post(
+        f"{stack.api}/books/{book}/exports", headers=owner, json={"format": "markdown"}, timeout=10
+    ).json()["id"]
+    time.sleep(3)  # let the build settle, so the snapshot is of a quiet system
+    before = _snapshot(stack)
+    wrong = []
+    for name, method, path, headers, body, status, code in CASES:
+        url = stack.api + path.replace(BOOK, book).replace(EXPORT, export_id)
+        sent_headers = {**owner, "Content-Type": "application/json", **headers}
+        if sent_headers.get("Authorization") == "":
+            del sent_headers["Authorization"]
+        reply = requests.request(method, url, headers=sent_headers, data=body, timeout=30)
+        got_code = None
+        if reply.headers.get("Content-Type", "").startswith("application/json") and reply.content:
+            got_code = (reply.json().get("error") or {}).get("code")
+        if reply.status_code != status or (code is not None and got_code != code):
+            wrong.append(f"{name}: got {reply.status_code} {got_code}, want {status} {code}")
+    assert wrong == []
+    assert _snapshot(stack) == before
+    record("hostile requests sent through the HTTP API", len(CASES))
+    record("hostile requests answered other than documented, or that wrote", len(wrong))
+
+
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("GET", "/books/{b}"),
+        ("GET", "/books/{b}/exports"),
+        ("GET", "/books/{b}/exports/{e}"),
+        ("POST", "/books/{b}/exports"),
+        ("DELETE", "/books/{b}/exports/{e}"),
+        ("PUT", "/books/{b}/manuscript"),
+        ("POST", "/books/{b}/uploads"),
+        ("DELETE", "/books/{b}"),
+    ],
+)
+def test_bola_matrix_every_route_owner_stranger_and_no_token(
+    stack: RunningStack, method: str, path: str
+) -> None:
+    owner = auth(stack.token)
+    book = requests.post(
+        f"{stack.api}/books", headers=owner, json={"title": "Owned", "manuscript": "# A\n"}, timeout=10
+    ).json()["id"]
+    export_id = requests.post(
+        f"{stack.api}/books/{book}/exports", headers=owner, json={"format": "markdown"}, timeout=10
+    ).json()["id"]
+    body = {"POST": {"format": "html"}, "PUT": {"manuscript": "# B\n"}}.get(method)
+    stranger = auth(tokens.mint("mallory"))
+    theirs = requests.request(
+        method, stack.api + path.format(b=book, e=export_id), headers=stranger, json=body, timeout=10
+    )
+    missing = requests.request(
+        method, stack.api + path.format(b="f" * 20, e="f" * 21), headers=stranger, json=body, timeout=10
+    )
+    nobody = requests.request(method, stack.api + path.format(b=book, e=export_id), json=body, timeout=10)
+    served = requests.request(
+        method, stack.api + path.format(b=book, e=export_id), headers=owner, json=body, timeout=10
+    )
+
+    assert theirs.status_code == 404 and theirs.content == missing.content
+    assert nobody.status_code == 401
+    assert served.status_code in (200, 201, 202, 204)
