@@ -210,15 +210,8 @@ class _ChapterItem(_Item):
     size_bytes = NumberAttribute()
 
 
-class _MarkersDue(GlobalSecondaryIndex["_MarkerItem"]):
+class _MarkersDue(_ByDue):
     """The same sparse `by_due` index, read for book-level markers rather than exports."""
-
-    class Meta:
-        index_name = "by_due"
-        projection = IncludeProjection(list(DUE_PROJECTION))
-
-    queue = UnicodeAttribute(hash_key=True)
-    due_at = NumberAttribute(range_key=True)
 
 
 class _MarkerItem(_Item):

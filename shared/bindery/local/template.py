@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -105,18 +106,19 @@ def _function_dir(props: dict[str, Any]) -> str:
     return str(props["CodeUri"]).strip("/").split("/")[-1]
 
 
-def routes() -> list[Route]:
-    found = []
+def _events(kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(function folder, event properties) for every event of `kind` on a function in the template."""
     for resource in resources().values():
         if resource.get("Type") != "AWS::Serverless::Function":
             continue
         props = resource["Properties"]
         for event in props.get("Events", {}).values():
-            if event["Type"] == "HttpApi":
-                found.append(
-                    Route(event["Properties"]["Method"], event["Properties"]["Path"], _function_dir(props))
-                )
-    return found
+            if event["Type"] == kind:
+                yield _function_dir(props), event["Properties"]
+
+
+def routes() -> list[Route]:
+    return [Route(event["Method"], event["Path"], function) for function, event in _events("HttpApi")]
 
 
 @dataclass(frozen=True)
@@ -128,14 +130,11 @@ class Schedule:
 def schedules() -> list[Schedule]:
     units = {"minute": 60, "minutes": 60, "hour": 3600, "hours": 3600, "day": 86400, "days": 86400}
     found = []
-    for resource in resources().values():
-        if resource.get("Type") != "AWS::Serverless::Function":
-            continue
-        props = resource["Properties"]
-        for event in props.get("Events", {}).values():
-            if event["Type"] == "Schedule":
-                count, unit = re.fullmatch(r"rate\((\d+) (\w+)\)", event["Properties"]["Schedule"]).groups()  # type: ignore[union-attr]
-                found.append(Schedule(_function_dir(props), int(count) * units[unit]))
+    for function, event in _events("Schedule"):
+        rate = re.fullmatch(r"rate\((\d+) (\w+)\)", event["Schedule"])
+        if rate is None:
+            raise ValueError(f"{function}: only rate(...) schedules run locally, not {event['Schedule']}")
+        found.append(Schedule(function, int(rate.group(1)) * units[rate.group(2)]))
     return found
 
 
