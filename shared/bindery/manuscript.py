@@ -10,6 +10,7 @@ byte range in the manuscript, so the chapter text is never copied: it is read ba
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ CONTEXT_LINES = 40
 _ATX = re.compile(rb"^ {0,3}#(?:[ \t]|\r?\n|$)")
 _SETEXT = re.compile(rb"^ {0,3}=+[ \t]*\r?\n?$")
 _FENCE = re.compile(rb"^ {0,3}(`{3,}|~{3,})")
+_MARKER_STARTS = frozenset((b" ", b"#", b"=", b"`", b"~"))
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,8 @@ def _heading_ending_here(parser: MarkdownIt, window: list[bytes]) -> tuple[int, 
 def cut(lines: Iterable[bytes]) -> Iterator[Section]:
     """Sections of a UTF-8 manuscript given as lines (each with its line ending), in order."""
     parser = _parser()
-    recent: list[bytes] = []  # the last CONTEXT_LINES lines, for markdown-it to judge a candidate
-    offsets: list[int] = []  # their offsets
+    # The last CONTEXT_LINES lines and their offsets, for markdown-it to judge a candidate by.
+    recent: deque[tuple[bytes, int]] = deque(maxlen=CONTEXT_LINES)
     fence: bytes | None = None
     start, title = 0, None  # the open section: where it starts, and its title (None: the opening)
     first_text: int | None = None  # where the opening's first non-blank line starts
@@ -66,32 +68,32 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
 
     for line in lines:
         candidate = False
-        if fence is not None:
-            if line.lstrip(b" ").startswith(fence) and not line.strip().strip(fence[:1]):
-                fence = None
-        elif (opened := _FENCE.match(line)) is not None:
-            fence = opened.group(1)
-        elif _ATX.match(line) or (_SETEXT.match(line) and recent and recent[-1].strip()):
-            candidate = True
-        recent.append(line)
-        offsets.append(position)
+        # Every block marker that matters here starts with a space, '#', '=', '`' or '~': any other line
+        # is plain text, and skips the regular expressions (most lines of a book).
+        if line[:1] in _MARKER_STARTS:
+            if fence is not None:
+                if line.lstrip(b" ").startswith(fence) and not line.strip().strip(fence[:1]):
+                    fence = None
+            elif (opened := _FENCE.match(line)) is not None:
+                fence = opened.group(1)
+            elif _ATX.match(line) or (_SETEXT.match(line) and recent and recent[-1][0].strip()):
+                candidate = True
+        recent.append((line, position))
         if candidate:
-            found = _heading_ending_here(parser, recent)
+            window = list(recent)
+            found = _heading_ending_here(parser, [text for text, _ in window])
             if found is not None:
                 candidate_at, found_title = found
-                section_start = offsets[candidate_at]
+                section_start = window[candidate_at][1]
                 if section_start > start or title is not None:
                     closed = close(section_start)
                     if closed is not None:
                         yield closed
                 start, title = section_start, found_title
-                recent, offsets = recent[candidate_at:], offsets[candidate_at:]
+                recent = deque(window[candidate_at:], maxlen=CONTEXT_LINES)
         if title is None and first_text is None and line.strip():
             first_text = position
         position += len(line)
-        if len(recent) > CONTEXT_LINES:
-            del recent[: len(recent) - CONTEXT_LINES]
-            del offsets[: len(offsets) - CONTEXT_LINES]
     closed = close(position)
     if closed is not None:
         yield closed

@@ -65,14 +65,16 @@ class Objects:
         return self.client.get_object(Bucket=self.settings.bucket, Key=key)["Body"]
 
     def lines(self, key: str) -> Iterator[bytes]:
-        """The object's lines, each with its ending, streamed in 1 MiB reads: memory stays at a chunk."""
+        """The object's lines, each with its ending, streamed in 1 MiB reads: memory stays at a chunk.
+
+        Lines end where `bytes.splitlines` ends them (LF, CR, CRLF), as a whole-text split would: a chunk
+        that ends inside a line, or between a CR and its LF, keeps that line back for the next read."""
         body = self.open(key)
         rest = b""
         while chunk := body.read(READ_CHUNK):
-            rest += chunk
-            *complete, rest = rest.split(b"\n")
-            for line in complete:
-                yield line + b"\n"
+            lines = (rest + chunk).splitlines(keepends=True)
+            rest = lines.pop() if not lines[-1].endswith(b"\n") else b""
+            yield from lines
         if rest:
             yield rest
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import itertools
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
@@ -93,3 +95,20 @@ _LINES = st.sampled_from(
 def test_any_manuscript_is_cut_as_a_whole_parse_would_cut_it(lines: list[str]) -> None:
     manuscript = "\n".join(lines)
     assert _streamed(manuscript) == _whole_parse(manuscript)
+
+
+def test_an_uploads_lines_stream_as_a_whole_text_split_would_cut_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bindery.objects as objects_module
+    from bindery.config import Settings
+
+    data = b"a\r\nb\rc\n\n# x\r\n" * 500 + b"tail"
+
+    class Bytes(objects_module.Objects):
+        def open(self, key: str) -> io.BytesIO:
+            return io.BytesIO(data)
+
+    for size in (1, 2, 3, 7, 64, 4096):  # chunk edges inside lines and between a CR and its LF
+        monkeypatch.setattr(objects_module, "READ_CHUNK", size)
+        assert list(Bytes(Settings()).lines("k")) == data.splitlines(keepends=True), size
