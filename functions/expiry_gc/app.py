@@ -1,5 +1,5 @@
 """expiry_gc (scheduled): expire lapsed links, end a deleted book's exports, unlink the bytes of every
-ended export, and retire superseded revisions' chapters."""
+ended export, retire superseded revisions' chapters, reconcile storage with the table, and record the run."""
 
 from typing import Any
 
@@ -10,19 +10,4 @@ from bindery.observability import logger, metrics
 @logger.inject_lambda_context
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
-    service = exports or default_exports()
-    expired = service.expire_lapsed_links()
-    purged = service.books.purge_deleted_books()
-    unlinked = service.unlink_ended_artifacts()
-    retired = service.books.retire_cuts()
-    result = {
-        "expired": expired.done,
-        "unlinked": unlinked.done,
-        "unlink_failures": unlinked.failed,
-        "books_purged": purged.done,
-        "cuts_retired": retired.done,
-        "chore_failures": purged.failed + retired.failed,
-    }
-    if any(result.values()):
-        logger.info("expiry gc done", extra=result)
-    return result
+    return (exports or default_exports()).collect_garbage()

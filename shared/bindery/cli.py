@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, exports: Any = None) -> int:
     parser = argparse.ArgumentParser(prog="bindery", description="Bindery's command line.")
     commands = parser.add_subparsers(dest="command", required=True)
     token = commands.add_parser("token", help="print a bearer token for USER, signed for the local stack")
@@ -21,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     invoke.add_argument("function", help="submit, poll, build_worker, expiry_gc or stale_sweep")
     invoke.add_argument("event", help="an event file, e.g. events/poll_get_export.json")
     invoke.add_argument("--env-vars", help="a SAM env.json; its Parameters are set before the handler loads")
+    audits = commands.add_parser("audits", help="print the last GC runs' audit rows, newest first")
+    audits.add_argument("--limit", type=int, default=20)
     args = parser.parse_args(argv)
 
     if args.command == "token":
@@ -29,6 +32,13 @@ def main(argv: list[str] | None = None) -> int:
         print(tokens.mint(args.user, args.ttl))
     elif args.command == "invoke":
         return _invoke(args.function, args.event, args.env_vars)
+    elif args.command == "audits":
+        import json
+
+        from bindery.exports import default_exports
+
+        for row in (exports or default_exports()).store.audits(args.limit):
+            print(json.dumps(row, sort_keys=True))
     return 0
 
 

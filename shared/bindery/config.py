@@ -38,6 +38,8 @@ class Settings:
     idempotency_ttl_seconds: int = 86_400
     ended_retention_seconds: int = 30 * 86_400
     sweep_batch: int = 100
+    # Artifact keys the orphan reconciliation reads per GC run; the cursor carries the rest to the next run.
+    reconcile_batch: int = 1000
     max_manuscript_bytes: int = 5 * 1024 * 1024
 
     @property

@@ -28,7 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from bindery import engine, errors
 from bindery.config import Settings, settings
 from bindery.library import Library, not_found, valid_id
-from bindery.objects import Objects, artifact_key, cut_key
+from bindery.objects import ARTIFACT_PREFIX, Objects, artifact_key, cut_key
 from bindery.observability import logger, metrics, state_change
 from bindery.states import FailureCode, Queue, State
 from bindery.storage import (
@@ -395,6 +395,55 @@ class Exports:
         metrics.add_metric(name="UnlinksDone", unit="Count", value=counts.done)
         metrics.add_metric(name="UnlinksFailed", unit="Count", value=counts.failed)
         return counts
+
+    def collect_garbage(self) -> dict[str, int]:
+        """One GC run, in the order that lets each step feed the next: lapsed links expire and deleted books'
+        exports end (both join the unlink queue), then bytes are unlinked, retired cuts removed, storage
+        reconciled with the table; and the run's counts are kept as an audit row."""
+        expired = self.expire_lapsed_links()
+        purged = self.books.purge_deleted_books()
+        unlinked = self.unlink_ended_artifacts()
+        retired = self.books.retire_cuts()
+        result = {
+            "expired": expired.done,
+            "unlinked": unlinked.done,
+            "unlink_failures": unlinked.failed,
+            "books_purged": purged.done,
+            "cuts_retired": retired.done,
+            "chore_failures": purged.failed + retired.failed,
+            **self.reconcile_orphans(),
+        }
+        self.store.record_audit(result, self.clock())
+        if any(result[k] for k in result if k not in ("orphans_scanned", "cursor_pass")):
+            logger.info("expiry gc done", extra=result)
+        return result
+
+    def reconcile_orphans(self) -> dict[str, int]:
+        """Storage against the table: artifact objects older than the longest lease that no row names are
+        deleted and counted. Each run reads one bounded page of keys and moves a persisted cursor forward;
+        at the end of the prefix the pass number goes up and the next run starts over."""
+        now = self.clock()
+        pass_no, after = self.store.orphan_cursor()
+        page, more = self.objects.list_page(ARTIFACT_PREFIX, after, self.settings.reconcile_batch)
+        # Younger than the longest lease plus its retry grace, an object may belong to an attempt whose
+        # claim we have not seen yet: leave it for a later pass.
+        settled = now - (self.settings.lease_seconds + self.settings.retry_grace_seconds)
+        candidates = [key for key, modified in page if modified < settled]
+        named = self.store.named_artifacts(candidates, now)
+        orphans = [key for key in candidates if key not in named]
+        self.objects.delete(orphans)
+        for key in orphans:
+            logger.warning("orphan artifact deleted", extra={"key": key})
+        next_cursor = (pass_no, page[-1][0]) if more and page else (pass_no + 1, "")
+        self.store.set_orphan_cursor(*next_cursor)
+        aborted = self.objects.abort_stale_uploads(ARTIFACT_PREFIX, settled)
+        metrics.add_metric(name="OrphansReconciled", unit="Count", value=len(orphans))
+        return {
+            "orphans_scanned": len(page),
+            "orphans_deleted": len(orphans),
+            "uploads_aborted": aborted,
+            "cursor_pass": next_cursor[0],
+        }
 
     def fail_stale_exports(self) -> SweepCounts:
         def fail(due: Any, now: float) -> bool:

@@ -136,6 +136,29 @@ class Objects:
             raise
         return True
 
+    def list_page(self, prefix: str, start_after: str, limit: int) -> tuple[list[tuple[str, float]], bool]:
+        """Up to `limit` (key, last-modified epoch) after `start_after`, in key order; and whether there is
+        more."""
+        kwargs: dict[str, Any] = {"Bucket": self.settings.bucket, "Prefix": prefix, "MaxKeys": limit}
+        if start_after:
+            kwargs["StartAfter"] = start_after
+        page = self.client.list_objects_v2(**kwargs)
+        found = [(obj["Key"], obj["LastModified"].timestamp()) for obj in page.get("Contents", [])]
+        return found, bool(page.get("IsTruncated"))
+
+    def abort_stale_uploads(self, prefix: str, started_before: float) -> int:
+        """Abort multipart uploads under `prefix` begun before `started_before`: no live attempt owns them.
+        (The bucket's lifecycle rule does the same a day later; this does it on the GC's clock.)"""
+        uploads = self.client.list_multipart_uploads(Bucket=self.settings.bucket, Prefix=prefix).get(
+            "Uploads", []
+        )
+        stale = [u for u in uploads if u["Initiated"].timestamp() < started_before]
+        for upload in stale:
+            self.client.abort_multipart_upload(
+                Bucket=self.settings.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+            )
+        return len(stale)
+
     def keys(self, prefix: str) -> list[str]:
         found: list[str] = []
         for page in self.client.get_paginator("list_objects_v2").paginate(

@@ -24,6 +24,7 @@ import contextlib
 import json
 import random
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -31,7 +32,7 @@ from typing import Any, TypeVar
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.connection.base import BOTOCORE_EXCEPTIONS
 from pynamodb.constants import ALL_NEW, ALL_OLD, UPDATE_ITEM
-from pynamodb.exceptions import PynamoDBException, TransactWriteError, UpdateError
+from pynamodb.exceptions import PutError, PynamoDBException, TransactWriteError, UpdateError
 from pynamodb.expressions.condition import Condition, size
 from pynamodb.indexes import GlobalSecondaryIndex, IncludeProjection
 from pynamodb.models import Model
@@ -261,9 +262,26 @@ class _LiveItem(_Item):
     live_ids = UnicodeSetAttribute(null=True)
 
 
+class _CursorItem(_Item):
+    """How far the orphan reconciliation has read the artifact prefix: (pass, last key)."""
+
+    pass_no = NumberAttribute()
+    after = UnicodeAttribute()
+
+
+class _AuditItem(_Item):
+    """One GC run and what it did (the seed's ghost-sweep rows)."""
+
+    ran_at = NumberAttribute()
+    counts = UnicodeAttribute()  # JSON
+    ttl = NumberAttribute()
+
+
 _MODELS: tuple[type[_Item], ...] = (
-    _Item, _BookItem, _ChapterItem, _MarkerItem, _ExportItem, _IdemItem, _LiveItem,
+    _Item, _BookItem, _ChapterItem, _MarkerItem, _ExportItem, _IdemItem, _LiveItem, _CursorItem, _AuditItem,
 )  # fmt: skip
+CURSOR_PK, AUDIT_PK = "GC#orphans", "GC#audit"
+AUDIT_RETENTION_SECONDS = 90 * 86_400
 
 M = TypeVar("M", bound=_Item)
 
@@ -332,10 +350,11 @@ def _expired_ttl(ttl: float | None, now: float) -> bool:
 
 
 def _error_code(exc: BaseException) -> str:
-    cause = exc.__cause__ if isinstance(exc, PynamoDBException) else exc
-    while cause is not None and not hasattr(cause, "response"):
-        cause = cause.__cause__
-    response = getattr(cause, "response", None) or {}
+    """DynamoDB's error code behind a PynamoDB or botocore error ("" if there is none)."""
+    code = getattr(exc, "cause_response_code", None)  # PynamoDB's errors carry the botocore cause
+    if code:
+        return str(code)
+    response = getattr(exc, "response", None) or {}
     return str(response.get("Error", {}).get("Code", ""))
 
 
@@ -1072,6 +1091,65 @@ class Store:
                 return False
             raise StorageError(str(exc)) from exc
         return True
+
+    # ---- orphan reconciliation ------------------------------------------------------------------
+
+    def orphan_cursor(self) -> tuple[int, str]:
+        """(pass, key): the reconciliation resumes after `key` in pass `pass` (0, "" before any run)."""
+        try:
+            item = _CursorItem.get(CURSOR_PK, "CURSOR", consistent_read=True)
+        except _CursorItem.DoesNotExist:
+            return 0, ""
+        return int(item.pass_no), item.after
+
+    def set_orphan_cursor(self, pass_no: int, after: str) -> bool:
+        """Record how far a run read. A position at or before the recorded one is left alone (seed 004's
+        set_hook_cursor): a run that resumed from an older read, or two overlapping runs, must never walk
+        the cursor backwards and make the next run repeat work it thinks is new. False: left alone."""
+        newer = (
+            _CursorItem.pk.does_not_exist()
+            | (_CursorItem.pass_no < pass_no)
+            | ((_CursorItem.pass_no == pass_no) & (_CursorItem.after < after))
+        )
+        try:
+            _CursorItem(CURSOR_PK, "CURSOR", pass_no=pass_no, after=after).save(condition=newer)
+        except PutError as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise StorageError(str(exc)) from exc
+        return True
+
+    def named_artifacts(self, keys: Sequence[str], now: float) -> set[str]:
+        """Which of these artifact keys a live row still names (ready, pending, or ended and waiting for its
+        unlink). One BatchGetItem per 100 keys; a row past its TTL names nothing."""
+        wanted: dict[tuple[str, str], list[str]] = {}
+        for key in keys:
+            parts = key.split("/")
+            if len(parts) == 4:
+                wanted.setdefault((_book_pk(parts[1]), _export_sk(parts[2])), []).append(key)
+        named: set[str] = set()
+        for item in _ExportItem.batch_get(list(wanted)):
+            if _expired_ttl(item.ttl, now):
+                continue
+            names = set(item.paths or ()) | ({item.path} if item.path else set())
+            named |= names & set(wanted[(item.pk, item.sk)])
+        return named
+
+    def record_audit(self, counts: dict[str, Any], now: float) -> None:
+        _AuditItem(
+            AUDIT_PK,
+            f"{now:017.6f}#{uuid.uuid4().hex[:8]}",
+            ran_at=now,
+            counts=json.dumps(counts, sort_keys=True),
+            ttl=now + AUDIT_RETENTION_SECONDS,
+        ).save()
+
+    def audits(self, limit: int) -> list[dict[str, Any]]:
+        """The last `limit` GC runs, newest first."""
+        return [
+            {"ran_at": item.ran_at, **json.loads(item.counts)}
+            for item in _AuditItem.query(AUDIT_PK, scan_index_forward=False, limit=limit)
+        ]
 
     # ---- inspection (tests, the CLI) -------------------------------------------------------------
 

@@ -78,9 +78,19 @@ def test_each_lapsed_link_costs_one_expire_one_delete_and_one_forget(stack: Stac
     with recording(*_clients(stack)) as calls:
         result = stack.gc()
     assert (result["expired"], result["unlinked"]) == (2, 2)
-    # One index read per queue the GC works (expire, purge, unlink, retire), whatever the number of rows.
-    assert calls.count("dynamodb") == {"Query": 4, "UpdateItem": 4}
-    assert calls.count("s3") == {"DeleteObject": 2}
+    # Per link: one write to expire it, one to forget its path, one S3 delete. The rest of the run (an index
+    # read per queue, the orphan page, the cursor and the audit row) is per run, whatever the rows.
+    assert calls.count("dynamodb")["UpdateItem"] == 4
+    assert calls.count("s3")["DeleteObject"] == 2
+    assert calls.count() == {
+        "Query": 4,  # one index read per queue: expire, purge, unlink, retire
+        "UpdateItem": 4,
+        "DeleteObject": 2,
+        "GetItem": 1,  # the orphan cursor
+        "ListObjectsV2": 1,  # one page of artifact keys (nothing left to check against the table)
+        "PutItem": 2,  # the cursor moved on, and the run's audit row
+        "ListMultipartUploads": 1,
+    }
 
 
 def test_a_small_build_uploads_with_one_put(stack: Stack) -> None:
