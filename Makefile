@@ -9,7 +9,7 @@ DDB_DIR := .cache/dynamodb-local
 DDB_STAMP := $(DDB_DIR)/.installed
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run demo test unit integration e2e lint bench reliability build fonts clean
+.PHONY: run demo test unit integration e2e lint bench reliability soak build fonts clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,7 +34,7 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed $(DDB_STAMP) $(SAM) lint
 	$(VENV)/bin/cfn-lint template.yaml
 	$(SAM) validate --lint --region us-east-1
-	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m pytest
+	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m pytest -n 2 --dist loadfile
 
 unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit
@@ -75,3 +75,7 @@ bench: $(VENV)/.installed
 # The reliability proofs; writes docs/RELIABILITY.md from what this run measured.
 reliability: $(VENV)/.installed $(DDB_STAMP)
 	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m tests.reliability
+
+# Ten times the stateful property test's examples.
+soak: $(VENV)/.installed
+	BINDERY_SOAK=10 $(PY) -m pytest tests/unit/test_stateful.py
