@@ -14,9 +14,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SUITES = [
     "tests/unit/test_fault_matrix.py",
+    "tests/unit/test_stateful.py",
     "tests/integration/test_races.py",
     "tests/integration/test_duplicate_delivery.py",
     "tests/e2e/test_hostile_input.py",
+    "tests/e2e/test_schemathesis.py",
 ]
 
 
@@ -50,7 +52,8 @@ def main() -> int:
         "",
         "The races and duplicate deliveries run on DynamoDB Local (a real engine: moto's conditional writes",
         "are not atomic under threads); the fault matrix on moto in-process, where faults are injected with",
-        "botocore's before-call hook; the hostile requests over real HTTP against `make run`'s stack.",
+        "botocore's before-call hook; the hostile requests and schemathesis over real HTTP against `make run`'s",
+        "stack. The stateful test counts Hypothesis examples, including the ones it replays while shrinking.",
         "",
     ]
     (ROOT / "docs" / "RELIABILITY.md").write_text("\n".join(lines))

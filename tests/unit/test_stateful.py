@@ -22,6 +22,7 @@ from bindery.objects import artifact_key
 from bindery.storage import Claimed
 from tests.calls import recording
 from tests.conftest import FakeClock, FakeContext
+from tests.figures import record
 from tests.invariants import violations
 from tests.unit.conftest import Stack, _new_stack
 from tests.unit.test_fault_matrix import FAULTS, Crash, Injector, Run
@@ -32,8 +33,12 @@ KEYS = ("k1", "k2", None)
 
 
 class Lifecycle(RuleBasedStateMachine):
+    examples = 0
+    steps = 0
+
     def __init__(self) -> None:
         super().__init__()
+        Lifecycle.examples += 1
         name = f"bindery-{uuid.uuid4().hex[:10]}"
         self.stack: Stack = _new_stack(Settings(table=name, bucket=name), FakeClock(), FakeContext())
         self.run = Run(self.stack)
@@ -178,6 +183,7 @@ class Lifecycle(RuleBasedStateMachine):
 
     @invariant()
     def promises_that_hold_at_every_instant(self) -> None:
+        Lifecycle.steps += 1
         # The checks read through the same clients: an armed fault waits until they are done.
         armed = self.injector
         for client in self._clients() if armed else ():
@@ -221,3 +227,5 @@ class TestLifecycle(Lifecycle.TestCase):  # type: ignore[misc,valid-type]
 
     def tearDown(self) -> None:
         self._moto.stop()
+        record("stateful property test: examples run", Lifecycle.examples)
+        record("stateful property test: steps checked (every promise after each)", Lifecycle.steps)

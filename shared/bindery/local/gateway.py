@@ -136,11 +136,19 @@ def serve(gateway: Gateway, port: int) -> ThreadingHTTPServer:
                 self.send_header(key, value)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
-            self.wfile.write(payload)
+            if self.command != "HEAD":
+                self.wfile.write(payload)
             elapsed = (time.monotonic() - started) * 1000
             gateway.log(f"{self.command} {self.path} {status} {elapsed:.0f}ms")
 
         do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _any
+
+        def __getattr__(self, name: str) -> Any:
+            # Any other method (HEAD, OPTIONS, TRACE ...) gets what API Gateway gives a method with no
+            # route, rather than http.server's 501.
+            if name.startswith("do_"):
+                return self._any
+            raise AttributeError(name)
 
         def log_message(self, format: str, *args: Any) -> None:  # one line per request is ours
             pass

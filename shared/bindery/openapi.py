@@ -1,0 +1,244 @@
+"""The API's OpenAPI 3.1 document, built from the route table (`python -m bindery.openapi` prints it).
+
+The resolvers in `bindery.api` are Powertools' without pydantic validation (it would triple cold start), so
+the bodies and answers are described here, once, and a test holds this document, the resolvers' routes and
+template.yaml's routes to the same set; another holds docs/openapi.json to what this prints.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bindery.engine import FORMATS
+
+ID = {"type": "string", "pattern": "^[0-9a-z]{8,40}$"}
+TIME = {"type": ["string", "null"], "format": "date-time"}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+                "additionalProperties": True,
+            }
+        },
+    },
+    "GatewayError": {"type": "object", "properties": {"message": {"type": "string"}}},
+    "Chapter": {
+        "type": "object",
+        "required": ["ordinal", "title", "size_bytes"],
+        "properties": {
+            "ordinal": {"type": "integer"},
+            "title": {"type": "string"},
+            "size_bytes": {"type": "integer"},
+        },
+    },
+    "Book": {
+        "type": "object",
+        "required": ["id", "title", "revision", "manuscript_bytes", "created_at", "updated_at", "chapters"],
+        "properties": {
+            "id": ID,
+            "title": {"type": "string"},
+            "revision": {"type": "integer", "minimum": 1},
+            "manuscript_bytes": {"type": "integer"},
+            "created_at": TIME,
+            "updated_at": TIME,
+            "chapters": {"type": "array", "items": {"$ref": "#/components/schemas/Chapter"}},
+        },
+    },
+    "Export": {
+        "type": "object",
+        "required": ["id", "book_id", "format", "state", "requested_at", "attempt"],
+        "properties": {
+            "id": ID,
+            "book_id": ID,
+            "format": {"type": "string", "enum": sorted(FORMATS)},
+            "state": {"type": "string", "enum": ["pending", "ready", "failed", "cancelled", "expired"]},
+            "requested_at": TIME,
+            "started_at": TIME,
+            "finished_at": TIME,
+            "expires_at": TIME,
+            "attempt": {"type": "integer"},
+            "size_bytes": {"type": ["integer", "null"]},
+            "complete": {"type": ["boolean", "null"]},
+            "failure_code": {"type": ["string", "null"]},
+            "built_revision": {"type": ["integer", "null"]},
+            "book_revision": {"type": "integer"},
+            "download_url": {"type": ["string", "null"]},
+            "download_expires_at": TIME,
+            "progress": {
+                "type": "object",
+                "properties": {"chapters_done": {"type": "integer"}, "chapters_total": {"type": "integer"}},
+            },
+            "skipped_chapters": {"type": "array", "items": {"type": "object"}},
+        },
+    },
+    "ExportPage": {
+        "type": "object",
+        "required": ["exports", "next_cursor"],
+        "properties": {
+            "exports": {"type": "array", "items": {"$ref": "#/components/schemas/Export"}},
+            "next_cursor": {"type": ["string", "null"]},
+        },
+    },
+    "Upload": {
+        "type": "object",
+        "required": ["upload_id", "upload_url", "method", "expires_at", "max_bytes"],
+        "properties": {
+            "upload_id": ID,
+            "upload_url": {"type": "string"},
+            "method": {"const": "PUT"},
+            "expires_at": TIME,
+            "max_bytes": {"type": "integer"},
+        },
+    },
+    "CreateBook": {
+        "type": "object",
+        "required": ["title", "manuscript"],
+        "properties": {"title": {"type": "string"}, "manuscript": {"type": "string"}},
+        "additionalProperties": False,
+    },
+    "ReplaceManuscript": {
+        "oneOf": [
+            {
+                "type": "object",
+                "required": ["manuscript"],
+                "properties": {"manuscript": {"type": "string"}},
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "required": ["upload_id"],
+                "properties": {"upload_id": {"type": "string"}},
+                "additionalProperties": False,
+            },
+        ]
+    },
+    "CreateExport": {
+        "type": "object",
+        "required": ["format"],
+        "properties": {"format": {"type": "string", "enum": sorted(FORMATS)}},
+        "additionalProperties": False,
+    },
+}
+
+
+def _json(schema: str) -> dict[str, Any]:
+    return {"content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    described = {
+        400: "the request names its problem in `error.code`", 401: "no valid bearer token",
+        404: "no such book or export, or not yours", 409: "the book kept changing",
+        412: "If-Match named an older revision", 413: "the body or the manuscript is too large",
+        422: "understood, but not acceptable (see `error.code`)", 429: "too many exports in progress",
+        503: "storage is busy; retry after Retry-After",
+    }  # fmt: skip
+    answers = {str(s): {"description": described[s], **_json("Error")} for s in statuses}
+    answers["401"] = {"description": described[401], **_json("GatewayError")}
+    if "413" in answers:  # API Gateway itself refuses a payload over 10 MB, in its own shape
+        answers["413"] = {
+            "description": described[413],
+            "content": {"application/json": {"schema": {"oneOf": [
+                {"$ref": "#/components/schemas/Error"}, {"$ref": "#/components/schemas/GatewayError"}]}}},
+        }  # fmt: skip
+    return answers
+
+
+BOOK_ID = {"name": "bookId", "in": "path", "required": True, "schema": {"type": "string"}}
+EXPORT_ID = {"name": "exportId", "in": "path", "required": True, "schema": {"type": "string"}}
+IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"}}
+IF_MATCH = {"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"}}
+PAGE = [
+    {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "integer", "minimum": 1, "maximum": 100},
+    },
+    {"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"}},
+]
+
+# Route key (as template.yaml and API Gateway write it) -> operation.
+OPERATIONS: dict[str, dict[str, Any]] = {
+    "POST /books": {
+        "operationId": "createBook", "summary": "Create a book from a Markdown manuscript (to 5 MB)",
+        "requestBody": {"required": True, **_json("CreateBook")},
+        "responses": {"201": {"description": "revision 1", **_json("Book")}, **_errors(400, 413, 503)},
+    },
+    "GET /books/{bookId}": {
+        "operationId": "getBook", "summary": "A book and its chapters", "parameters": [BOOK_ID],
+        "responses": {"200": {"description": "the book", **_json("Book")}, **_errors(404, 503)},
+    },
+    "PUT /books/{bookId}/manuscript": {
+        "operationId": "replaceManuscript", "summary": "Replace the manuscript: re-cut, revision + 1",
+        "parameters": [BOOK_ID, IF_MATCH],
+        "requestBody": {"required": True, **_json("ReplaceManuscript")},
+        "responses": {"200": {"description": "the book at its new revision", **_json("Book")},
+                      **_errors(400, 404, 409, 412, 413, 422, 503)},
+    },
+    "POST /books/{bookId}/uploads": {
+        "operationId": "createUpload", "summary": "A presigned PUT URL for a manuscript of up to 500 MB",
+        "parameters": [BOOK_ID],
+        "responses": {"201": {"description": "where to upload", **_json("Upload")}, **_errors(404, 503)},
+    },
+    "DELETE /books/{bookId}": {
+        "operationId": "deleteBook", "summary": "Delete a book; its exports end and their bytes go",
+        "parameters": [BOOK_ID],
+        "responses": {"204": {"description": "deleted"}, **_errors(404, 409, 503)},
+    },
+    "POST /books/{bookId}/exports": {
+        "operationId": "createExport", "summary": "Request an export (always accepted for a book you own)",
+        "parameters": [BOOK_ID, IDEMPOTENCY_KEY],
+        "requestBody": {"required": True, **_json("CreateExport")},
+        "responses": {"202": {"description": "accepted; poll Location", **_json("Export")},
+                      **_errors(400, 404, 413, 422, 429, 503)},
+    },
+    "GET /books/{bookId}/exports": {
+        "operationId": "listExports", "summary": "A book's exports, newest first",
+        "parameters": [BOOK_ID, *PAGE],
+        "responses": {"200": {"description": "one page", **_json("ExportPage")}, **_errors(400, 404, 503)},
+    },
+    "GET /books/{bookId}/exports/{exportId}": {
+        "operationId": "getExport", "summary": "Poll an export; a ready one carries a fresh download URL",
+        "parameters": [BOOK_ID, EXPORT_ID],
+        "responses": {"200": {"description": "the export", **_json("Export")}, **_errors(404, 503)},
+    },
+    "DELETE /books/{bookId}/exports/{exportId}": {
+        "operationId": "cancelExport", "summary": "Cancel a pending export, or end a ready one's link now",
+        "parameters": [BOOK_ID, EXPORT_ID],
+        "responses": {"204": {"description": "ended"}, **_errors(404, 503)},
+    },
+}  # fmt: skip
+
+
+def document() -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    for route_key, operation in OPERATIONS.items():
+        method, path = route_key.split(" ", 1)
+        paths.setdefault(path, {})[method.lower()] = operation
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Bindery",
+            "version": "1",
+            "description": "Turns a user's book into a downloadable file. Every route needs a bearer JWT.",
+        },
+        "servers": [{"url": "http://127.0.0.1:3000", "description": "make run"}],
+        "security": [{"jwt": []}],
+        "paths": paths,
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"jwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}},
+        },
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(document(), indent=2, ensure_ascii=False))
