@@ -52,8 +52,8 @@ def main() -> int:
         "",
         "The races and duplicate deliveries run on DynamoDB Local (a real engine: moto's conditional writes",
         "are not atomic under threads); the fault matrix on moto in-process, where faults are injected with",
-        "botocore's before-call hook; the hostile requests and schemathesis over real HTTP against `make run`'s",
-        "stack. The stateful test counts Hypothesis examples, including the ones it replays while shrinking.",
+        "botocore's before-call hook; the hostile requests and schemathesis over real HTTP against the stack",
+        "`make run` starts. The stateful test counts Hypothesis examples, replays while shrinking included.",
         "",
     ]
     (ROOT / "docs" / "RELIABILITY.md").write_text("\n".join(lines))
