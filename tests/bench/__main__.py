@@ -6,6 +6,7 @@ Timings are ratios taken in the same run (these machines are noisy); counts are 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import statistics
@@ -330,6 +331,248 @@ def build_memory() -> None:
         server.wait(timeout=20)
 
 
+# ---- 3. warm overhead, 5. sweeps at scale, 6. cost (on DynamoDB Local) -----------------------------
+
+
+def _local_service(ddb: str, s3: str, **settings_overrides: Any) -> Any:
+    import boto3
+
+    from bindery.config import Settings
+    from bindery.exports import Exports
+    from bindery.local.template import create_table
+
+    os.environ.update(_env(AWS_ENDPOINT_URL_DYNAMODB=ddb, AWS_ENDPOINT_URL_S3=s3))
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    create_table(boto3.client("dynamodb"), name)
+    boto3.client("s3").create_bucket(Bucket=name)
+    return Exports.from_settings(Settings(table=name, bucket=name, **settings_overrides))
+
+
+def _paired_medians_ms(
+    ours: Callable[[], Any], raw: Callable[[], Any], runs: int = 300, warmup: int = 500
+) -> tuple[float, float]:
+    """Medians of the two, measured alternately, after a warm-up long enough for DynamoDB Local's JVM to
+    have compiled its hot paths: drift in the server then falls on both sides alike."""
+    for _ in range(warmup):
+        ours()
+        raw()
+    a, b = [], []
+    for _ in range(runs):
+        for act, samples in ((ours, a), (raw, b)):
+            started = time.perf_counter()
+            act()
+            samples.append(time.perf_counter() - started)
+    return statistics.median(a) * 1000, statistics.median(b) * 1000
+
+
+def warm_and_scale() -> None:
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from functions.poll import app as poll
+    from functions.submit import app as submit
+    from tests.conftest import FakeContext
+    from tests.events import http_event
+    from tests.servers import dynamodb_local, free_port
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    port = free_port()
+    s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    s3.start()
+    try:
+        with dynamodb_local() as ddb:
+            print("\n3. Warm handler overhead against DynamoDB Local: median of 300, handler / raw boto3")
+            ex = _local_service(ddb, f"http://127.0.0.1:{port}", max_live_exports=1_000_000)
+            book, _ = ex.books.create_book("bench-user", "Warm", "# One\n\ntext\n")
+            export_id = ex.submit("bench-user", book.id, "html", None)[0]["id"]
+            ctx = FakeContext()
+            get = http_event("GET", f"/books/{book.id}/exports/{export_id}", caller="bench-user")
+            raw = boto3.client("dynamodb")
+            table = ex.settings.table
+            keys = [
+                {"pk": {"S": f"BOOK#{book.id}"}, "sk": {"S": "BOOK"}},
+                {"pk": {"S": f"BOOK#{book.id}"}, "sk": {"S": f"EXPORT#{export_id}"}},
+            ]
+            gets = [{"Get": {"TableName": table, "Key": k}} for k in keys]
+            handler_ms, raw_ms = _paired_medians_ms(
+                lambda: poll.handler(get, ctx, exports=ex), lambda: raw.transact_get_items(TransactItems=gets)
+            )
+            poll_ms = handler_ms
+            record(
+                "warm",
+                f"poll: {handler_ms:.2f} ms / raw TransactGetItems {raw_ms:.2f} ms",
+                f"{handler_ms / raw_ms:.2f}",
+                "≤ 1.30",
+                handler_ms / raw_ms <= 1.3,
+            )
+            post = http_event(
+                "POST", f"/books/{book.id}/exports", caller="bench-user", body={"format": "html"}
+            )
+
+            # The raw side sends exactly the transaction the handler sends (captured), with a fresh id.
+            captured: list[Any] = []
+
+            def capture(params: dict[str, Any], **_: Any) -> None:
+                captured.append(json.loads(json.dumps(params)))
+
+            ex.store.client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", capture)
+            submit.handler(post, ctx, exports=ex)
+            ex.store.client.meta.events.unregister(
+                "provide-client-params.dynamodb.TransactWriteItems", capture
+            )
+            template_request = json.dumps(captured[0])
+            seen_id = captured[0]["TransactItems"][1]["Put"]["Item"]["export_id"]["S"]
+
+            def raw_submit() -> None:
+                request = json.loads(template_request.replace(seen_id, uuid.uuid4().hex[:21]))
+                raw.transact_write_items(**request)
+
+            handler_ms, raw_ms = _paired_medians_ms(lambda: submit.handler(post, ctx, exports=ex), raw_submit)
+            record(
+                "warm",
+                f"submit: {handler_ms:.2f} ms / raw TransactWriteItems {raw_ms:.2f} ms",
+                f"{handler_ms / raw_ms:.2f}",
+                "≤ 1.30",
+                handler_ms / raw_ms <= 1.3,
+            )
+
+            manuscript = "".join(
+                f"# Chapter {n}\n\n" + "Words upon words, *some* of them stressed. " * 120 + "\n\n"
+                for n in range(1, 201)
+            )  # about 1 MB
+            big, _ = ex.books.create_book("bench-user", "Cost", manuscript)
+            builds = []
+            for _ in range(3):
+                build_id = ex.submit("bench-user", big.id, "html", None)[0]["id"]
+                started = time.perf_counter()
+                ex.build(big.id, build_id)
+                builds.append(time.perf_counter() - started)
+            _cost(
+                submit_ms=handler_ms,
+                poll_ms=poll_ms,
+                build_s=statistics.median(builds),
+                mb=len(manuscript.encode()) / 2**20,
+            )
+
+            print("\n5. Sweeps read the work, not the table: items read / due items, 100 due per queue")
+            for rows in (1_000, 10_000, 100_000):
+                _sweep_scale(ddb, f"http://127.0.0.1:{port}", rows)
+    finally:
+        s3.stop()
+
+
+# List prices, us-east-1, as published by AWS in November 2024 (the latest we hold; check before relying).
+PRICES = {
+    "lambda_gb_s_arm64": 0.0000133334,
+    "lambda_request": 0.20 / 1e6,
+    "http_api_request": 1.00 / 1e6,
+    "ddb_wru": 0.625 / 1e6,
+    "ddb_rru": 0.125 / 1e6,
+    "s3_put": 0.005 / 1e3,
+    "s3_get": 0.0004 / 1e3,
+    "sqs_request": 0.40 / 1e6,
+    "pipes_request": 0.40 / 1e6,
+    "sfn_transition": 0.025 / 1e3,
+}
+
+
+def _cost(*, submit_ms: float, poll_ms: float, build_s: float, mb: float) -> None:
+    """Dollars per 1,000 exports of a ~1 MB book, from the counted requests and the measured durations."""
+    print(f"\n6. Cost per 1,000 exports of a {mb:.1f} MB book (html), us-east-1 list prices of 2024-11")
+    polls = 3
+    # Per export, from the round trips above: submit is one transaction of 3 items (2 WRU each), poll one
+    # transactional read of 2 items (2 RRU each), claim 1 WRU, the worker's reads 2 RRU, finish a 2-item
+    # transaction (4 WRU), expire 1 WRU and forget 1 WRU, and 5 index writes (by_due) along the way.
+    wru = 6 + 1 + 4 + 1 + 1 + 5
+    rru = polls * 4 + 2
+    gb_s = (submit_ms / 1000 * 1.0) + polls * (poll_ms / 1000 * 0.5) + build_s * 1.0 + 0.01 * 0.5
+    per_export = {
+        "lambda": gb_s * PRICES["lambda_gb_s_arm64"] + (1 + polls + 1) * PRICES["lambda_request"],
+        "api": (1 + polls) * PRICES["http_api_request"],
+        "dynamodb": wru * PRICES["ddb_wru"] + rru * PRICES["ddb_rru"],
+        "s3": PRICES["s3_put"] + 2 * PRICES["s3_get"],
+        "queue": 3 * PRICES["sqs_request"] + PRICES["pipes_request"],
+    }
+    total = sum(per_export.values()) * 1000
+    for name, dollars in per_export.items():
+        record("cost", f"{name} per 1,000 exports", f"${dollars * 1000:.4f}")
+    record("cost", f"Bindery per 1,000 exports ({gb_s:.3f} GB-s, {wru} WRU, {rru} RRU each)", f"${total:.4f}")
+    # The same lifecycle as a Step Functions standard workflow: start, claim, build, finish, wait for the
+    # link to lapse, expire, unlink, forget, end: 9 state transitions, and the same Lambda work.
+    sfn = total + 9 * PRICES["sfn_transition"] * 1000
+    record("cost", "the same lifecycle on Step Functions standard (9 transitions each)", f"${sfn:.4f}")
+    record("cost", "Bindery / Step Functions", f"{total / sfn:.2f}", "< 1", total < sfn)
+
+
+def _sweep_scale(ddb: str, s3: str, rows: int) -> None:
+    import boto3
+
+    from tests.calls import recording
+
+    ex = _local_service(ddb, s3)
+    client = boto3.client("dynamodb")
+    now = time.time()
+    due = 100
+
+    def item(n: int) -> dict[str, Any]:
+        export = f"{n:021d}"
+        base = {"pk": {"S": f"BOOK#b{n % 500:019d}"}, "sk": {"S": f"EXPORT#{export}"},
+                "export_id": {"S": export}, "book_id": {"S": f"b{n % 500:019d}"}, "format": {"S": "html"},
+                "requested_at": {"N": str(now - 7200)}, "counted_against": {"S": "bench-user"},
+                "attempt": {"N": "0"}}  # fmt: skip
+        if n < due:  # never claimed, past its queue grace: the stale sweep's work
+            return {
+                **base,
+                "state": {"S": "pending"},
+                "queue": {"S": "stale"},
+                "due_at": {"N": str(now - 60)},
+            }
+        if n < 2 * due:  # ready, link lapsed: the GC's work
+            return {
+                **base,
+                "state": {"S": "ready"},
+                "queue": {"S": "expire"},
+                "due_at": {"N": str(now - 60)},
+                "expires_at": {"N": str(now - 60)},
+                "path": {"S": f"artifacts/x/{export}/t"},
+            }
+        if n % 2:  # ready with a long way to go: in the index, not due
+            return {
+                **base,
+                "state": {"S": "ready"},
+                "queue": {"S": "expire"},
+                "due_at": {"N": str(now + 86_400)},
+                "expires_at": {"N": str(now + 86_400)},
+            }
+        return {**base, "state": {"S": "failed"}, "failure_code": {"S": "render_failed"}}  # not in the index
+
+    for start in range(0, rows, 25):
+        batch = [{"PutRequest": {"Item": item(n)}} for n in range(start, min(rows, start + 25))]
+        while batch:
+            left = client.batch_write_item(RequestItems={ex.settings.table: batch})["UnprocessedItems"]
+            batch = left.get(ex.settings.table, [])
+    scanned = {"n": 0}
+
+    def count(parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "Query":
+            scanned["n"] += int(parsed.get("ScannedCount", 0))
+
+    ex.store.client.meta.events.register("after-call.dynamodb.Query", count)
+    with recording(ex.store.client):
+        stale = ex.fail_stale_exports()
+        expired = ex.expire_lapsed_links()
+    done = stale.done + expired.done
+    ratio = scanned["n"] / done if done else float("inf")
+    record("sweeps", f"{rows:>7,} rows, {done} due: items read by stale_sweep + expiry_gc", str(scanned["n"]))
+    record(
+        "sweeps",
+        f"{rows:>7,} rows: items read / due items",
+        f"{ratio:.2f}",
+        "≤ 1.10",
+        ratio <= 1.1 and done == 2 * due,
+    )
+
+
 def write(path: Path) -> None:
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     lines = [
@@ -355,7 +598,12 @@ def write(path: Path) -> None:
 
 
 def main() -> int:
-    sections = {"round_trips": round_trips, "cold_start": cold_start, "build_memory": build_memory}
+    sections = {
+        "round_trips": round_trips,
+        "cold_start": cold_start,
+        "warm_and_scale": warm_and_scale,
+        "build_memory": build_memory,
+    }
     chosen = sys.argv[1:] or list(sections)
     started = time.perf_counter()
     for name in chosen:
