@@ -311,7 +311,18 @@ def build_memory() -> None:
             pdf_mb = MAX_MANUSCRIPT_BYTES / 2**20
             _manuscript(pdf_md, pdf_mb * 0.98, max(1, int(pdf_mb * 25)))
             largest = _make_book(endpoint, table, pdf_md)
-            p = _build(endpoint, table, largest, "pdf")
+            # The largest PDF builds while our side of the pandoc comparison runs: that can only slow both
+            # (so our ratio to pandoc, whose runs come after, is conservative), and it saves the bench 90 s.
+            pdf_run = subprocess.Popen(
+                [PY, str(ROOT / "tests/bench/build_probe.py"), largest, "pdf", table],
+                env=_env(AWS_ENDPOINT_URL=endpoint), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                cwd=ROOT,
+            )  # fmt: skip
+            _against_pandoc(endpoint, table, Path(tmp), before_pandoc=pdf_run.wait)
+            out, err = pdf_run.communicate()
+            if pdf_run.returncode:
+                raise RuntimeError(err[-2000:])
+            p = json.loads(out.strip().splitlines()[-1])
             record(
                 "builds",
                 f"pdf: the largest accepted book ({pdf_mb:g} MB): peak RSS",
@@ -570,6 +581,85 @@ def _sweep_scale(ddb: str, s3: str, rows: int) -> None:
         f"{ratio:.2f}",
         "≤ 1.10",
         ratio <= 1.1 and done == 2 * due,
+    )
+
+
+PANDOC_MB = float(os.environ.get("BINDERY_BENCH_PANDOC_MB", "50"))
+PANDOC_CHAPTERS = int(os.environ.get("BINDERY_BENCH_PANDOC_CHAPTERS", "2000"))
+
+
+def _pandoc(source: Path, fmt: str, out: Path) -> tuple[float, int]:
+    """Seconds and peak RSS (bytes) of pandoc converting `source`, run under GNU time's measurement."""
+    import pypandoc
+
+    started = time.perf_counter()
+    run = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", pypandoc.get_pandoc_path(), str(source), "-f", "markdown", "-t", fmt,
+         "--standalone", "--toc", "-o", str(out)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return time.perf_counter() - started, int(run.stderr.strip().splitlines()[-1]) * 1024
+
+
+def _against_pandoc(endpoint: str, table: str, tmp: Path, before_pandoc: Callable[[], Any]) -> None:
+    """What a user would pick instead, on the same book in the same run: pandoc (pypandoc-binary)."""
+    try:
+        import pypandoc
+    except ImportError:
+        record("builds", "pandoc comparison (pypandoc-binary is not installed)", "skipped")
+        return
+    import boto3
+
+    print(
+        f"\n4. Builds against pandoc {pypandoc.get_pandoc_version()} on a {PANDOC_MB:g} MB, "
+        f"{PANDOC_CHAPTERS}-chapter book"
+    )
+    source = tmp / "pandoc.md"
+    _manuscript(source, PANDOC_MB, PANDOC_CHAPTERS)
+    book = _make_book(endpoint, table, source)
+    builds = {fmt: _build(endpoint, table, book, fmt) for fmt in ("html", "epub", "markdown")}
+    before_pandoc()
+    peaks = {}
+    for fmt, pandoc_fmt in (("html", "html"), ("epub", "epub3")):
+        ours = builds[fmt]
+        seconds, peak = _pandoc(source, pandoc_fmt, tmp / f"pandoc.{fmt}")
+        peaks[fmt] = peak
+        ratio = ours["seconds"] / seconds
+        record(
+            "builds",
+            f"{fmt}: bindery {ours['seconds']:.1f} s (upload included) / pandoc {seconds:.1f} s",
+            f"{ratio:.2f}",
+            "≤ 0.33",
+            ratio <= 0.33,
+        )
+        record(
+            "builds",
+            f"{fmt}: peak RSS bindery {ours['peak_rss'] / 2**20:.0f} MiB, pandoc {peak / 2**20:.0f} MiB",
+            f"{peak / ours['peak_rss']:.1f}× less",
+        )
+    ours = builds["markdown"]
+    s3 = boto3.session.Session(
+        aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1"
+    ).client("s3", endpoint_url=endpoint)
+    started = time.perf_counter()
+    s3.upload_file(str(source), table, "bench/raw-upload.md")
+    raw = time.perf_counter() - started
+    ratio = ours["seconds"] / raw
+    record(
+        "builds",
+        f"markdown: bindery {ours['seconds']:.1f} s / raw upload of the same bytes {raw:.1f} s",
+        f"{ratio:.2f}",
+        "≤ 1.50",
+        ratio <= 1.5,
+    )
+    small = tmp / "pandoc-small.md"
+    _manuscript(small, SMALL_MB, SMALL_CHAPTERS)
+    _, small_peak = _pandoc(small, "html", tmp / "small.html")
+    big_peak = peaks["html"]
+    record(
+        "builds",
+        f"pandoc html peak RSS {PANDOC_MB:g} MB / {SMALL_MB:g} MB book (it grows with the book)",
+        f"{big_peak / small_peak:.1f}",
     )
 
 
