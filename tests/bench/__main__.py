@@ -315,8 +315,8 @@ def build_memory() -> None:
             # (so our ratio to pandoc, whose runs come after, is conservative), and it saves the bench 90 s.
             pdf_run = subprocess.Popen(
                 [PY, str(ROOT / "tests/bench/build_probe.py"), largest, "pdf", table],
-                env=_env(AWS_ENDPOINT_URL=endpoint), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                cwd=ROOT,
+                env=_env(AWS_ENDPOINT_URL=endpoint), text=True, cwd=ROOT,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )  # fmt: skip
             _against_pandoc(endpoint, table, Path(tmp), before_pandoc=pdf_run.wait)
             out, err = pdf_run.communicate()
