@@ -557,11 +557,16 @@ def _sweep_scale(ddb: str, s3: str, rows: int) -> None:
             }
         return {**base, "state": {"S": "failed"}, "failure_code": {"S": "render_failed"}}  # not in the index
 
-    for start in range(0, rows, 25):
+    def write(start: int) -> None:
         batch = [{"PutRequest": {"Item": item(n)}} for n in range(start, min(rows, start + 25))]
         while batch:
             left = client.batch_write_item(RequestItems={ex.settings.table: batch})["UnprocessedItems"]
             batch = left.get(ex.settings.table, [])
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(write, range(0, rows, 25)))
     scanned = {"n": 0}
 
     def count(parsed: dict[str, Any], model: Any, **_: Any) -> None:
@@ -670,6 +675,7 @@ def write(path: Path) -> None:
         "",
         f"Written by `make bench` on {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}, on {machine}.",
         "Every figure below is from that one run: timings as ratios taken in the same run, counts exact.",
+        os.environ.get("BINDERY_BENCH_NOTE", ""),
         "",
     ]
     section = None
