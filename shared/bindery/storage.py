@@ -756,18 +756,23 @@ class Store:
                 tx.condition_check(_BookItem, pk, "BOOK", condition=_BookItem.owner == owner)
                 tx.update(
                     _ExportItem(pk, sk),
-                    actions=[
-                        _ExportItem.state.set(State.EXPIRED.value),
-                        _ExportItem.expires_at.set(now),
-                        _ExportItem.queue.set(Queue.UNLINK.value),
-                        _ExportItem.due_at.set(now),
-                    ],
+                    actions=self._revoke_actions(now),
                     # `state = ready`: the GC may have expired it first, and then there is nothing to revoke.
                     condition=_ExportItem.state == State.READY.value,
                 )
         except TransactWriteError:
             return "ended"
         return "revoked"
+
+    @staticmethod
+    def _revoke_actions(now: float) -> list[Any]:
+        """A ready link ended now: the row says expired from this second; its bytes join the unlink queue."""
+        return [
+            _ExportItem.state.set(State.EXPIRED.value),
+            _ExportItem.expires_at.set(now),
+            _ExportItem.queue.set(Queue.UNLINK.value),
+            _ExportItem.due_at.set(now),
+        ]
 
     @staticmethod
     def _end_actions(state: State, now: float) -> list[Any]:
@@ -1072,12 +1077,7 @@ class Store:
                     )
             elif export.state == State.READY:
                 _ExportItem(pk, sk).update(
-                    actions=[
-                        _ExportItem.state.set(State.EXPIRED.value),
-                        _ExportItem.expires_at.set(now),
-                        _ExportItem.queue.set(Queue.UNLINK.value),
-                        _ExportItem.due_at.set(now),
-                    ],
+                    actions=self._revoke_actions(now),
                     condition=_ExportItem.state == State.READY.value,
                 )
             else:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from html import escape
 
-from bindery.engine import Sink, Skipped, Source, Text, markup, skipped
+from bindery.engine import Sink, Skipped, Source, Text, markup
 
 COPY_CHUNK = 8 * 1024 * 1024
 
@@ -96,11 +96,7 @@ class EpubRenderer:
                 )
                 book.writestr("OEBPS/cover.xhtml", _page(source.title, cover, source.language), deflate)
                 for text in chapters:
-                    try:
-                        body = markup.render(self._md, text.markdown, f"ch{text.ordinal}")
-                    except Exception as exc:  # one bad chapter must not sink the book
-                        missed.append(skipped(text, exc))
-                        body = "<p><em>This chapter could not be rendered.</em></p>\n"
+                    body = markup.render_chapter(self._md, text, missed)
                     page = _page(
                         text.title,
                         f'<section id="ch-{text.ordinal}" epub:type="chapter" dir="auto">\n{body}</section>',

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from html import escape
 
-from bindery.engine import Sink, Skipped, Source, Text, markup, skipped
+from bindery.engine import Sink, Skipped, Source, Text, markup
 
 CSS = """
 body{font:1.05rem/1.6 Georgia,'DejaVu Serif',serif;max-width:42rem;margin:2rem auto;padding:0 1rem;color:#222}
@@ -45,11 +45,7 @@ class HtmlRenderer:
         )
         missed: list[Skipped] = []
         for text in chapters:
-            try:
-                body = markup.render(self._md, text.markdown, f"ch{text.ordinal}")
-            except Exception as exc:  # one bad chapter must not sink the book
-                missed.append(skipped(text, exc))
-                body = "<p><em>This chapter could not be rendered.</em></p>\n"
+            body = markup.render_chapter(self._md, text, missed)
             out.write(
                 f'<section class="chapter" id="ch-{text.ordinal}" dir="auto">\n{body}</section>\n'.encode()
             )

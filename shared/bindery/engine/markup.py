@@ -32,3 +32,18 @@ def _image_as_link(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> 
 def render(md: MarkdownIt, text: str, doc_id: str) -> str:
     """HTML for one chapter. `doc_id` prefixes footnote ids, so chapters in one page never collide."""
     return md.render(text, {"docId": doc_id})
+
+
+UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
+
+
+def render_chapter(md: MarkdownIt, text: Any, missed: list[Any]) -> str:
+    """A chapter's HTML; or, when it cannot be rendered, a note in its place and its name in `missed`.
+    One bad chapter must not sink the book."""
+    from bindery.engine import skipped
+
+    try:
+        return render(md, text.markdown, f"ch{text.ordinal}")
+    except Exception as exc:
+        missed.append(skipped(text, exc))
+        return UNRENDERED
