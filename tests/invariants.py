@@ -40,12 +40,12 @@ def violations(
     bucket_keys = set(objects.keys(ARTIFACT_PREFIX))
     named: set[str] = set()
     for row in rows:
-        if row.state == State.READY.value:
-            if not row.path or row.path not in bucket_keys:
-                found.append(f"2: ready export {row.export_id} has no object ({row.path})")
-            named.add(row.path or "")
+        if row.state == State.READY.value and (not row.path or row.path not in bucket_keys):
+            found.append(f"2: ready export {row.export_id} has no object ({row.path})")
+        # A row names every key any of its attempts may have written (`paths`): a ready row keeps a dead
+        # attempt's key until its link lapses and the unlink takes them all; an ended row until its unlink.
         waiting = row.queue == Queue.UNLINK.value and State(row.state) in ENDED
-        if waiting or row.state == State.PENDING.value:
+        if waiting or row.state in (State.PENDING.value, State.READY.value):
             named |= set(row.paths or ())
     for key in sorted(bucket_keys - named):
         found.append(f"2: object {key} is named by no row that could still need it")
