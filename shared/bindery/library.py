@@ -16,6 +16,7 @@ from typing import Any
 
 from bindery import errors
 from bindery.config import Settings
+from bindery.manuscript import Normalised, cut, normalise
 from bindery.objects import Objects, cut_key, upload_key
 from bindery.observability import logger
 from bindery.states import Queue
@@ -98,10 +99,7 @@ class Library:
             size = len(data)
         else:
             assert upload_id is not None
-            source = self._upload(book_id, upload_id)
-            size = self.objects.size(source) or 0
-            chapters = self._stage(book_id, cut_id, self.objects.lines(source), now)
-            self.objects.copy(source, cut_key(book_id, cut_id))
+            chapters, size = self._adopt(book_id, self._upload(book_id, upload_id), cut_id, now)
         for _ in range(PUBLISH_TRIES):
             published = self.store.publish_cut(
                 book,
@@ -197,8 +195,21 @@ class Library:
             raise not_found()
         return book
 
+    def _adopt(self, book_id: str, source: str, cut_id: str, now: float) -> tuple[list[Chapter], int]:
+        """Cut an upload in one streaming read, and keep it as the cut's manuscript. An upload that is
+        already normal (the usual LF file) is kept by a server-side copy, so its bytes pass through the
+        function once; one that is not (CRLF, a BOM, no final newline) is streamed a second time,
+        normalised, into a multipart upload."""
+        lines = Normalised(self.objects.lines(source))
+        chapters = self._stage(book_id, cut_id, lines, now)
+        if lines.changed:
+            self.objects.write_lines(cut_key(book_id, cut_id), Normalised(self.objects.lines(source)))
+        else:
+            self.objects.copy(source, cut_key(book_id, cut_id))
+        return chapters, lines.size
+
     def _inline(self, manuscript: str) -> bytes:
-        data = manuscript.replace("\r\n", "\n").encode("utf-8")
+        data = manuscript.encode("utf-8")
         if len(data) > self.settings.max_manuscript_bytes:
             raise errors.PayloadTooLarge(
                 f"the manuscript is over {self.settings.max_manuscript_bytes // (1024 * 1024)} MB; "
@@ -206,7 +217,7 @@ class Library:
                 'PUT /books/{bookId}/manuscript with {"upload_id": ...}',
                 code="manuscript_too_large",
             )
-        return data
+        return normalise(data)
 
     def _upload(self, book_id: str, upload_id: str) -> str:
         if not valid_id(upload_id):
@@ -223,10 +234,6 @@ class Library:
         return key
 
     def _stage(self, book_id: str, cut_id: str, lines: Iterable[bytes], now: float) -> list[Chapter]:
-        from bindery.manuscript import (
-            cut,
-        )  # the parser loads only when a manuscript is cut, not per cold start
-
         chapters = [
             Chapter(ordinal=n, title=section.title, offset=section.offset, size_bytes=section.length)
             for n, section in enumerate(cut(lines), start=1)

@@ -1,5 +1,8 @@
 """Cutting a manuscript into chapters at its level-1 headings, in one streaming pass.
 
+A manuscript is first *normalised* (`Normalised`), so that what Bindery keeps of a revision is already the
+markdown export: the export is then a server-side copy, never a download and a re-upload.
+
 A manuscript may be 500 MB, so it is never parsed whole. Lines stream through; a line that could open a
 level-1 heading (ATX `# ...`, or a setext `===` underline) outside a fenced code block is a candidate,
 and markdown-it-py decides, by parsing the candidate with the lines just before it: a `#` line inside a
@@ -13,8 +16,10 @@ import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from markdown_it import MarkdownIt
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 OPENING_TITLE = "Opening"
 # Lines of context markdown-it sees before a candidate. Enough for any list or quote that could swallow it.
@@ -26,6 +31,60 @@ _FENCE = re.compile(rb"^ {0,3}(`{3,}|~{3,})")
 _MARKER_STARTS = frozenset((b" ", b"#", b"=", b"`", b"~"))
 
 
+BOM = b"\xef\xbb\xbf"
+
+
+class Normalised:
+    """The lines of a manuscript as Bindery keeps it: UTF-8 with no byte-order mark, every line ending in
+    LF (CRLF and lone CR become LF), no blank lines before the first text or after the last, and a final
+    newline. Nothing here changes what the markdown means: trailing spaces stay, since two of them are a
+    hard line break, and blank lines inside the text stay as they are (they may be code).
+
+    Iterate it once; afterwards `size` is the normalised length, and `changed` says whether any byte
+    differs from the input, i.e. whether the input could be kept as it is.
+    """
+
+    def __init__(self, lines: Iterable[bytes]):
+        self._lines = lines
+        self.size = 0
+        self.changed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        blanks: list[bytes] = []  # blank lines held back until text follows them (trailing ones go)
+        started = first = False
+        for line in self._lines:
+            if not first:
+                first = True
+                if line.startswith(BOM):
+                    line, self.changed = line[len(BOM) :], True
+            if line.endswith(b"\n") and not line.endswith(b"\r\n"):
+                kept = line  # the usual line: kept as it is, no copy
+            else:
+                kept = line.rstrip(b"\r\n") + b"\n"
+                self.changed = True
+            if not kept.strip():
+                if started:
+                    blanks.append(kept)
+                else:
+                    self.changed = True  # a leading blank line goes
+                continue
+            started = True
+            if blanks:
+                for blank in blanks:
+                    self.size += len(blank)
+                    yield blank
+                blanks.clear()
+            self.size += len(kept)
+            yield kept
+        if blanks:
+            self.changed = True  # trailing blank lines go
+
+
+def normalise(data: bytes) -> bytes:
+    """A manuscript held in memory, normalised (see `Normalised`)."""
+    return b"".join(Normalised(data.splitlines(keepends=True)))
+
+
 @dataclass(frozen=True)
 class Section:
     title: str
@@ -34,6 +93,8 @@ class Section:
 
 
 def _parser() -> MarkdownIt:
+    from markdown_it import MarkdownIt  # the parser loads when a manuscript is cut, not per cold start
+
     return MarkdownIt("commonmark", {"html": False})
 
 
@@ -100,8 +161,8 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
 
 
 def cut_text(manuscript: str) -> list[tuple[Section, str]]:
-    """Sections of a manuscript held in memory, each with its text. For small books and tests."""
-    data = manuscript.encode("utf-8")
+    """Sections of a manuscript held in memory, normalised, each with its text. For small books and tests."""
+    data = normalise(manuscript.encode("utf-8"))
     return [
         (section, data[section.offset : section.offset + section.length].decode("utf-8"))
         for section in cut(data.splitlines(keepends=True))

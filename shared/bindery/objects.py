@@ -1,6 +1,8 @@
 """The bucket: chapter text under each book's prefix, artifacts under a prefix of their own.
 
-books/<book>/<revision>/<ordinal>.md     chapter text (the seed's `workdir`)
+books/<book>/<cut>.md                    one revision's manuscript, normalised (the seed's `workdir`);
+                                         its chapters are byte ranges of it
+uploads/<book>/<upload>                  a presigned upload, until a replacement adopts it
 artifacts/<book>/<export>/<claim>        one attempt's artifact; the claim token fences attempts apart
 """
 
@@ -19,6 +21,7 @@ UPLOAD_PREFIX = "uploads/"
 READ_CHUNK = 1024 * 1024
 # S3's multipart floor: 5 MiB a part keeps memory small and still allows artifacts up to 48 GiB.
 PART_BYTES = 5 * 1024 * 1024
+MARKDOWN = "text/markdown; charset=utf-8"
 
 
 def cut_key(book_id: str, cut: str) -> str:
@@ -51,10 +54,27 @@ class Objects:
             self._client = boto3.client("s3", region_name=self.settings.region, config=config)
         return self._client
 
-    def put_bytes(self, key: str, body: bytes) -> None:
-        self.client.put_object(
-            Bucket=self.settings.bucket, Key=key, Body=body, ContentType="text/markdown; charset=utf-8"
-        )
+    def put_bytes(self, key: str, body: bytes, content_type: str = MARKDOWN) -> None:
+        self.client.put_object(Bucket=self.settings.bucket, Key=key, Body=body, ContentType=content_type)
+
+    def write_lines(self, key: str, lines: Iterable[bytes], content_type: str = MARKDOWN) -> int:
+        """Stream lines into `key`, a part at a time (joined a chunk at a time, not written line by line).
+        Returns the size written."""
+        writer = self.writer(key, content_type)
+        try:
+            chunk: list[bytes] = []
+            held = 0
+            for line in lines:
+                chunk.append(line)
+                held += len(line)
+                if held >= READ_CHUNK:
+                    writer.write(b"".join(chunk))
+                    chunk, held = [], 0
+            writer.write(b"".join(chunk))
+            return writer.commit()
+        except BaseException:
+            writer.abort()
+            raise
 
     def read_text(self, key: str) -> str:
         response = self.client.get_object(Bucket=self.settings.bucket, Key=key)
@@ -88,12 +108,15 @@ class Objects:
                 return None
             raise
 
-    def copy(self, source: str, target: str) -> None:
-        """A server-side copy: the bytes never pass through the function. (CopyObject takes up to 5 GB.)"""
+    def copy(self, source: str, target: str, content_type: str | None = None) -> None:
+        """A server-side copy: the bytes never pass through the function. (CopyObject takes up to 5 GB.)
+        With `content_type`, the copy gets that type; otherwise it keeps the source's."""
+        extra = {"MetadataDirective": "REPLACE", "ContentType": content_type} if content_type else {}
         self.client.copy_object(
             Bucket=self.settings.bucket,
             Key=target,
             CopySource={"Bucket": self.settings.bucket, "Key": source},
+            **extra,
         )
 
     def presign_upload(self, key: str, expires_in: int) -> str:

@@ -11,6 +11,7 @@ from bindery.engine import Source
 from bindery.objects import cut_key, upload_key
 from bindery.states import State
 from bindery.storage import _Item
+from tests.calls import recording
 from tests.unit.conftest import Stack
 
 
@@ -102,18 +103,54 @@ def test_a_large_manuscript_goes_through_a_presigned_upload(stack: Stack) -> Non
     reply = stack.http("PUT", f"/books/{book}/manuscript", body={"upload_id": upload.body["upload_id"]})
 
     assert (reply.status, reply.body["revision"], len(reply.body["chapters"])) == (200, 2, 300)
-    assert reply.body["manuscript_bytes"] == len(manuscript.encode())
+    assert reply.body["manuscript_bytes"] == len(manuscript.encode()) - 1  # normalised: one final newline
     assert stack.objects.keys("uploads/") == []  # adopted, then removed
     export_id = stack.submit(book, "markdown").body["id"]
     stack.exports.build(book, export_id)
     assert stack.poll(book, export_id).body["built_revision"] == 2
 
 
+def _adopt(stack: Stack, book: str, data: bytes) -> tuple[Any, Any]:
+    upload_id = stack.http("POST", f"/books/{book}/uploads").body["upload_id"]
+    stack.objects.put_bytes(upload_key(book, upload_id), data)
+    with recording(stack.objects.client) as calls:
+        reply = stack.http("PUT", f"/books/{book}/manuscript", body={"upload_id": upload_id})
+    assert reply.status == 200, reply.body
+    return reply, calls
+
+
+def test_an_upload_that_is_already_normal_is_kept_by_a_server_side_copy(stack: Stack) -> None:
+    book = stack.create_book()
+    data = b"\n".join(b"# Part %d\n\nwords  \nand more\n" % n for n in range(1, 40))
+    reply, calls = _adopt(stack, book, data)
+    # One streaming read to cut it, one copy to keep it, one delete of the upload: no byte re-uploaded.
+    assert calls.count() == {"HeadObject": 1, "GetObject": 1, "CopyObject": 1, "DeleteObject": 1}
+    assert reply.body["manuscript_bytes"] == len(data)
+    export_id = stack.submit(book, "markdown").body["id"]
+    stack.exports.build(book, export_id)
+    [artifact] = stack.objects.keys("artifacts/")
+    assert stack.objects.read_text(artifact).encode() == data  # the markdown export is the manuscript
+
+
+def test_an_upload_with_crlf_and_a_bom_is_kept_normalised_and_cut_at_the_same_places(stack: Stack) -> None:
+    book = stack.create_book()
+    normal = b"".join(b"# Part %d\n\nwords  \nand more\n\n" % n for n in range(1, 40)).rstrip(b"\n") + b"\n"
+    reply, calls = _adopt(stack, book, b"\xef\xbb\xbf\r\n" + normal.replace(b"\n", b"\r\n") + b"\r\n\r\n")
+    assert calls.count()["GetObject"] == 2  # cut, then a second streaming pass to write it normalised
+    assert "CopyObject" not in calls.count()
+    assert reply.body["manuscript_bytes"] == len(normal)
+    assert [c["title"] for c in reply.body["chapters"]] == [f"Part {n}" for n in range(1, 40)]
+    export_id = stack.submit(book, "markdown").body["id"]
+    stack.exports.build(book, export_id)
+    [artifact] = stack.objects.keys("artifacts/")
+    assert stack.objects.read_text(artifact).encode() == normal
+
+
 def test_a_build_reads_exactly_one_revision_even_when_the_manuscript_is_replaced_mid_build(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     book = stack.create_book("# Old One\n\nold text one\n\n# Old Two\n\nold text two\n")
-    export_id = stack.submit(book, "markdown").body["id"]
+    export_id = stack.submit(book, "html").body["id"]  # a format that reads the chapters as it goes
     real_open = type(stack.objects).open
 
     def open_then_replace(objects: Any, key: str) -> Any:

@@ -1,4 +1,5 @@
-"""The streaming cutter agrees with markdown-it-py parsing the whole manuscript at once."""
+"""The streaming cutter agrees with markdown-it-py parsing the whole (normalised) manuscript at once; the
+normaliser changes line endings and outer blank lines, never what the markdown means."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from bindery.manuscript import OPENING_TITLE, cut_text
+from bindery.manuscript import OPENING_TITLE, Normalised, cut_text, normalise
 from tests.books import BOOKS
 
 
 def _whole_parse(manuscript: str) -> list[tuple[str, str]]:
-    """The oracle: markdown-it over the whole text, cut at every top-level h1."""
+    """The oracle: markdown-it over the whole normalised text, cut at every top-level h1."""
+    manuscript = normalise(manuscript.encode()).decode()
     lines = manuscript.encode().splitlines(keepends=True)
     tokens = MarkdownIt("commonmark", {"html": False}).parse(manuscript)
     starts = []
@@ -61,7 +63,30 @@ def test_the_sections_cover_the_manuscript_without_gaps_or_overlaps() -> None:
     assert sections[0].offset == 0
     for before, after in itertools.pairwise(sections):
         assert before.offset + before.length == after.offset
-    assert sections[-1].offset + sections[-1].length == len(manuscript.encode())
+    assert sections[-1].offset + sections[-1].length == len(manuscript.encode()) + 1  # its final newline
+
+
+@pytest.mark.parametrize(
+    ("raw", "kept"),
+    [
+        (b"# A\n\ntext\n", b"# A\n\ntext\n"),  # already normal: kept byte for byte
+        (b"# A\r\n\r\ntext\r\n", b"# A\n\ntext\n"),  # CRLF
+        (b"# A\r\rtext\r", b"# A\n\ntext\n"),  # lone CR
+        (b"\xef\xbb\xbf# A\n", b"# A\n"),  # a byte-order mark
+        (b"# A\ntext", b"# A\ntext\n"),  # no final newline
+        (b"\n  \n\t\n# A\n\n\n \n", b"# A\n"),  # blank lines before the first text and after the last
+        (b"line one  \nline two\n", b"line one  \nline two\n"),  # two trailing spaces: a hard break
+        (b"```\ncode\n\n   \nmore\n```\n", b"```\ncode\n\n   \nmore\n```\n"),  # inner blanks stay
+        (b"", b""),
+        (b"\n\n", b""),
+    ],
+)
+def test_normalising_changes_line_endings_and_outer_blanks_never_meaning(raw: bytes, kept: bytes) -> None:
+    lines = Normalised(raw.splitlines(keepends=True))
+    assert b"".join(lines) == kept
+    assert (lines.size, lines.changed) == (len(kept), kept != raw)
+    parse = MarkdownIt("commonmark").render
+    assert parse(kept.decode()) == parse(raw.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n"))
 
 
 _LINES = st.sampled_from(

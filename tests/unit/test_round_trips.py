@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bindery.objects import artifact_key
+from bindery.objects import PART_BYTES, artifact_key
 from bindery.storage import Claimed
 from tests.calls import recording
 from tests.unit.conftest import Stack
@@ -100,3 +100,33 @@ def test_a_small_build_uploads_with_one_put(stack: Stack) -> None:
         stack.exports.build(book, export_id)
     # One streaming read of the whole manuscript, one upload of the whole artifact.
     assert calls.count() == {"GetObject": 1, "PutObject": 1}
+
+
+def test_a_large_build_is_a_multipart_upload_sized_to_the_artifact(stack: Stack) -> None:
+    chapter = "```\n" + ("<>" * 35 + "\n") * 500 + "```\n\n"  # 36 KB of code, 140 KB of html (&lt;&gt;)
+    book = stack.create_book("".join(f"# C{n}\n\n{chapter}" for n in range(120)))  # 4.3 MB in, 17 MB out
+    export_id = stack.submit(book, "html").body["id"]
+    with recording(stack.objects.client) as calls:
+        stack.exports.build(book, export_id)
+    size = stack.poll(book, export_id).body["size_bytes"]
+    parts = -(-size // PART_BYTES)
+    assert parts >= 2
+    assert calls.count() == {
+        "GetObject": 1,
+        "CreateMultipartUpload": 1,
+        "UploadPart": parts,  # 5 MiB each: as many as the artifact needs, no more
+        "CompleteMultipartUpload": 1,
+    }
+
+
+def test_a_markdown_build_is_one_server_side_copy(stack: Stack) -> None:
+    book = stack.create_book("# One\r\n\r\nThe text, with a hard break  \r\nhere.\r\n\r\n\r\n")
+    export_id = stack.submit(book, "markdown").body["id"]
+    with recording(stack.objects.client) as calls:
+        assert stack.exports.build(book, export_id) == "ready"
+    assert calls.count() == {"CopyObject": 1}  # the revision is kept normalised: no byte passes through
+    [key] = stack.objects.keys("artifacts/")
+    assert stack.objects.read_text(key) == "# One\n\nThe text, with a hard break  \nhere.\n"
+    head = stack.objects.client.head_object(Bucket=stack.exports.settings.bucket, Key=key)
+    assert head["ContentType"] == "text/markdown; charset=utf-8"
+    assert head["ContentLength"] == stack.poll(book, export_id).body["size_bytes"]

@@ -65,15 +65,18 @@ def test_an_engine_error_fails_the_export_as_render_failed_and_leaves_no_bytes(
     assert stack.objects.keys("artifacts/") == []
 
 
-def test_an_s3_failure_mid_build_releases_the_lease_and_asks_for_a_retry(stack: Stack) -> None:
-    book, export_id = _pending(stack)
+@pytest.mark.parametrize(("fmt", "read"), [("html", "GetObject"), ("markdown", "CopyObject")])
+def test_an_s3_failure_mid_build_releases_the_lease_and_asks_for_a_retry(
+    stack: Stack, fmt: str, read: str
+) -> None:
+    book, export_id = _pending(stack, fmt)
 
     def refuse(**_: object) -> None:
         raise ConnectionError("S3 unreachable")
 
-    stack.objects.client.meta.events.register("before-call.s3.GetObject", refuse)
+    stack.objects.client.meta.events.register(f"before-call.s3.{read}", refuse)
     result = stack.build(book, export_id)
-    stack.objects.client.meta.events.unregister("before-call.s3.GetObject", refuse)
+    stack.objects.client.meta.events.unregister(f"before-call.s3.{read}", refuse)
 
     assert result == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
     [row] = [e for e in stack.store.all_exports() if e.id == export_id]

@@ -1,5 +1,10 @@
-"""markdown: the manuscript of the built revision, normalised: LF line endings, no trailing blanks, one
-blank line between chapters, one final newline."""
+"""markdown: the manuscript of the built revision, normalised (see `bindery.manuscript.Normalised`).
+
+Every revision is kept normalised, and its chapters are byte ranges that tile it, so this format has
+nothing to render: a build copies the revision's manuscript object server-side (`copies_manuscript`),
+and its bytes never pass through the function. `render` writes the same bytes from the chapters, for
+builds that are handed chapter texts instead (tests, and any other sink).
+"""
 
 from __future__ import annotations
 
@@ -11,15 +16,11 @@ from bindery.engine import Sink, Skipped, Source, Text
 class MarkdownRenderer:
     extension = "md"
     content_type = "text/markdown; charset=utf-8"
+    copies_manuscript = True
 
     def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> list[Skipped]:
-        first = True
         for text in chapters:
-            body = "\n".join(
-                line.rstrip() for line in text.markdown.replace("\r\n", "\n").strip("\n").split("\n")
-            )
-            out.write(("" if first else "\n").encode() + body.encode("utf-8") + b"\n")
-            first = False
+            out.write(text.markdown.encode("utf-8"))
         return []
 
 
