@@ -253,7 +253,7 @@ class Exports:
         yet die), or AWS failed under us. Anything the engine raises fails the export instead, because
         building it again would raise again.
         """
-        now = self.clock()
+        now, started = self.clock(), time.perf_counter()
         claim = secrets.token_hex(8)
         path = artifact_key(book_id, export_id, claim)
         outcome = self.store.claim_build(book_id, export_id, path, now)
@@ -314,6 +314,9 @@ class Exports:
             state_change(export.id, book_id, "finish refused; artifact removed", attempt=export.attempt)
             return "finish_refused"
         metrics.add_metric(name="ExportsReady", unit="Count", value=1)
+        metrics.add_metric(
+            name="BuildDuration", unit="Milliseconds", value=(time.perf_counter() - started) * 1000
+        )
         metrics.add_metric(name="ArtifactBytes", unit="Bytes", value=size)
         state_change(export.id, book_id, "export ready", size_bytes=size, attempt=export.attempt)
         return "ready"

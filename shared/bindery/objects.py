@@ -2,7 +2,7 @@
 
 books/<book>/<cut>.md                    one revision's manuscript, normalised (the seed's `workdir`);
                                          its chapters are byte ranges of it
-uploads/<book>/<upload>                  a presigned upload, until a replacement adopts it
+books/uploads/<book>/<upload>            a presigned upload, until a replacement adopts it
 artifacts/<book>/<export>/<claim>        one attempt's artifact; the claim token fences attempts apart
 """
 
@@ -17,7 +17,8 @@ from bindery.config import Settings
 
 ARTIFACT_PREFIX = "artifacts/"
 BOOK_PREFIX = "books/"
-UPLOAD_PREFIX = "uploads/"
+# Under the book prefix, so every byte of a book is under books/ (and IAM names two prefixes, no more).
+UPLOAD_PREFIX = "books/uploads/"
 READ_CHUNK = 1024 * 1024
 # S3's multipart floor: 5 MiB a part keeps memory small and still allows artifacts up to 48 GiB.
 PART_BYTES = 5 * 1024 * 1024

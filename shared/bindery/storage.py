@@ -248,7 +248,20 @@ class _ExportItem(_Item):
     queue = UnicodeAttribute(null=True)
     due_at = NumberAttribute(null=True)
     ttl = NumberAttribute(null=True)
+    # The name of the event the row's last terminal transition publishes (bindery.export.<state>). The
+    # table's stream carries the write, and the events pipe turns it into ONE EventBridge event: the row is
+    # the outbox, so a transition is published exactly when it happened, and a retried write that changes
+    # nothing publishes nothing.
+    transition = UnicodeAttribute(null=True)
     by_due = _ByDue()
+
+
+def _becomes(state: str) -> list[Any]:
+    """The actions that move a row to `state`, naming the event its terminal states publish."""
+    actions = [_ExportItem.state.set(state)]
+    if state != State.PENDING.value:
+        actions.append(_ExportItem.transition.set(f"bindery.export.{state}"))
+    return actions
 
 
 class _IdemItem(_Item):
@@ -768,7 +781,7 @@ class Store:
     def _revoke_actions(now: float) -> list[Any]:
         """A ready link ended now: the row says expired from this second; its bytes join the unlink queue."""
         return [
-            _ExportItem.state.set(State.EXPIRED.value),
+            *_becomes(State.EXPIRED.value),
             _ExportItem.expires_at.set(now),
             _ExportItem.queue.set(Queue.UNLINK.value),
             _ExportItem.due_at.set(now),
@@ -782,7 +795,7 @@ class Store:
         an unlink before that could be followed by the upload it was meant to remove.
         """
         return [
-            _ExportItem.state.set(state.value),
+            *_becomes(state.value),
             _ExportItem.finished_at.set(now),
             _ExportItem.queue.set(Queue.UNLINK.value),
             # if_not_exists(lease_until, now): a lease that is still running holds the unlink back.
@@ -852,7 +865,7 @@ class Store:
         remove the artifact this attempt wrote, because no row will ever publish it."""
         expires_at = now + self.settings.link_ttl_seconds
         actions = [
-            _ExportItem.state.set(State.READY.value),
+            *_becomes(State.READY.value),
             _ExportItem.path.set(path),
             _ExportItem.paths.add({path}),
             _ExportItem.size_bytes.set(size_bytes),
@@ -955,7 +968,7 @@ class Store:
         try:
             _ExportItem(_book_pk(due.book_id), _export_sk(due.export_id)).update(
                 actions=[
-                    _ExportItem.state.set(State.EXPIRED.value),
+                    *_becomes(State.EXPIRED.value),
                     _ExportItem.queue.set(Queue.UNLINK.value),
                     _ExportItem.due_at.set(now),
                 ],

@@ -104,7 +104,7 @@ def test_a_large_manuscript_goes_through_a_presigned_upload(stack: Stack) -> Non
 
     assert (reply.status, reply.body["revision"], len(reply.body["chapters"])) == (200, 2, 300)
     assert reply.body["manuscript_bytes"] == len(manuscript.encode()) - 1  # normalised: one final newline
-    assert stack.objects.keys("uploads/") == []  # adopted, then removed
+    assert stack.objects.keys("books/uploads/") == []  # adopted, then removed
     export_id = stack.submit(book, "markdown").body["id"]
     stack.exports.build(book, export_id)
     assert stack.poll(book, export_id).body["built_revision"] == 2

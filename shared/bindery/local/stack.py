@@ -29,6 +29,7 @@ from bindery.local import template, tokens
 TABLE = "bindery"
 BUCKET = "bindery-artifacts"
 QUEUE, DEAD_LETTER_QUEUE = "bindery-build", "bindery-build-dlq"
+EVENT_BUS = "bindery-events"
 DEMO_USER = "demo-user"
 RECORDING = "moto-recording.jsonl"
 # Requests that change nothing; a recording keeps only the others, so a restart replays state, not polls.
@@ -193,6 +194,9 @@ def _ensure_resources() -> str:
         {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": template.max_receive_count("BuildQueue")}
     )
     queue_url: str = sqs.create_queue(QueueName=QUEUE, Attributes=attributes)["QueueUrl"]
+    events = boto3.client("events")
+    if EVENT_BUS not in {b["Name"] for b in events.list_event_buses()["EventBuses"]}:
+        events.create_event_bus(Name=EVENT_BUS)
     return queue_url
 
 
@@ -210,15 +214,20 @@ def _loop(name: str, stop: threading.Event, every: float, step: Callable[[], Non
     return thread
 
 
-def _pipe(stop: threading.Event, queue_url: str) -> threading.Thread:
-    """The EventBridge Pipe: the table stream's records that pass the template's filter, into the queue."""
+def _pipes(stop: threading.Event, queue_url: str) -> threading.Thread:
+    """The template's two EventBridge Pipes over the table's stream: records that pass StreamToQueuePipe's
+    filters go into the build queue; those that pass TransitionsToEventsPipe's become events, built with its
+    input template and detail type, put on the local bus and shown in this log."""
     import boto3
 
-    streams, sqs = boto3.client("dynamodbstreams"), boto3.client("sqs")
+    streams, sqs, bus = boto3.client("dynamodbstreams"), boto3.client("sqs"), boto3.client("events")
     arn = boto3.client("dynamodb").describe_table(TableName=os.environ["BINDERY_TABLE"])["Table"][
         "LatestStreamArn"
     ]
-    pattern = template.pipe_filter()
+    to_queue = template.pipe_filters("StreamToQueuePipe")
+    to_events = template.pipe_filters("TransitionsToEventsPipe")
+    target = template.pipe_target_parameters("TransitionsToEventsPipe")
+    bus_params = target["EventBridgeEventBusParameters"]
     iterators: dict[str, str | None] = {}
     started = [False]
 
@@ -238,10 +247,17 @@ def _pipe(stop: threading.Event, queue_url: str) -> threading.Thread:
             page = streams.get_records(ShardIterator=iterator)
             iterators[shard_id] = page.get("NextShardIterator")
             for record in page["Records"]:
-                if template.matches(pattern, record):
-                    sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(record, default=str))
+                plain = json.loads(json.dumps(record, default=str))
+                if template.matches_any(to_queue, plain):
+                    sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(plain))
+                if template.matches_any(to_events, plain):
+                    detail = template.render_input_template(target["InputTemplate"], plain)
+                    detail_type = template.json_path(plain, bus_params["DetailType"])
+                    entry = {"Source": bus_params["Source"], "DetailType": detail_type, "Detail": detail}
+                    bus.put_events(Entries=[{**entry, "EventBusName": EVENT_BUS}])
+                    log(f"event {detail_type} {json.dumps(json.loads(detail), separators=(',', ':'))}")
 
-    return _loop("pipe", stop, 0.2, step)
+    return _loop("pipes", stop, 0.2, step)
 
 
 def _worker(stop: threading.Event, queue_url: str, functions: Functions) -> threading.Thread:
@@ -374,7 +390,7 @@ def main() -> int:
 
         functions = Functions()
         gateway_server = serve(Gateway(template.routes(), functions.invoke, log), port)
-        threads.append(_pipe(stop, queue_url))
+        threads.append(_pipes(stop, queue_url))
         threads.append(_worker(stop, queue_url, functions))
         sweeps = _schedules(stop, functions)
         threads += [t for _, _, t in sweeps]

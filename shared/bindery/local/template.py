@@ -152,12 +152,40 @@ def queue_consumer(queue_logical_id: str) -> tuple[str, int]:
     raise LookupError(f"no function consumes {queue_logical_id}")
 
 
-def pipe_filter() -> dict[str, Any]:
+def pipe_filters(logical_id: str) -> list[dict[str, Any]]:
+    """A pipe's filter patterns: a record passes when any one matches."""
     import json
 
-    props = resources()["StreamToQueuePipe"]["Properties"]
-    pattern: dict[str, Any] = json.loads(props["SourceParameters"]["FilterCriteria"]["Filters"][0]["Pattern"])
-    return pattern
+    props = resources()[logical_id]["Properties"]
+    return [json.loads(f["Pattern"]) for f in props["SourceParameters"]["FilterCriteria"]["Filters"]]
+
+
+def pipe_target_parameters(logical_id: str) -> dict[str, Any]:
+    params: dict[str, Any] = resources()[logical_id]["Properties"].get("TargetParameters", {})
+    return params
+
+
+_PLACEHOLDER = re.compile(r"<(\$[.\w\[\]*-]*)>")
+
+
+def json_path(record: Any, path: str) -> Any:
+    """The value at a Pipes JSON path ($.a.b), or None where there is none."""
+    value = record
+    for part in path.removeprefix("$").strip(".").split("."):
+        if not part:
+            continue
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def render_input_template(template: str, record: Any) -> str:
+    """A Pipes input template filled from a record, the way Pipes fills it: each <$.path> becomes the value
+    there (a missing one becomes nothing)."""
+    return _PLACEHOLDER.sub(lambda m: str(json_path(record, m.group(1)) or ""), template)
+
+
+def matches_any(patterns: list[dict[str, Any]], value: Any) -> bool:
+    return any(matches(p, value) for p in patterns)
 
 
 def global_environment() -> dict[str, str]:

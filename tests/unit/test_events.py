@@ -1,0 +1,88 @@
+"""Each terminal transition publishes exactly one event, built by the template's events pipe from the
+table's stream: the stream records of a real run go through the pipe's own filters and input template."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+
+from bindery.local import template
+from bindery.states import FailureCode
+from tests.unit.conftest import TABLE, Stack
+
+PIPE = "TransitionsToEventsPipe"
+SCHEMA_KEYS = {"id", "export_id", "book_id", "owner", "format", "state", "attempt", "failure_code"}
+
+
+def _events(stack: Stack) -> list[tuple[str, dict[str, Any]]]:
+    """What the events pipe would put on the bus, for every stream record so far, in order."""
+    # moto routes this client in-process only with its endpoint spelled out.
+    streams = boto3.client(
+        "dynamodbstreams",
+        region_name="us-east-1",
+        endpoint_url="https://streams.dynamodb.us-east-1.amazonaws.com",
+    )
+    arn = boto3.client("dynamodb", region_name="us-east-1").describe_table(TableName=TABLE)["Table"][
+        "LatestStreamArn"
+    ]
+    filters = template.pipe_filters(PIPE)
+    target = template.pipe_target_parameters(PIPE)
+    out = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        iterator = streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        records = streams.get_records(ShardIterator=iterator)["Records"]
+        for record in json.loads(json.dumps(records, default=str)):
+            if template.matches_any(filters, record):
+                detail_type = template.json_path(
+                    record, target["EventBridgeEventBusParameters"]["DetailType"]
+                )
+                out.append(
+                    (detail_type, json.loads(template.render_input_template(target["InputTemplate"], record)))
+                )
+    return out
+
+
+def test_every_terminal_transition_publishes_one_event_and_a_retry_publishes_none(stack: Stack) -> None:
+    book = stack.create_book()
+    ready = stack.submit(book, "markdown").body["id"]
+    stack.exports.build(book, ready)
+    stack.exports.build(book, ready)  # a duplicate delivery: refused, no second transition
+    cancelled = stack.submit(book).body["id"]
+    for _ in range(2):  # the caller retries the cancel
+        stack.http("DELETE", f"/books/{book}/exports/{cancelled}")
+    failed = stack.submit(book).body["id"]
+    claimed = stack.store.claim_build(book, failed, "artifacts/x", stack.clock())
+    for _ in range(2):  # fail, retried after a timeout: the second write is refused
+        stack.store.fail_export(claimed.export, FailureCode.RENDER_FAILED, stack.clock())  # type: ignore[union-attr]
+    stack.clock.advance(stack.exports.settings.link_ttl_seconds + 1)
+    for _ in range(2):  # the GC runs twice over the same lapsed link
+        stack.gc()
+
+    events = _events(stack)
+
+    assert [(kind, detail["export_id"]) for kind, detail in events] == [
+        ("bindery.export.ready", ready),
+        ("bindery.export.cancelled", cancelled),
+        ("bindery.export.failed", failed),
+        ("bindery.export.expired", ready),
+    ]
+    for kind, detail in events:
+        assert set(detail) == SCHEMA_KEYS
+        assert kind == f"bindery.export.{detail['state']}"
+        assert detail["id"] == f"{detail['export_id']}:{detail['state']}"  # a subscriber's dedupe key
+        assert (detail["book_id"], detail["owner"]) == (book, "user-alice")
+    assert [d["failure_code"] for _, d in events] == ["", "", "render_failed", ""]
+    assert [d["format"] for _, d in events] == ["markdown", "html", "html", "markdown"]
+
+
+def test_writes_that_are_not_terminal_transitions_publish_nothing(stack: Stack) -> None:
+    book = stack.create_book()
+    export_id = stack.submit(book).body["id"]  # insert
+    claimed = stack.store.claim_build(book, export_id, "artifacts/x", stack.clock())  # pending -> pending
+    stack.store.record_progress(claimed.export, 1, 2)  # type: ignore[union-attr]
+    stack.poll(book, export_id)
+    assert _events(stack) == []

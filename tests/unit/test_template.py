@@ -1,0 +1,145 @@
+"""template.yaml is ready to deploy: least privilege per function, a bucket that keeps no bytes the unlink
+removed, a queue that fits its worker, alarms, logs with retention, and the outputs a deployer needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bindery.config import Settings
+from tests.infra import template
+from tests.servers import ROOT
+
+RESOURCES = template()["Resources"]
+FUNCTIONS = {k: v for k, v in RESOURCES.items() if v["Type"] == "AWS::Serverless::Function"}
+READS = {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchGetItem", "s3:GetObject"}
+# Every byte Bindery keeps is under one of these two prefixes of its bucket.
+S3_PREFIXES = ("artifacts/", "books/")
+
+
+def _statements(props: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for policy in props.get("Policies", []) for s in policy.get("Statement", [])]
+
+
+def _role_statements() -> dict[str, list[dict[str, Any]]]:
+    roles = {name: _statements(f["Properties"]) for name, f in FUNCTIONS.items()}
+    for name, res in RESOURCES.items():
+        if res["Type"] == "AWS::IAM::Role":
+            roles[name] = [s for p in res["Properties"]["Policies"] for s in p["PolicyDocument"]["Statement"]]
+    return roles
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def test_there_are_the_five_handlers_each_with_statements_of_its_own() -> None:
+    assert sorted(FUNCTIONS) == [
+        "BuildWorkerFunction", "ExpiryGcFunction", "PollFunction", "StaleSweepFunction", "SubmitFunction"
+    ]  # fmt: skip
+    for name, props in FUNCTIONS.items():
+        assert _statements(props["Properties"]), f"{name} has no statements of its own"
+
+
+@pytest.mark.parametrize("role", sorted(_role_statements()))
+def test_no_role_allows_a_wildcard_action_or_resource(role: str) -> None:
+    for statement in _role_statements()[role]:
+        assert statement["Effect"] == "Allow"
+        for action in _listed(statement["Action"]):
+            assert "*" not in action, f"{role}: {action}"
+        for resource in _listed(statement["Resource"]):
+            assert resource != "*", f"{role}: Resource *"
+
+
+def test_the_poll_role_holds_no_write_action() -> None:
+    actions = [a for s in _statements(FUNCTIONS["PollFunction"]["Properties"]) for a in _listed(s["Action"])]
+    assert actions and set(actions) <= READS, set(actions) - READS
+
+
+@pytest.mark.parametrize("role", sorted(_role_statements()))
+def test_s3_access_stays_inside_the_artifact_and_book_prefixes(role: str) -> None:
+    for statement in _role_statements()[role]:
+        if not any(a.startswith("s3:") for a in _listed(statement["Action"])):
+            continue
+        for resource in _listed(statement["Resource"]):
+            if resource == {"Fn::GetAtt": "Bucket.Arn"}:  # a listing: it must be held to a prefix
+                prefixes = statement["Condition"]["StringLike"]["s3:prefix"]
+                assert all(p.startswith(S3_PREFIXES) for p in prefixes), f"{role}: {prefixes}"
+                continue
+            key = resource["Fn::Sub"].removeprefix("${Bucket.Arn}/")
+            assert key.startswith(S3_PREFIXES), f"{role}: {resource}"
+
+
+def test_the_bucket_is_private_encrypted_tls_only_unversioned_and_aborts_stale_uploads() -> None:
+    bucket = RESOURCES["Bucket"]["Properties"]
+    assert set(bucket["PublicAccessBlockConfiguration"].values()) == {True}
+    assert len(bucket["PublicAccessBlockConfiguration"]) == 4
+    assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+    # Versioning would keep every unlinked byte as a noncurrent version.
+    assert bucket.get("VersioningConfiguration", {"Status": "Suspended"})["Status"] != "Enabled"
+    rules = bucket["LifecycleConfiguration"]["Rules"]
+    assert any(r.get("AbortIncompleteMultipartUpload") and r["Status"] == "Enabled" for r in rules)
+    [deny] = RESOURCES["BucketTlsOnly"]["Properties"]["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert deny["Resource"] == [{"Fn::GetAtt": "Bucket.Arn"}, {"Fn::Sub": "${Bucket.Arn}/*"}]
+
+
+def test_the_queue_fits_the_worker_and_the_retry_bound() -> None:
+    worker = FUNCTIONS["BuildWorkerFunction"]["Properties"]
+    queue = RESOURCES["BuildQueue"]["Properties"]
+    settings = Settings()
+    lease = worker["Timeout"] + settings.lease_margin_seconds
+    # A redelivery comes only after the lease of the attempt it replaces has run out.
+    assert queue["VisibilityTimeout"] >= lease
+    env = template()["Globals"]["Function"]["Environment"]["Variables"]
+    assert queue["RedrivePolicy"]["maxReceiveCount"] > int(env["BINDERY_MAX_ATTEMPTS"])
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": "BuildDeadLetterQueue.Arn"}
+    assert RESOURCES["StreamToQueuePipe"]["Properties"]["Target"] == {"Fn::GetAtt": "BuildQueue.Arn"}
+    assert RESOURCES["TransitionsToEventsPipe"]["Properties"]["Target"] == {"Fn::GetAtt": "EventBus.Arn"}
+
+
+def test_the_jwt_authorizer_takes_its_issuer_and_audience_as_parameters() -> None:
+    jwt = RESOURCES["Api"]["Properties"]["Auth"]["Authorizers"]["Jwt"]["JwtConfiguration"]
+    assert jwt == {"issuer": {"Ref": "JwtIssuer"}, "audience": [{"Ref": "JwtAudience"}]}
+    assert {"JwtIssuer", "JwtAudience"} <= set(template()["Parameters"])
+
+
+def test_each_alarm_watches_what_the_runbook_names() -> None:
+    alarms = {k: v["Properties"] for k, v in RESOURCES.items() if v["Type"] == "AWS::CloudWatch::Alarm"}
+
+    def metric(props: dict[str, Any]) -> Any:
+        stats = [
+            m["MetricStat"]["Metric"]["MetricName"] for m in props.get("Metrics", []) if "MetricStat" in m
+        ]
+        return props.get("MetricName") or set(stats)
+
+    watched = {name: metric(props) for name, props in alarms.items()}
+    assert watched == {
+        "DeadLetterQueueAlarm": "ApproximateNumberOfMessagesVisible",
+        "UnlinkFailuresAlarm": "UnlinksFailed",
+        "StaleExportsAlarm": {"StaleSwept_worker_lost", "StaleSwept_queue_timeout"},
+        "Api5xxAlarm": "5xx",
+        "WorkerErrorsAlarm": "Errors",
+    }
+    runbook = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    for props in alarms.values():
+        assert props["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+        section = props["AlarmDescription"].split('Runbook, "')[1].split('"')[0]
+        assert f"## {section}" in runbook, section
+
+
+def test_every_function_logs_to_a_group_with_retention() -> None:
+    groups = {
+        v["Properties"]["LogGroupName"]["Fn::Sub"]: v["Properties"]
+        for v in RESOURCES.values()
+        if v["Type"] == "AWS::Logs::LogGroup"
+    }
+    for name in FUNCTIONS:
+        assert groups[f"/aws/lambda/${{{name}}}"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+
+
+def test_the_outputs_name_the_api_the_table_and_the_bucket() -> None:
+    assert {"ApiUrl", "TableName", "BucketName", "EventBusName", "AlarmTopicArn"} <= set(
+        template()["Outputs"]
+    )
