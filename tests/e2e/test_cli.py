@@ -1,0 +1,101 @@
+"""The `bindery` command against the running local stack, over real HTTP, as a user would run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.stack import RunningStack
+from tests.servers import ROOT
+
+MANUSCRIPT = "".join(
+    f"# Chapter {n}\n\nThe keeper wrote the hour of each trimming, {n}.\n\n" for n in range(1, 31)
+)
+
+
+def _bindery(stack: RunningStack, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "BINDERY_API": stack.api, "BINDERY_TOKEN": token or stack.token}
+    return subprocess.run(
+        [sys.executable, "-m", "bindery.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+def _json(run: subprocess.CompletedProcess[str]) -> Any:
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def test_create_export_wait_and_download_with_progress(stack: RunningStack, tmp_path: Path) -> None:
+    source = tmp_path / "keeper.md"
+    source.write_text(MANUSCRIPT)
+    book = _json(_bindery(stack, "books", "create", str(source), "--title", "The Keeper", "--json"))
+    assert (book["title"], len(book["chapters"])) == ("The Keeper", 30)
+
+    out = tmp_path / "keeper.epub"
+    run = _bindery(stack, "export", book["id"], "--format", "epub", "--wait", "--out", str(out))
+
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(f"{out}  ") and "epub, revision 1" in run.stdout
+    assert "building epub" in run.stderr and "downloading keeper.epub" in run.stderr  # the two bars
+    with zipfile.ZipFile(out) as epub:
+        assert epub.read("mimetype") == b"application/epub+zip"
+    assert not out.with_name(out.name + ".part").exists()
+
+    shown = _bindery(stack, "books", "show", book["id"])
+    assert shown.returncode == 0 and "   30. Chapter 30" in shown.stdout
+    listed = _json(_bindery(stack, "exports", "list", book["id"], "--json"))
+    assert [e["state"] for e in listed["exports"]] == ["ready"]
+
+
+def test_show_and_cancel_an_export_and_errors_are_one_line_with_what_to_do(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    source = tmp_path / "short.md"
+    source.write_text("# Short\n\ntext\n")
+    book = _json(_bindery(stack, "books", "create", str(source), "--json"))
+    export = _json(_bindery(stack, "export", book["id"], "-f", "html", "--json"))
+    cancelled = _bindery(stack, "exports", "cancel", book["id"], export["id"])
+    assert cancelled.returncode == 0 and cancelled.stdout.strip() == f"cancelled {export['id']}"
+    deadline = time.monotonic() + 20
+    while _json(_bindery(stack, "exports", "show", book["id"], export["id"], "--json"))["state"] == "pending":
+        assert time.monotonic() < deadline
+    shown = _json(_bindery(stack, "exports", "show", book["id"], export["id"], "--json"))
+    assert shown["state"] in ("cancelled", "expired")
+
+    missing = _bindery(stack, "books", "show", "0" * 20)
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert missing.stderr.strip().splitlines() == [
+        "bindery: not_found: no such book or export (check the ids: no such book or export is yours)"
+    ]
+    forged = _bindery(stack, "books", "show", book["id"], token="not-a-token")
+    assert forged.returncode == 1 and forged.stderr.startswith("bindery: unauthorized: ")
+    as_json = _bindery(stack, "books", "show", "0" * 20, "--json")
+    assert json.loads(as_json.stdout)["error"]["code"] == "not_found"
+
+
+def test_each_terminal_transition_shows_as_one_event_in_the_stacks_log(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    source = tmp_path / "events.md"
+    source.write_text("# Events\n\ntext\n")
+    book = _json(_bindery(stack, "books", "create", str(source), "--json"))
+    export = _json(_bindery(stack, "export", book["id"], "-f", "markdown", "--json"))
+    deadline = time.monotonic() + 90  # the stack's one worker may still be busy with an earlier build
+    while not any(export["id"] in line and "event bindery.export.ready" in line for line in stack.lines):
+        assert time.monotonic() < deadline, "\n".join(stack.lines[-80:])
+        time.sleep(0.2)
+    time.sleep(1)  # any duplicate would arrive with the next pipe poll
+    [line] = [x for x in stack.lines if export["id"] in x and "event bindery.export.ready" in x]
+    detail = json.loads(line.split("event bindery.export.ready ", 1)[1])
+    assert detail["id"] == f"{export['id']}:ready" and detail["owner"] == "demo-user"

@@ -1,0 +1,84 @@
+"""bindery.client over real HTTP to a scripted server on 127.0.0.1: retries, idempotency keys, errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from bindery.client import ApiError, Client
+
+
+class Script:
+    def __init__(self, answers: list[tuple[int, dict[str, str], Any]]):
+        self.answers, self.seen = answers, []  # type: ignore[var-annotated]
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, Script]]:
+    script = Script([])
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            script.seen.append((self.path, dict(self.headers), self.rfile.read(length)))
+            status, headers, body = script.answers.pop(0)
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(json.dumps(body).encode())
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", script
+    httpd.shutdown()
+
+
+def test_a_503_and_a_429_are_retried_after_retry_after_with_the_same_idempotency_key(
+    server: tuple[str, Script],
+) -> None:
+    api, script = server
+    busy = {"error": {"code": "unavailable", "message": "storage is busy"}}
+    script.answers = [
+        (503, {"Retry-After": "1"}, busy),
+        (429, {"Retry-After": "7"}, {"error": {"code": "too_many_live_exports", "message": "wait"}}),
+        (202, {}, {"id": "e1", "state": "pending", "format": "epub"}),
+    ]
+    slept: list[float] = []
+    export = Client(api, "tok", sleep=slept.append).export("book1", "epub")
+
+    assert export["id"] == "e1"
+    assert slept == [1.0, 7.0]
+    keys = {headers["Idempotency-Key"] for _, headers, _ in script.seen}
+    assert len(script.seen) == 3 and len(keys) == 1 and len(keys.pop()) == 32
+    assert {path for path, _, _ in script.seen} == {"/books/book1/exports"}
+    assert all(h["Authorization"] == "Bearer tok" for _, h, _ in script.seen)
+
+
+def test_a_refusal_is_an_error_naming_its_code_and_what_to_do(server: tuple[str, Script]) -> None:
+    api, script = server
+    script.answers = [(404, {}, {"error": {"code": "not_found", "message": "no such book or export"}})]
+    with pytest.raises(ApiError) as refused:
+        Client(api, "tok", sleep=lambda _: None).export("missing", "html")
+    assert (refused.value.status, refused.value.code) == (404, "not_found")
+    assert (
+        str(refused.value)
+        == "not_found: no such book or export (check the ids: no such book or export is yours)"
+    )
+    assert len(script.seen) == 1  # a 404 is not retried
+
+
+def test_retries_stop_after_the_last_try(server: tuple[str, Script]) -> None:
+    api, script = server
+    script.answers = [(503, {"Retry-After": "0"}, {"error": {"code": "unavailable", "message": "busy"}})] * 3
+    with pytest.raises(ApiError) as refused:
+        Client(api, "tok", tries=3, sleep=lambda _: None).export("b", "html")
+    assert refused.value.code == "unavailable" and len(script.seen) == 3
