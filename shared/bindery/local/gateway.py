@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from bindery.local import tokens
+from bindery.local import docs, tokens
 from bindery.local.template import Route
 
 # API Gateway's own limit on a request payload.
@@ -91,6 +91,8 @@ class Gateway:
         self, method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str
     ) -> tuple[int, dict[str, str], bytes]:
         path = urlsplit(target).path
+        if method in ("GET", "HEAD") and (page := docs.answer(path)) is not None:
+            return page  # Swagger UI: the local stack's own page, outside the API's routes
         for route in self.routes:
             params = route.match(method, path)
             if params is not None:
