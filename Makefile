@@ -34,6 +34,7 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed $(DDB_STAMP) $(SAM) lint
 	$(VENV)/bin/cfn-lint template.yaml
 	$(SAM) validate --lint --region us-east-1
+	$(MAKE) --no-print-directory build
 	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m pytest -n 2 --dist loadfile
 
 unit: $(VENV)/.installed
@@ -58,6 +59,7 @@ fonts:
 	cp /usr/share/fonts/truetype/dejavu/DejaVu{Serif,Serif-Bold,Serif-Italic,Serif-BoldItalic,Sans,Sans-Bold,SansMono}.ttf $(FONT_DIR)/
 	cp /usr/share/fonts/truetype/wqy/wqy-microhei.ttc /usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf $(FONT_DIR)/
 
+# sam build needs python3.12 on PATH: pyenv provides it here (on a machine without pyenv, any python3.12 does).
 build: $(SAM) fonts
 	PYENV_VERSION=3.11.7:3.12.1 $(SAM) build
 

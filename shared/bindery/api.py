@@ -155,8 +155,12 @@ def create_book() -> Response:
     exports = _exports(writes)
     limit = exports.settings.max_manuscript_bytes + BOOK_BODY_OVERHEAD
     body = _body(writes, limit, {"title": str, "manuscript": str})
-    book, chapters = exports.books.create_book(caller, body["title"], body["manuscript"])
-    return _book_reply(201, book, chapters, {"Location": f"/books/{book.id}"})
+    key = writes.current_event.headers.get("idempotency-key")
+    book, chapters, created = exports.books.create_book(caller, body["title"], body["manuscript"], key)
+    headers = {"Location": f"/books/{book.id}"}
+    if not created:
+        headers["Idempotent-Replayed"] = "true"
+    return _book_reply(201 if created else 200, book, chapters, headers)
 
 
 @writes.put("/books/<book_id>/manuscript")

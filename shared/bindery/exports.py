@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 import re
 import secrets
@@ -27,7 +26,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from bindery import engine, errors
 from bindery.config import Settings, settings
-from bindery.library import Library, not_found, valid_id
+from bindery.library import Library, idempotency_for, key_reused, not_found, valid_id
 from bindery.objects import ARTIFACT_PREFIX, Objects, artifact_key, cut_key
 from bindery.observability import logger, metrics, state_change
 from bindery.states import FailureCode, Queue, State
@@ -47,7 +46,6 @@ from bindery.storage import (
 
 Clock = Callable[[], float]
 
-_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 PAGE_DEFAULT, PAGE_MAX = 20, 100
 RETRY_AFTER_PENDING = 2
 RETRY_AFTER_OVER_CAP = 30
@@ -109,10 +107,9 @@ class Exports:
                 code="unknown_format",
                 known=sorted(engine.FORMATS),
             )
-        if idempotency_key is not None and not _IDEMPOTENCY_KEY.match(idempotency_key):
-            raise errors.BadRequest(
-                "Idempotency-Key must be 1 to 255 printable ASCII characters", code="invalid_idempotency_key"
-            )
+        idempotency_ids = None
+        if idempotency_key is not None:
+            idempotency_ids = idempotency_for(caller, idempotency_key, ["POST /exports", book_id, fmt])
         if not valid_id(book_id):
             raise not_found()
         now = self.clock()
@@ -126,10 +123,8 @@ class Exports:
         )
         view = self.view(export, book=None, now=now)
         idempotency = None
-        if idempotency_key is not None:
-            digest = hashlib.sha256(f"{caller}\n{idempotency_key}".encode()).hexdigest()
-            request_hash = hashlib.sha256(json.dumps(["POST /exports", book_id, fmt]).encode()).hexdigest()
-            idempotency = (digest, request_hash, view)
+        if idempotency_ids is not None:
+            idempotency = (*idempotency_ids, view)
         outcome = self.store.submit_export(export, caller=caller, now=now, idempotency=idempotency)
         match outcome:
             case Accepted():
@@ -139,9 +134,7 @@ class Exports:
             case Replayed(response=response):
                 return response, False
             case KeyReused():
-                raise errors.Unprocessable(
-                    "this Idempotency-Key was used for a different request", code="idempotency_key_reused"
-                )
+                raise key_reused()
             case OverCap(live_ids=live):
                 raise errors.TooManyLiveExports(
                     f"you have {len(live)} exports in progress, the most allowed at once; "

@@ -8,6 +8,8 @@ retired a lease later, once no build can still be reading it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import secrets
 from collections.abc import Callable, Iterable
@@ -20,7 +22,7 @@ from bindery.manuscript import Normalised, cut, normalise
 from bindery.objects import Objects, cut_key, upload_key
 from bindery.observability import logger
 from bindery.states import Queue
-from bindery.storage import Book, Chapter, Marker, Store
+from bindery.storage import Book, Chapter, KeyReused, Marker, Replayed, Store
 
 MAX_TITLE = 500
 MAX_UPLOAD_BYTES = 500 * 1024 * 1024
@@ -30,6 +32,26 @@ STAGE_GRACE_SECONDS = 300
 PUBLISH_TRIES = 5
 _ID = re.compile(r"^[0-9a-z]{8,40}$")
 _IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d{1,12})"?\s*$')
+
+
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+def idempotency_for(caller: str, key: str, request: list[Any]) -> tuple[str, str]:
+    """(the key's digest, scoped to its caller; the request's hash). A key is the caller's own: the same
+    key from two callers is two keys. The same key for a different request is refused, not replayed."""
+    if not _IDEMPOTENCY_KEY.match(key):
+        raise errors.BadRequest(
+            "Idempotency-Key must be 1 to 255 printable ASCII characters", code="invalid_idempotency_key"
+        )
+    digest = hashlib.sha256(f"{caller}\n{key}".encode()).hexdigest()
+    return digest, hashlib.sha256(json.dumps(request).encode()).hexdigest()
+
+
+def key_reused() -> errors.Unprocessable:
+    return errors.Unprocessable(
+        "this Idempotency-Key was used for a different request", code="idempotency_key_reused"
+    )
 
 
 def valid_id(value: str) -> bool:
@@ -57,9 +79,16 @@ class Library:
 
     # ---- caller operations -----------------------------------------------------------------------
 
-    def create_book(self, caller: str, title: str, manuscript: str) -> tuple[Book, list[Chapter]]:
+    def create_book(
+        self, caller: str, title: str, manuscript: str, idempotency_key: str | None = None
+    ) -> tuple[Book, list[Chapter], bool]:
+        """A new book. Returns it, its chapters, and whether this call made it (False: a replayed
+        Idempotency-Key, answered with the book the first call made)."""
         if not title.strip() or len(title) > MAX_TITLE:
             raise errors.BadRequest(f"title must be 1 to {MAX_TITLE} characters", code="invalid_title")
+        idempotency = None
+        if idempotency_key is not None:
+            idempotency = idempotency_for(caller, idempotency_key, ["POST /books", title, manuscript])
         data = self._inline(manuscript)
         now = self.clock()
         book_id, revision = secrets.token_hex(10), 1
@@ -67,9 +96,14 @@ class Library:
         chapters = self._stage(book_id, cut_id, data.splitlines(keepends=True), now)
         self.objects.put_bytes(cut_key(book_id, cut_id), data)
         book = Book(book_id, caller, title.strip(), revision, cut_id, len(chapters), len(data), now, now)
-        self.store.create_book(book)
+        match self.store.create_book(book, idempotency, now):
+            case Replayed(response=response):
+                first, first_chapters = self.get_book(caller, str(response["book_id"]))
+                return first, first_chapters, False
+            case KeyReused():
+                raise key_reused()
         logger.info("book created", extra={"book_id": book_id, "chapters": len(chapters)})
-        return book, chapters
+        return book, chapters, True
 
     def get_book(self, caller: str, book_id: str) -> tuple[Book, list[Chapter]]:
         book = self._owned(caller, book_id)

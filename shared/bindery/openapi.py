@@ -169,8 +169,11 @@ PAGE = [
 OPERATIONS: dict[str, dict[str, Any]] = {
     "POST /books": {
         "operationId": "createBook", "summary": "Create a book from a Markdown manuscript (to 5 MB)",
+        "parameters": [IDEMPOTENCY_KEY],
         "requestBody": {"required": True, **_json("CreateBook")},
-        "responses": {"201": {"description": "revision 1", **_json("Book")}, **_errors(400, 413, 503)},
+        "responses": {"201": {"description": "revision 1", **_json("Book")},
+                      "200": {"description": "a replayed Idempotency-Key: the book it made", **_json("Book")},
+                      **_errors(400, 413, 422, 503)},
     },
     "GET /books/{bookId}": {
         "operationId": "getBook", "summary": "A book and its chapters", "parameters": [BOOK_ID],

@@ -445,13 +445,54 @@ class Store:
                     )
                 )
 
-    def create_book(self, book: Book) -> None:
+    def create_book(
+        self, book: Book, idempotency: tuple[str, str] | None = None, now: float = 0.0
+    ) -> Replayed | KeyReused | None:
         """Make a staged cut a book. The book item is the commit point: a reader that finds the book finds
-        every chapter of its cut, because they were all written before it."""
-        with TransactWrite(connection=self._connection()) as tx:
-            # attribute_not_exists: ids are random, but a retried create must never overwrite a book.
-            tx.save(self._book_item(book), condition=_BookItem.pk.does_not_exist())
-            tx.delete(_MarkerItem(_book_pk(book.id), _retire_sk(book.cut)))
+        every chapter of its cut, because they were all written before it.
+
+        With `idempotency` (the caller's key digest, the request's hash), the key is taken in the same
+        write: a retry of a create that went through answers with the book it made (Replayed), and the
+        retry's own staged cut keeps its retire marker, so the GC removes it."""
+        idem_item = None
+        if idempotency is not None:
+            idem_item = _IdemItem(
+                f"IDEM#{idempotency[0]}",
+                "IDEM",
+                export_id="",
+                request_hash=idempotency[1],
+                response=json.dumps({"book_id": book.id}),
+                ttl=now + self.settings.idempotency_ttl_seconds,
+            )
+        try:
+            with TransactWrite(connection=self._connection()) as tx:
+                tx.delete(_MarkerItem(_book_pk(book.id), _retire_sk(book.cut)))
+                # attribute_not_exists: ids are random, but a retried create must never overwrite a book.
+                tx.save(self._book_item(book), condition=_BookItem.pk.does_not_exist())
+                if idem_item is not None:
+                    # A key past its TTL is a key never seen: TTL deletes days late.
+                    tx.save(
+                        idem_item,
+                        condition=_IdemItem.pk.does_not_exist() | (_IdemItem.ttl <= now),
+                        return_values=ALL_OLD,
+                    )
+        except TransactWriteError as exc:
+            # PynamoDB sends deletes, then puts: marker, book, key.
+            reasons = list(exc.cancellation_reasons)
+            idem_reason = reasons[2] if idem_item is not None and len(reasons) == 3 else None
+            if (
+                idem_reason is None
+                or idem_reason.code != "ConditionalCheckFailed"
+                or not idem_reason.raw_item
+            ):
+                raise StorageError(str(exc)) from exc
+            old = _IdemItem.from_raw_data(idem_reason.raw_item)
+            if idempotency is not None and old.request_hash != idempotency[1]:
+                return KeyReused()
+            return Replayed(json.loads(old.response))
+        except BOTOCORE_EXCEPTIONS as exc:
+            raise StorageError(str(exc)) from exc
+        return None
 
     @staticmethod
     def _book_item(book: Book) -> _BookItem:

@@ -92,7 +92,7 @@ def round_trips() -> None:
         clock = FakeClock()
         ex = Exports(settings, Store(settings), Objects(settings), clock=clock)
         clients = (ex.store.client, ex.objects.client)
-        book, _ = ex.books.create_book("bench-user", "Bench", "# One\n\ntext\n")
+        book, _, _ = ex.books.create_book("bench-user", "Bench", "# One\n\ntext\n")
 
         def count(act: Callable[[], Any], service: str | None = None) -> int:
             with recording(*clients) as calls:
@@ -238,7 +238,7 @@ from bindery.config import Settings
 from bindery.exports import Exports
 from bindery.objects import upload_key
 ex = Exports.from_settings(Settings(table={table!r}, bucket={table!r}))
-book, _ = ex.books.create_book("bench-user", "Bench", "")
+book, _, _ = ex.books.create_book("bench-user", "Bench", "")
 upload = ex.books.create_upload("bench-user", book.id)
 boto3.client("s3").upload_file({str(manuscript)!r}, {table!r}, upload_key(book.id, upload["upload_id"]))
 ex.books.replace_manuscript("bench-user", book.id, None, manuscript=None, upload_id=upload["upload_id"])
@@ -408,7 +408,7 @@ def warm_and_scale() -> None:  # and cost
         with dynamodb_local() as ddb:
             print("\n3. Warm handler overhead against DynamoDB Local: median of 300, handler / raw boto3")
             ex = _local_service(ddb, f"http://127.0.0.1:{port}", max_live_exports=1_000_000)
-            book, _ = ex.books.create_book("bench-user", "Warm", "# One\n\ntext\n")
+            book, _, _ = ex.books.create_book("bench-user", "Warm", "# One\n\ntext\n")
             export_id = ex.submit("bench-user", book.id, "html", None)[0]["id"]
             ctx = FakeContext()
             get = http_event("GET", f"/books/{book.id}/exports/{export_id}", caller="bench-user")
@@ -465,7 +465,7 @@ def warm_and_scale() -> None:  # and cost
                 f"# Chapter {n}\n\n" + "Words upon words, *some* of them stressed. " * 120 + "\n\n"
                 for n in range(1, 201)
             )  # about 1 MB
-            big, _ = ex.books.create_book("bench-user", "Cost", manuscript)
+            big, _, _ = ex.books.create_book("bench-user", "Cost", manuscript)
             builds = []
             for _ in range(3):
                 build_id = ex.submit("bench-user", big.id, "html", None)[0]["id"]

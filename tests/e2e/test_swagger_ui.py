@@ -45,9 +45,10 @@ def test_swagger_ui_runs_a_request_with_a_token_from_localhost_alone(
         page.type(f"{operation} input[placeholder=bookId]", book)
         # The page takes typed input after a debounce: until then Execute says the field is empty, and is
         # pressed again.
+        answered = f"{operation} .live-responses-table .response .response-col_status"
         status = page.wait_for(
             f"""(() => {{
-              const status = document.querySelector('{operation} .live-responses-table .response .response-col_status');
+              const status = document.querySelector('{answered}');
               if (status) return status.innerText;
               document.querySelector('{operation} .execute').click();
               return null;

@@ -26,7 +26,7 @@ def _deliver(exports: Exports, book: str, export_id: str, barrier: threading.Bar
 
 
 def test_three_concurrent_deliveries_make_one_build_and_one_artifact(exports: Exports) -> None:
-    book, _ = exports.books.create_book("user-alice", "Dup", "# One\n\ntext\n")
+    book, _, _ = exports.books.create_book("user-alice", "Dup", "# One\n\ntext\n")
     most_builds = 0
     for _ in range(TRIALS):
         view, _ = exports.submit("user-alice", book.id, "markdown", None)
@@ -55,7 +55,7 @@ class _Crash(BaseException):
 def test_a_delivery_after_a_crash_rebuilds_once_and_leaves_one_artifact(
     exports: Exports, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    book, _ = exports.books.create_book("user-alice", "Dup", "# One\n\ntext\n")
+    book, _, _ = exports.books.create_book("user-alice", "Dup", "# One\n\ntext\n")
     view, _ = exports.submit("user-alice", book.id, "markdown", None)
     real_finish = exports.store.finish_export
 

@@ -34,7 +34,7 @@ def _all_at_once(n: int, act: Callable[[int], T]) -> list[T]:
 
 
 def _book(exports: Exports, caller: str = "user-alice") -> str:
-    book, _ = exports.books.create_book(caller, "Race", "# One\n\ntext\n")
+    book, _, _ = exports.books.create_book(caller, "Race", "# One\n\ntext\n")
     return book.id
 
 

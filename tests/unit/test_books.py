@@ -339,3 +339,26 @@ def test_each_chapter_is_read_from_its_own_byte_range(stack: Stack) -> None:
     book_item = stack.store.read_book(book)
     assert book_item is not None
     assert stack.objects.read_text(cut_key(book, book_item.cut)) == manuscript
+
+
+def test_a_retried_create_with_its_idempotency_key_answers_with_the_book_it_made(stack: Stack) -> None:
+    body = {"title": "Once", "manuscript": "# One\n\ntext\n"}
+    first = stack.http("POST", "/books", body=body, headers={"Idempotency-Key": "create-1"})
+    again = stack.http("POST", "/books", body=body, headers={"Idempotency-Key": "create-1"})
+
+    assert (first.status, again.status) == (201, 200)
+    assert again.headers["Idempotent-Replayed"] == "true" and "Idempotent-Replayed" not in first.headers
+    assert again.body == first.body
+    books = [i for i in _Item.scan() if i.attribute_values["sk"] == "BOOK"]
+    assert len(books) == 1
+    # The replay's staged cut is no book's: the GC retires it once its grace is over.
+    stack.clock.advance(600)
+    stack.gc()
+    assert len(stack.objects.keys("books/")) == 1
+
+    other = stack.http(
+        "POST", "/books", body={**body, "title": "Twice"}, headers={"Idempotency-Key": "create-1"}
+    )
+    assert (other.status, other.body["error"]["code"]) == (422, "idempotency_key_reused")
+    bob = stack.http("POST", "/books", caller="user-bob", body=body, headers={"Idempotency-Key": "create-1"})
+    assert bob.status == 201 and bob.body["id"] != first.body["id"]  # a key is its caller's own

@@ -348,8 +348,8 @@ def banner(api: str, endpoint: str, data_dir: str | None, sweeps: list[tuple[str
     session = SESSION.replace("@API", api).replace("@TOKEN", tokens.mint(DEMO_USER))
     return (
         "Bindery is running.\n"
-        f"  API     {api}\n"
-        f"  AWS     {endpoint}  (moto's server: DynamoDB, S3, SQS)\n"
+        f"  API     {api}   (Swagger UI: {api}/docs)\n"
+        f"  AWS     {endpoint}  (moto's server: DynamoDB, S3, SQS, EventBridge)\n"
         f"  state   {state}\n"
         f"  sweeps  {every}\n\n"
         f"A token for {DEMO_USER} (24 h; `bindery token NAME` makes more), and a session to paste:\n\n"
