@@ -38,6 +38,7 @@ ADVICE = {
     "revision_mismatch": "the book changed since you read it: fetch it again and retry",
     "idempotency_key_reused": "this Idempotency-Key was used for another request: use a fresh key",
     "concurrent_replacement": "the book kept changing under this request: try again",
+    "idempotent_book_deleted": "that key's book was deleted: retry with a new Idempotency-Key",
     "upload_not_found": "nothing arrived at the upload URL: upload the file, then adopt it",
     "unavailable": "the service is busy: try again in a moment",
     "empty_book": "the book has no chapters: replace its manuscript with one that has text",

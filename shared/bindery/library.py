@@ -98,8 +98,14 @@ class Library:
         book = Book(book_id, caller, title.strip(), revision, cut_id, len(chapters), len(data), now, now)
         match self.store.create_book(book, idempotency, now):
             case Replayed(response=response):
-                first, first_chapters = self.get_book(caller, str(response["book_id"]))
-                return first, first_chapters, False
+                made = self.store.read_book_for_owner(str(response["book_id"]), caller)
+                if made is None:
+                    raise errors.Conflict(
+                        "this Idempotency-Key made a book that has since been deleted; "
+                        "send a new key to create another",
+                        code="idempotent_book_deleted",
+                    )
+                return made, self.store.read_chapters(made.id, made.cut), False
             case KeyReused():
                 raise key_reused()
         logger.info("book created", extra={"book_id": book_id, "chapters": len(chapters)})

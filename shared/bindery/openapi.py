@@ -173,7 +173,7 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         "requestBody": {"required": True, **_json("CreateBook")},
         "responses": {"201": {"description": "revision 1", **_json("Book")},
                       "200": {"description": "a replayed Idempotency-Key: the book it made", **_json("Book")},
-                      **_errors(400, 413, 422, 503)},
+                      **_errors(400, 409, 413, 422, 503)},
     },
     "GET /books/{bookId}": {
         "operationId": "getBook", "summary": "A book and its chapters", "parameters": [BOOK_ID],

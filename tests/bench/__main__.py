@@ -28,6 +28,7 @@ COLD_RUNS = int(os.environ.get("BINDERY_BENCH_COLD_RUNS", "10"))
 BIG_MB = float(os.environ.get("BINDERY_BENCH_BIG_MB", "200"))
 BIG_CHAPTERS = int(os.environ.get("BINDERY_BENCH_BIG_CHAPTERS", "5000"))
 SMALL_MB, SMALL_CHAPTERS = 2.0, 50
+MAX_UPLOAD_MB = float(os.environ.get("BINDERY_BENCH_MAX_UPLOAD_MB", "500"))
 
 
 @dataclass
@@ -230,10 +231,14 @@ def _manuscript(path: Path, megabytes: float, chapters: int) -> None:
 
 
 def _make_book(endpoint: str, table: str, manuscript: Path) -> str:
+    return _make_book_timed(endpoint, table, manuscript)[0]
+
+
+def _make_book_timed(endpoint: str, table: str, manuscript: Path) -> tuple[str, float]:
     """Create a book in a child process through the real upload path: presigned-upload key, then the
-    streaming cut."""
+    streaming cut. Returns the book and the seconds the adoption took (what the API call spends)."""
     script = f"""
-import boto3, json, sys
+import boto3, json, sys, time
 from bindery.config import Settings
 from bindery.exports import Exports
 from bindery.objects import upload_key
@@ -241,15 +246,17 @@ ex = Exports.from_settings(Settings(table={table!r}, bucket={table!r}))
 book, _, _ = ex.books.create_book("bench-user", "Bench", "")
 upload = ex.books.create_upload("bench-user", book.id)
 boto3.client("s3").upload_file({str(manuscript)!r}, {table!r}, upload_key(book.id, upload["upload_id"]))
+started = time.perf_counter()
 ex.books.replace_manuscript("bench-user", book.id, None, manuscript=None, upload_id=upload["upload_id"])
-print(book.id)
+print(book.id, time.perf_counter() - started)
 """
     out = subprocess.run(
         [PY, "-c", script], env=_env(AWS_ENDPOINT_URL=endpoint), capture_output=True, text=True, cwd=ROOT
     )
     if out.returncode:
         raise RuntimeError(out.stderr[-2000:])
-    return out.stdout.strip().splitlines()[-1]
+    book, seconds = out.stdout.strip().splitlines()[-1].split()
+    return book, float(seconds)
 
 
 def _build(endpoint: str, table: str, book: str, fmt: str) -> dict[str, Any]:
@@ -297,13 +304,23 @@ def build_memory() -> None:
             small_md, big_md = Path(tmp) / "small.md", Path(tmp) / "big.md"
             _manuscript(small_md, SMALL_MB, SMALL_CHAPTERS)
             _manuscript(big_md, BIG_MB, BIG_CHAPTERS)
-            started = time.perf_counter()
             small = _make_book(endpoint, table, small_md)
-            big = _make_book(endpoint, table, big_md)
+            big, cut_seconds = _make_book_timed(endpoint, table, big_md)
+            record(
+                "builds", f"cut a {BIG_MB:g} MB upload into {BIG_CHAPTERS} chapters", f"{cut_seconds:.1f} s"
+            )
+            # The largest manuscript the API takes, adopted within API Gateway's 30 s: the cut streams it once
+            # and keeps it by a server-side copy (a CRLF upload costs a second, normalising pass).
+            largest_md = Path(tmp) / "largest.md"
+            _manuscript(largest_md, MAX_UPLOAD_MB, BIG_CHAPTERS)
+            _, largest_seconds = _make_book_timed(endpoint, table, largest_md)
+            largest_md.unlink()
             record(
                 "builds",
-                f"cut a {BIG_MB:g} MB upload into {BIG_CHAPTERS} chapters (with the 2 MB one)",
-                f"{time.perf_counter() - started:.1f} s",
+                f"cut a {MAX_UPLOAD_MB:g} MB upload (the largest) into {BIG_CHAPTERS} chapters",
+                f"{largest_seconds:.1f} s",
+                "≤ 30 s (the API's limit)",
+                largest_seconds <= 30,
             )
             for fmt in ("markdown", "html", "epub"):
                 a = _build(endpoint, table, small, fmt)

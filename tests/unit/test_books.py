@@ -362,3 +362,12 @@ def test_a_retried_create_with_its_idempotency_key_answers_with_the_book_it_made
     assert (other.status, other.body["error"]["code"]) == (422, "idempotency_key_reused")
     bob = stack.http("POST", "/books", caller="user-bob", body=body, headers={"Idempotency-Key": "create-1"})
     assert bob.status == 201 and bob.body["id"] != first.body["id"]  # a key is its caller's own
+
+
+def test_a_replayed_key_whose_book_was_deleted_is_a_conflict_that_says_so(stack: Stack) -> None:
+    body = {"title": "Gone", "manuscript": "# One\n\ntext\n"}
+    first = stack.http("POST", "/books", body=body, headers={"Idempotency-Key": "gone-1"})
+    assert stack.http("DELETE", f"/books/{first.body['id']}").status == 204
+    again = stack.http("POST", "/books", body=body, headers={"Idempotency-Key": "gone-1"})
+    assert (again.status, again.body["error"]["code"]) == (409, "idempotent_book_deleted")
+    assert [i for i in _Item.scan() if i.attribute_values["sk"] == "BOOK"] == []  # nothing was made

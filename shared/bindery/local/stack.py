@@ -228,34 +228,48 @@ def _pipes(stop: threading.Event, queue_url: str) -> threading.Thread:
     to_events = template.pipe_filters("TransitionsToEventsPipe")
     target = template.pipe_target_parameters("TransitionsToEventsPipe")
     bus_params = target["EventBridgeEventBusParameters"]
-    iterators: dict[str, str | None] = {}
+    # Where each shard has been read to (its last sequence number; "" for nothing yet). Each poll asks for
+    # a fresh iterator after that point rather than following NextShardIterator: moto restores its tables
+    # from a copy when a transaction is cancelled, and an iterator taken before that reads a dead copy.
+    positions: dict[str, str] = {}
     started = [False]
+
+    def read(shard_id: str) -> list[dict[str, Any]]:
+        after = positions[shard_id]
+        kind = (
+            {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": after}
+            if after
+            else {"ShardIteratorType": "TRIM_HORIZON"}
+        )
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard_id, **kind)["ShardIterator"]
+        records: list[dict[str, Any]] = streams.get_records(ShardIterator=iterator)["Records"]
+        return records
+
+    def deliver(record: dict[str, Any]) -> None:
+        plain = json.loads(json.dumps(record, default=str))
+        if template.matches_any(to_queue, plain):
+            sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(plain))
+        if template.matches_any(to_events, plain):
+            detail = template.render_input_template(target["InputTemplate"], plain)
+            detail_type = template.json_path(plain, bus_params["DetailType"])
+            entry = {"Source": bus_params["Source"], "DetailType": detail_type, "Detail": detail}
+            bus.put_events(Entries=[{**entry, "EventBusName": EVENT_BUS}])
+            log(f"event {detail_type} {json.dumps(json.loads(detail), separators=(',', ':'))}")
 
     def step() -> None:
         for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-            if shard["ShardId"] not in iterators:
-                # Shards there at start are read from now on (a restart's replay already queued their jobs);
-                # a shard that appears later is read from its beginning.
-                kind = "TRIM_HORIZON" if started[0] else "LATEST"
-                iterators[shard["ShardId"]] = streams.get_shard_iterator(
-                    StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType=kind
-                )["ShardIterator"]
+            shard_id = shard["ShardId"]
+            if shard_id not in positions:
+                positions[shard_id] = ""
+                # A shard there at start is read from now on (a restart's replay already queued its jobs):
+                # skip what it holds. A shard that appears later is read from its beginning.
+                while not started[0] and (held := read(shard_id)):
+                    positions[shard_id] = held[-1]["dynamodb"]["SequenceNumber"]
         started[0] = True
-        for shard_id, iterator in list(iterators.items()):
-            if iterator is None:
-                continue
-            page = streams.get_records(ShardIterator=iterator)
-            iterators[shard_id] = page.get("NextShardIterator")
-            for record in page["Records"]:
-                plain = json.loads(json.dumps(record, default=str))
-                if template.matches_any(to_queue, plain):
-                    sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(plain))
-                if template.matches_any(to_events, plain):
-                    detail = template.render_input_template(target["InputTemplate"], plain)
-                    detail_type = template.json_path(plain, bus_params["DetailType"])
-                    entry = {"Source": bus_params["Source"], "DetailType": detail_type, "Detail": detail}
-                    bus.put_events(Entries=[{**entry, "EventBusName": EVENT_BUS}])
-                    log(f"event {detail_type} {json.dumps(json.loads(detail), separators=(',', ':'))}")
+        for shard_id in list(positions):
+            for record in read(shard_id):
+                deliver(record)  # a failure here leaves the position on this record: it is retried
+                positions[shard_id] = record["dynamodb"]["SequenceNumber"]
 
     return _loop("pipes", stop, 0.2, step)
 
