@@ -262,8 +262,7 @@ class Exports:
             # The book was deleted after this export was accepted: it goes with its book.
             ended = self.store.cancel_attempt(export, self.clock())
             return "cancelled:book_deleted" if ended else "cancel_refused"
-        chapters = self.store.read_chapters(book_id, book.cut)
-        if not chapters:
+        if not book.chapter_count:
             # A book with nothing cut has nothing to build from: never send it to the engine.
             return self._fail(export, FailureCode.EMPTY_BOOK)
 
@@ -272,15 +271,17 @@ class Exports:
         if limit is not None and book.manuscript_bytes > limit:
             # Fail early and say why, rather than die of memory halfway through.
             return self._fail(export, FailureCode.TOO_LARGE_FOR_FORMAT)
-        source = engine.Source(
-            book.id, book.title, book.revision, tuple(c.title for c in chapters), modified=book.updated_at
-        )
         writer = self.objects.writer(path, renderer.content_type)
-        progress = _Progress(self, export, len(chapters))
         try:
             if getattr(renderer, "copies_manuscript", False):
+                # The revision's text is the artifact: no chapter is read, so neither are their rows.
                 skipped, size = [], self._copy_manuscript(book, path, renderer.content_type)
             else:
+                chapters = self.store.read_chapters(book_id, book.cut)
+                source = engine.Source(
+                    book.id, book.title, book.revision, tuple(c.title for c in chapters), book.updated_at
+                )
+                progress = _Progress(self, export, len(chapters))
                 skipped = renderer.render(source, self._chapter_texts(book, chapters, progress), writer)
                 size = writer.commit()
         except (StorageError, _AwsError, BotoCoreError, ClientError) as exc:

@@ -19,7 +19,9 @@ seconds = time.perf_counter() - started
 with open("/proc/self/status") as status:
     peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
 found = exports.store.read_export_for_owner(book_id, view["id"], "bench-user", time.time())
-size = found[0].size_bytes if found else None
+size, path = (found[0].size_bytes, found[0].path) if found else (None, None)
 exports.cancel("bench-user", book_id, view["id"])
-print(json.dumps({"outcome": outcome, "peak_rss": peak, "seconds": seconds, "size_bytes": size}))
+print(
+    json.dumps({"outcome": outcome, "peak_rss": peak, "seconds": seconds, "size_bytes": size, "path": path})
+)
 sys.exit(0 if outcome == "ready" else 1)

@@ -71,7 +71,7 @@ def _cases() -> list[tuple[str, str, str, dict[str, str], Any, int, str | None]]
             "token signed with the wrong key",
             "GET",
             one,
-            {"Authorization": "Bearer " + tokens.mint("demo-user", key="not-the-secret")},
+            {"Authorization": "Bearer " + tokens.mint("demo-user", key="another-secret-" + "x" * 32)},
             None,
             401,
             None,

@@ -96,10 +96,12 @@ def test_each_lapsed_link_costs_one_expire_one_delete_and_one_forget(stack: Stac
 def test_a_small_build_uploads_with_one_put(stack: Stack) -> None:
     book = stack.create_book()
     export_id = stack.submit(book).body["id"]
-    with recording(stack.objects.client) as calls:
+    with recording(stack.store.client, stack.objects.client) as calls:
         stack.exports.build(book, export_id)
-    # One streaming read of the whole manuscript, one upload of the whole artifact.
-    assert calls.count() == {"GetObject": 1, "PutObject": 1}
+    # Claim, the book, its chapters, finish; one streaming read of the whole manuscript, one upload of the
+    # whole artifact. (A small book writes no progress: that is at most one write every few seconds.)
+    assert calls.count("dynamodb") == {"UpdateItem": 1, "GetItem": 1, "Query": 1, "TransactWriteItems": 1}
+    assert calls.count("s3") == {"GetObject": 1, "PutObject": 1}
 
 
 def test_a_large_build_is_a_multipart_upload_sized_to_the_artifact(stack: Stack) -> None:
@@ -122,9 +124,11 @@ def test_a_large_build_is_a_multipart_upload_sized_to_the_artifact(stack: Stack)
 def test_a_markdown_build_is_one_server_side_copy(stack: Stack) -> None:
     book = stack.create_book("# One\r\n\r\nThe text, with a hard break  \r\nhere.\r\n\r\n\r\n")
     export_id = stack.submit(book, "markdown").body["id"]
-    with recording(stack.objects.client) as calls:
+    with recording(stack.store.client, stack.objects.client) as calls:
         assert stack.exports.build(book, export_id) == "ready"
-    assert calls.count() == {"CopyObject": 1}  # the revision is kept normalised: no byte passes through
+    # Claim, the book, finish: its chapters are not read, since none of their text is.
+    assert calls.count("dynamodb") == {"UpdateItem": 1, "GetItem": 1, "TransactWriteItems": 1}
+    assert calls.count("s3") == {"CopyObject": 1}  # the revision is kept normalised: no byte passes through
     [key] = stack.objects.keys("artifacts/")
     assert stack.objects.read_text(key) == "# One\n\nThe text, with a hard break  \nhere.\n"
     head = stack.objects.client.head_object(Bucket=stack.exports.settings.bucket, Key=key)

@@ -80,6 +80,12 @@ def queue_attributes(logical_id: str) -> dict[str, str]:
     return attrs
 
 
+def memory_gb(logical_id: str) -> float:
+    """A function's configured memory in GB (Lambda bills GB-seconds), its own or the Globals' default."""
+    own = resources()[logical_id]["Properties"].get("MemorySize")
+    return int(own or load()["Globals"]["Function"]["MemorySize"]) / 1024
+
+
 def max_receive_count(logical_id: str) -> int:
     return int(resources()[logical_id]["Properties"]["RedrivePolicy"]["maxReceiveCount"])
 
