@@ -288,7 +288,7 @@ def test_poll_shows_progress_while_the_build_runs_at_most_every_few_seconds(
     book = stack.create_book(_many_chapters(6))
     recorder = _Recording(stack, book)
     monkeypatch.setattr(engine, "renderer_for", lambda fmt: recorder)
-    recorder.export_id = stack.submit(book, "markdown").body["id"]
+    recorder.export_id = stack.submit(book, "html").body["id"]
 
     assert stack.exports.build(book, recorder.export_id) == "ready"
 
@@ -305,7 +305,7 @@ def test_a_chapter_that_cannot_be_rendered_is_skipped_named_and_the_export_is_in
     book = stack.create_book(_many_chapters(3))
     recorder = _Recording(stack, book, fail_on=2)
     monkeypatch.setattr(engine, "renderer_for", lambda fmt: recorder)
-    recorder.export_id = stack.submit(book, "markdown").body["id"]
+    recorder.export_id = stack.submit(book, "html").body["id"]
 
     assert stack.exports.build(book, recorder.export_id) == "ready"
 

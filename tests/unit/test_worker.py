@@ -54,7 +54,7 @@ class _Exploding:
 def test_an_engine_error_fails_the_export_as_render_failed_and_leaves_no_bytes(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    book, export_id = _pending(stack)
+    book, export_id = _pending(stack, "html")
     monkeypatch.setattr(engine, "renderer_for", lambda fmt: _Exploding())
 
     assert stack.build(book, export_id) == {"batchItemFailures": []}

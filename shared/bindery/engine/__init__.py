@@ -19,6 +19,9 @@ FORMATS: dict[str, str] = {
     "epub": "bindery.engine.epub",
     "pdf": "bindery.engine.pdf",
 }
+# Formats whose artifact is the revision's normalised manuscript itself: a build copies it server-side and
+# reads no chapter.
+COPIES_MANUSCRIPT = frozenset({"markdown"})
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """markdown: the manuscript of the built revision, normalised (see `bindery.manuscript.Normalised`).
 
 Every revision is kept normalised, and its chapters are byte ranges that tile it, so this format has
-nothing to render: a build copies the revision's manuscript object server-side (`copies_manuscript`),
+nothing to render: a build copies the revision's manuscript object server-side (`COPIES_MANUSCRIPT`),
 and its bytes never pass through the function. `render` writes the same bytes from the chapters, for
 builds that are handed chapter texts instead (tests, and any other sink).
 """
@@ -16,7 +16,6 @@ from bindery.engine import Sink, Skipped, Source, Text
 class MarkdownRenderer:
     extension = "md"
     content_type = "text/markdown; charset=utf-8"
-    copies_manuscript = True
 
     def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> list[Skipped]:
         for text in chapters:
