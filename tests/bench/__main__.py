@@ -603,7 +603,12 @@ def _cost(*, submit_ms: float, poll_ms: float, build_s: float, mb: float) -> Non
     total = sum(per_export.values()) * 1000
     for name, dollars in per_export.items():
         record("cost", f"{name} per 1,000 exports", f"${dollars * 1000:.4f}")
-    record("cost", f"Bindery per 1,000 exports ({gb_s:.3f} GB-s, {wru} WRU, {rru} RRU each)", f"${total:.4f}")
+    record(
+        "cost",
+        f"Bindery per 1,000 exports ({gb_s:.3f} GB-s, {wru} WRU, {rru} RRU each; "
+        "us-east-1 list prices, 2024-11)",
+        f"${total:.4f}",
+    )
     # The same lifecycle as a Step Functions standard workflow: start, claim, build, finish, wait for the
     # link to lapse, expire, unlink, forget, end: 9 state transitions, and the same Lambda work.
     sfn = total + 9 * PRICES["sfn_transition"] * 1000
@@ -841,13 +846,14 @@ def _against_weasyprint(aws: Aws, table: str, tmp: Path) -> None:
     )
 
 
-def write(path: Path) -> None:
+def write(path: Path, seconds: float) -> None:
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     lines = [
         "# Benchmarks",
         "",
         f"Written by `make bench` on {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}, on {machine}.",
         "Every figure below is from that one run: timings as ratios taken in the same run, counts exact.",
+        f"The whole run took {seconds:.0f} s (budget: under 10 minutes on a 2-core machine).",
         os.environ.get("BINDERY_BENCH_NOTE", ""),
         "",
     ]
@@ -882,7 +888,7 @@ def main() -> int:
             sections[name]()
     say(f"\n{len(FIGURES)} figures in {time.perf_counter() - started:.0f} s")
     if set(chosen) == set(sections):
-        write(ROOT / "docs" / "BENCHMARKS.md")
+        write(ROOT / "docs" / "BENCHMARKS.md", time.perf_counter() - started)
     return 1 if any(f.verdict == "FAIL" for f in FIGURES) else 0
 
 
