@@ -45,7 +45,7 @@ class RunningStack:
 
     def stop(self) -> int:
         os.killpg(self.proc.pid, signal.SIGINT)
-        return self.proc.wait(timeout=20)
+        return self.proc.wait(timeout=60)  # a teardown bound, not a timing: CI machines are busy
 
 
 def start(port: int, **env: str) -> RunningStack:

@@ -422,8 +422,11 @@ def main() -> int:
         if gateway_server is not None:
             gateway_server.shutdown()
             gateway_server.server_close()
+        # One deadline for all of them: a build or a sweep in mid-call finishes or is cut off with the process
+        # (they are daemon threads); what they did not finish, the lease and the sweeps take up next start.
+        deadline = time.monotonic() + 5
         for thread in threads:
-            thread.join(timeout=5)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         moto.stop()
     log("stopped")
     return 0
