@@ -20,14 +20,6 @@ os.environ.update(
     POWERTOOLS_LOG_LEVEL="WARNING",
 )
 
-# The longest test file first: xdist hands out files in collection order, and the stateful property test
-# (8 minutes of the run on one core) started last would leave the other worker idle while it runs.
-LONGEST_FIRST = ("tests/unit/test_stateful.py",)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in LONGEST_FIRST)
-
 
 @dataclass
 class FakeContext:
