@@ -259,6 +259,14 @@ class Aws:
     def env(self) -> dict[str, str]:
         return _env(AWS_ENDPOINT_URL=self.s3, AWS_ENDPOINT_URL_DYNAMODB=self.dynamodb)
 
+    def client(self, service: str) -> Any:
+        """A client for this process, with the children's credentials and region."""
+        import boto3
+
+        return boto3.session.Session(
+            aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1"
+        ).client(service, endpoint_url=self.dynamodb if service == "dynamodb" else self.s3)
+
 
 def _make_book(aws: Aws, table: str, manuscript: Path) -> str:
     return _make_book_timed(aws, table, manuscript)[0]
@@ -305,7 +313,6 @@ def build_memory() -> None:
     say(
         f"\n4. Builds: peak RSS of a {BIG_MB:g} MB, {BIG_CHAPTERS}-chapter book against a {SMALL_MB:g} MB one"
     )
-    import boto3
 
     from bindery.engine.pdf import MAX_MANUSCRIPT_BYTES
     from bindery.local.template import create_table
@@ -325,11 +332,8 @@ def build_memory() -> None:
     try:
         wait_for_port(port, server)
         aws = Aws(s3=f"http://127.0.0.1:{port}", dynamodb=ddb.enter_context(dynamodb_local()))
-        session = boto3.session.Session(
-            aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1"
-        )
-        create_table(session.client("dynamodb", endpoint_url=aws.dynamodb), table)
-        session.client("s3", endpoint_url=aws.s3).create_bucket(Bucket=table)
+        create_table(aws.client("dynamodb"), table)
+        aws.client("s3").create_bucket(Bucket=table)
         with tempfile.TemporaryDirectory() as tmp:
             small_md, big_md = Path(tmp) / "small.md", Path(tmp) / "big.md"
             _manuscript(small_md, SMALL_MB, SMALL_CHAPTERS)
@@ -775,12 +779,9 @@ def _against_pandoc(aws: Aws, table: str, tmp: Path) -> None:
 
 
 def _markdown_against_raw_upload(aws: Aws, table: str, book: str, source: Path) -> None:
-    import boto3
 
     ours = _build(aws, table, book, "markdown")
-    s3 = boto3.session.Session(
-        aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1"
-    ).client("s3", endpoint_url=aws.s3)
+    s3 = aws.client("s3")
     started = time.perf_counter()
     s3.upload_file(str(source), table, "bench/raw-upload.md")
     raw = time.perf_counter() - started
@@ -812,7 +813,6 @@ def _against_weasyprint(aws: Aws, table: str, tmp: Path) -> None:
     except (ImportError, OSError) as missing:  # OSError: the package is there but Pango is not
         record("builds", f"pdf against WeasyPrint (cannot load it: {missing})", "skipped")
         return
-    import boto3
 
     say(
         f"\n4. pdf against WeasyPrint {weasyprint.__version__} typesetting Bindery's html, "
@@ -824,9 +824,7 @@ def _against_weasyprint(aws: Aws, table: str, tmp: Path) -> None:
     ours = _build(aws, table, book, "pdf")
     html = _build(aws, table, book, "html")
     page = tmp / "pdf-ref.html"
-    boto3.session.Session(
-        aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1"
-    ).client("s3", endpoint_url=aws.s3).download_file(table, html["path"], str(page))
+    aws.client("s3").download_file(table, html["path"], str(page))
     started = time.perf_counter()
     run = subprocess.run(
         ["/usr/bin/time", "-f", "%M", PY, "-c", WEASYPRINT, str(page), str(tmp / "weasy.pdf")],
