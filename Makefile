@@ -35,7 +35,7 @@ test: $(VENV)/.installed $(DDB_STAMP) $(SAM) lint
 	$(VENV)/bin/cfn-lint template.yaml
 	$(SAM) validate --lint --region us-east-1
 	$(MAKE) --no-print-directory build
-	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m pytest -n 2 --dist loadfile
+	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m pytest -n 2 --dist worksteal --durations=10
 
 unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit

@@ -55,3 +55,38 @@ def lambda_context() -> FakeContext:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deal the slow tests across the xdist workers, longest first, each to the least loaded one.
+
+    `make test` runs `--dist worksteal`, which first gives each of n workers one contiguous nth of the
+    collection, then lets an idle worker steal from the tail of a busy one's queue. So each worker's share
+    is laid out here: its slow tests first (they are never stolen, and never start last), then an equal
+    count of the quick ones, which the stealing balances at the end. Each worker collects the same order.
+    """
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers < 2:
+        return
+
+    def weight(item: pytest.Item) -> float:
+        marker = item.get_closest_marker("slow")
+        return float(marker.args[0]) if marker is not None else 0.0
+
+    slow = sorted((item for item in items if weight(item)), key=weight, reverse=True)
+    quick = [item for item in items if not weight(item)]
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    loads = [0.0] * workers
+    for item in slow:
+        lightest = loads.index(min(loads))
+        shares[lightest].append(item)
+        loads[lightest] += weight(item)
+    # The sizes worksteal cuts the collection into: worker i gets len // (workers - i) of what is left.
+    left, sizes = len(items), []
+    for i in range(workers):
+        sizes.append(left // (workers - i))
+        left -= sizes[-1]
+    for share, size in zip(shares, sizes, strict=True):
+        while len(share) < size and quick:
+            share.append(quick.pop(0))
+    items[:] = [item for share in shares for item in share] + quick

@@ -4,10 +4,12 @@ script in it, record every request it makes, and take a screenshot."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -85,6 +87,7 @@ def chromium() -> Iterator[Page]:
             [binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: its helpers go with it
         )
         try:
             active = Path(profile) / "DevToolsActivePort"
@@ -104,8 +107,32 @@ def chromium() -> Iterator[Page]:
             finally:
                 ws.close()
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """Stop Chromium and every helper process it started. Its renderer and utility processes outlive the
+    browser process by a moment, still writing to the profile, and the profile's removal then failed
+    ("Directory not empty") on a busy machine: so the whole group goes, and is gone, before that."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _group_alive(proc.pid):
+        time.sleep(0.05)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group is still running (a zombie waiting for init is not)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False

@@ -54,6 +54,7 @@ def test_the_banners_curl_lines_work_exactly_as_printed(stack: RunningStack, tmp
     assert "<h1>Hello</h1>" in page and "<p>Last words.</p>" in page
 
 
+@pytest.mark.slow(9)
 def test_an_html_export_is_built_downloaded_and_expires_with_its_bytes(stack: RunningStack) -> None:
     s3 = boto3.client(
         "s3",
@@ -138,7 +139,7 @@ def test_ctrl_c_stops_the_stack_and_frees_its_port() -> None:
     # make itself dies of the SIGINT (-2) or reports its child's (2); the stack below it must stop cleanly.
     assert running.stop() in (0, 2, -signal.SIGINT)
 
-    assert any(line.endswith("stopped") for line in running.lines)
+    assert any(re.fullmatch(r"\d\d:\d\d:\d\d stopped in \d+\.\ds", line) for line in running.lines)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", port))  # raises if anything still holds the port
     aws_port = int(running.aws.rsplit(":", 1)[1])
@@ -146,6 +147,7 @@ def test_ctrl_c_stops_the_stack_and_frees_its_port() -> None:
         probe.bind(("127.0.0.1", aws_port))
 
 
+@pytest.mark.slow(12)
 def test_make_demo_walks_every_format_and_shows_a_link_lapse(stack: RunningStack, tmp_path: Path) -> None:
     result = subprocess.run(
         ["make", "--no-print-directory", "demo"],
@@ -163,6 +165,7 @@ def test_make_demo_walks_every_format_and_shows_a_link_lapse(stack: RunningStack
     assert "the GC has unlinked the bytes" in result.stdout
 
 
+@pytest.mark.slow(6)
 def test_state_survives_a_restart_when_bindery_data_dir_is_set(tmp_path: Path) -> None:
     data = str(tmp_path / "state")
     first = start(free_port(), BINDERY_DATA_DIR=data)
@@ -198,6 +201,7 @@ def test_state_survives_a_restart_when_bindery_data_dir_is_set(tmp_path: Path) -
         second.stop()
 
 
+@pytest.mark.slow(8)
 def test_without_bindery_data_dir_a_restart_starts_empty() -> None:
     first = start(free_port())
     try:

@@ -17,6 +17,7 @@ from tests.servers import ROOT
 CHECKS = "not_a_server_error,status_code_conformance,response_schema_conformance,content_type_conformance"
 
 
+@pytest.mark.slow(170)
 def test_generated_requests_find_no_server_error_and_no_schema_violation(stack: RunningStack) -> None:
     tool = shutil.which("schemathesis") or str(ROOT / ".venv" / "bin" / "schemathesis")
     if not os.path.exists(tool):

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import pytest
+
 from bindery import errors
 from bindery.exports import Exports
 from bindery.objects import artifact_key
@@ -38,6 +40,7 @@ def _book(exports: Exports, caller: str = "user-alice") -> str:
     return book.id
 
 
+@pytest.mark.slow(24)
 def test_of_32_concurrent_claimers_exactly_one_holds_the_lease(exports: Exports) -> None:
     book = _book(exports)
     winners: Counter[int] = Counter()

@@ -164,6 +164,7 @@ def test_the_clean_run_keeps_every_promise(stack: Stack) -> None:
     assert len(points) > 30
 
 
+@pytest.mark.slow(35)
 @pytest.mark.parametrize("kind", sorted(FAULTS))
 def test_a_fault_at_every_call_point_loses_nothing(stack_factory: Callable[[], Any], kind: str) -> None:
     with stack_factory() as probe:

@@ -52,6 +52,7 @@ class _Text(html.parser.HTMLParser):
         self.parts.append(data)
 
 
+@pytest.mark.slow(6)
 @pytest.mark.parametrize("book", BUILDABLE)
 def test_epub_passes_epubcheck_with_no_errors_or_warnings(book: str, tmp_path: Path) -> None:
     path = _build(book, "epub", tmp_path)

@@ -155,7 +155,15 @@ def serve(gateway: Gateway, port: int) -> ThreadingHTTPServer:
         def log_message(self, format: str, *args: Any) -> None:  # one line per request is ours
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
+    class Server(ThreadingHTTPServer):
+        # The listen backlog: http.server's default of 5 reset connections once 32 clients connected at
+        # once. API Gateway queues far more than this; 128 is what Linux grants by default (somaxconn).
+        request_queue_size = 128
+        daemon_threads = True
+        # A stop does not wait for request threads: one may be parked on a keep-alive connection that a
+        # client holds open, and would hold the stop with it.
+        block_on_close = False
+
+    server = Server(("127.0.0.1", port), Handler)
     threading.Thread(target=server.serve_forever, name="gateway", daemon=True).start()
     return server

@@ -8,17 +8,19 @@ function keeps two events from sharing it at once.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +33,10 @@ BUCKET = "bindery-artifacts"
 QUEUE, DEAD_LETTER_QUEUE = "bindery-build", "bindery-build-dlq"
 EVENT_BUS = "bindery-events"
 DEMO_USER = "demo-user"
+# Everything a stop does (servers shut, threads joined, moto stopped) fits in this, or is cut off with the
+# process: what a cut-off build or sweep did not finish, leases and sweeps take up at the next start.
+STOP_DEADLINE_SECONDS = 5.0
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 RECORDING = "moto-recording.jsonl"
 # Requests that change nothing; a recording keeps only the others, so a restart replays state, not polls.
 _READS = {
@@ -372,6 +378,38 @@ def banner(api: str, endpoint: str, data_dir: str | None, sweeps: list[tuple[str
     )
 
 
+@contextlib.contextmanager
+def _threads_deaf_to_stop_signals() -> Iterator[None]:
+    """Threads started inside block SIGINT and SIGTERM (a thread inherits its creator's mask, and the
+    servers' request threads inherit theirs), so the kernel can deliver a stop signal to the main thread
+    only.
+
+    Python runs a signal's handler in the main thread, but the kernel hands a process's signal to any
+    thread that does not block it. One that landed on a busy worker thread left the main thread asleep in
+    its wait, never woken to run the handler: the stack ignored Ctrl-C, for good (seen under load)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _stop_within(deadline: float, steps: Callable[[], None]) -> None:
+    """Run the stop's steps, and if they are not done by the deadline, cut everything off: the process
+    exits now rather than wait on a thread that may never finish (a request mid-call to a server that is
+    shutting down, a join on a connection a client keeps open)."""
+    runner = threading.Thread(target=steps, name="stop", daemon=True)
+    runner.start()
+    runner.join(timeout=max(0.0, deadline - time.monotonic()))
+    if runner.is_alive():
+        left = sorted(
+            t.name for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive()
+        )
+        log(f"cut off after {STOP_DEADLINE_SECONDS:g}s: {', '.join(left)}")
+        sys.stdout.flush()
+        os._exit(0)
+
+
 def main() -> int:
     port = int(os.environ.get("PORT", "3000"))
     data_dir = os.environ.get("BINDERY_DATA_DIR")
@@ -385,7 +423,11 @@ def main() -> int:
     # 5000 by default, so events/env.json reaches it; 0 picks a free port (the e2e tests run several stacks).
     moto_port = int(os.environ.get("BINDERY_MOTO_PORT", "5000")) or _free_port()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
-    moto.start()
+    # SIGTERM stops the stack as Ctrl-C does; neither handler takes a lock (a handler that set an Event
+    # could deadlock on the Event's own lock, held by the main thread it interrupted).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with _threads_deaf_to_stop_signals():
+        moto.start()
     endpoint = f"http://127.0.0.1:{moto_port}"
     _configure_environment(endpoint)
     _quiet_logs()
@@ -403,30 +445,35 @@ def main() -> int:
         from bindery.local.gateway import Gateway, serve
 
         functions = Functions()
-        gateway_server = serve(Gateway(template.routes(), functions.invoke, log), port)
-        threads.append(_pipes(stop, queue_url))
-        threads.append(_worker(stop, queue_url, functions))
-        sweeps = _schedules(stop, functions)
+        with _threads_deaf_to_stop_signals():
+            gateway_server = serve(Gateway(template.routes(), functions.invoke, log), port)
+            threads.append(_pipes(stop, queue_url))
+            threads.append(_worker(stop, queue_url, functions))
+            sweeps = _schedules(stop, functions)
         threads += [t for _, _, t in sweeps]
 
         print(
             banner(f"http://127.0.0.1:{port}", endpoint, data_dir, [(n, s) for n, s, _ in sweeps]), flush=True
         )
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
-        stop.wait()
-        log("stopping")
+        signal.pause()  # until SIGINT or SIGTERM: both raise KeyboardInterrupt here
+    except KeyboardInterrupt:
+        pass
     finally:
-        stop.set()
-        if gateway_server is not None:
-            gateway_server.shutdown()
-            gateway_server.server_close()
-        # One deadline for all of them: a build or a sweep in mid-call finishes or is cut off with the process
-        # (they are daemon threads); what they did not finish, the lease and the sweeps take up next start.
-        deadline = time.monotonic() + 5
-        for thread in threads:
-            thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        moto.stop()
-    log("stopped")
+        log("stopping")
+        stopping = time.monotonic()
+        deadline = stopping + STOP_DEADLINE_SECONDS
+
+        def steps() -> None:
+            stop.set()
+            if gateway_server is not None:
+                gateway_server.shutdown()
+                gateway_server.server_close()
+            # A build or a sweep in mid-call finishes or is cut off with the process (they are daemon
+            # threads); what they did not finish, the lease and the sweeps take up next start.
+            for thread in threads:
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+            moto.stop()
+
+        _stop_within(deadline, steps)
+        log(f"stopped in {time.monotonic() - stopping:.1f}s")
     return 0
