@@ -13,9 +13,31 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from boto3.dynamodb.types import TypeDeserializer
+
 from bindery.objects import ARTIFACT_PREFIX
 from bindery.states import ENDED, Queue, State
-from bindery.storage import _ExportItem, _LiveItem
+
+# What the checks read of each item: one projected Scan, so that checking after every step stays cheap.
+_PROJECTION = "pk, sk, export_id, #state, failure_code, #path, paths, #queue, counted_against, live_ids"
+_NAMES = {"#state": "state", "#path": "path", "#queue": "queue"}
+
+
+def _items(store: Any) -> list[dict[str, Any]]:
+    plain = TypeDeserializer()
+    kwargs: dict[str, Any] = {
+        "TableName": store.settings.table,
+        "ConsistentRead": True,
+        "ProjectionExpression": _PROJECTION,
+        "ExpressionAttributeNames": _NAMES,
+    }
+    found = []
+    while True:
+        page = store.client.scan(**kwargs)
+        found += [{k: plain.deserialize(v) for k, v in item.items()} for item in page["Items"]]
+        if "LastEvaluatedKey" not in page:
+            return found
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def violations(
@@ -27,32 +49,35 @@ def violations(
     after_gc: bool = True,
 ) -> list[str]:
     found: list[str] = []
-    rows = list(_ExportItem.scan(_ExportItem.sk.startswith("EXPORT#")))
+    items = _items(store)
+    rows = [i for i in items if i["sk"].startswith("EXPORT#")]
 
     # 1. ended, with a reason
     for row in rows:
-        if row.state == State.PENDING.value:
-            found.append(f"1: export {row.export_id} is still pending")
-        if row.state == State.FAILED.value and not row.failure_code:
-            found.append(f"1: export {row.export_id} failed without a code")
+        if row["state"] == State.PENDING.value:
+            found.append(f"1: export {row['export_id']} is still pending")
+        if row["state"] == State.FAILED.value and not row.get("failure_code"):
+            found.append(f"1: export {row['export_id']} failed without a code")
 
     # 2. bytes and rows agree
     bucket_keys = set(objects.keys(ARTIFACT_PREFIX))
     named: set[str] = set()
     for row in rows:
-        if row.state == State.READY.value and (not row.path or row.path not in bucket_keys):
-            found.append(f"2: ready export {row.export_id} has no object ({row.path})")
+        if row["state"] == State.READY.value and (not row.get("path") or row["path"] not in bucket_keys):
+            found.append(f"2: ready export {row['export_id']} has no object ({row.get('path')})")
         # A row names every key any of its attempts may have written (`paths`): a ready row keeps a dead
         # attempt's key until its link lapses and the unlink takes them all; an ended row until its unlink.
-        waiting = row.queue == Queue.UNLINK.value and State(row.state) in ENDED
-        if waiting or row.state in (State.PENDING.value, State.READY.value):
-            named |= set(row.paths or ())
+        waiting = row.get("queue") == Queue.UNLINK.value and State(row["state"]) in ENDED
+        if waiting or row["state"] in (State.PENDING.value, State.READY.value):
+            named |= set(row.get("paths") or ())
     for key in sorted(bucket_keys - named):
         found.append(f"2: object {key} is named by no row that could still need it")
     if after_gc:
         for row in rows:
-            if State(row.state) in ENDED and row.queue == Queue.UNLINK.value:
-                found.append(f"2: ended export {row.export_id} still waits for its unlink after the GC ran")
+            if State(row["state"]) in ENDED and row.get("queue") == Queue.UNLINK.value:
+                found.append(
+                    f"2: ended export {row['export_id']} still waits for its unlink after the GC ran"
+                )
     uploads = objects.client.list_multipart_uploads(Bucket=objects.settings.bucket).get("Uploads", [])
     for upload in uploads:
         found.append(f"2: multipart upload left open: {upload['Key']}")
@@ -60,11 +85,12 @@ def violations(
     # 3. live sets are exact
     pending: dict[str, set[str]] = defaultdict(set)
     for row in rows:
-        if row.state == State.PENDING.value:
-            pending[row.counted_against].add(row.export_id)
+        if row["state"] == State.PENDING.value:
+            pending[row["counted_against"]].add(row["export_id"])
     live = {
-        item.pk.removeprefix("CALLER#"): set(item.live_ids or ())
-        for item in _LiveItem.scan(_LiveItem.sk == "LIVE")
+        item["pk"].removeprefix("CALLER#"): set(item.get("live_ids") or ())
+        for item in items
+        if item["sk"] == "LIVE"
     }
     for caller in set(pending) | set(live):
         if pending.get(caller, set()) != live.get(caller, set()):

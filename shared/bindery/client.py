@@ -8,24 +8,29 @@
     bindery.download(done["download_url"], Path("lighthouse.epub"))
 
 Every create carries an Idempotency-Key, so a retry can never make a second export. A 429 or a 503 is
-retried after the server's Retry-After; any other refusal raises `ApiError`, which names the API's error
-code and says what to do about it.
+retried after the server's Retry-After. A connection that fails or an answer that never comes is retried
+too, for every request that is safe to repeat (reads, deletes, and creates with their key); not for a
+manuscript replacement, which might have gone through. Any other refusal raises `ApiError`, which names the
+API's error code and says what to do about it. The retries are urllib3's (botocore brings urllib3).
 """
 
 from __future__ import annotations
 
 import json
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict
 
+import urllib3
+from urllib3.exceptions import HTTPError as TransportError
+from urllib3.util.retry import Retry
+
 INLINE_LIMIT = 5 * 1024 * 1024  # the API takes a manuscript this large in the body; above it, an upload
 RETRIED = frozenset({429, 503})
+SAFE_TO_REPEAT = frozenset({"GET", "HEAD", "DELETE"})  # and a create that carries its Idempotency-Key
 TERMINAL = frozenset({"ready", "failed", "cancelled", "expired"})
 
 # What a caller can do about each error code the API answers with.
@@ -105,6 +110,17 @@ class ExportFailed(Exception):
         )
 
 
+class _Retry(Retry):
+    """urllib3's Retry, sleeping through the client's `sleep` (so a test need not wait), with the server's
+    Retry-After taken whole and capped at a minute."""
+
+    sleeper: Callable[[float], None] = staticmethod(time.sleep)
+
+    def sleep(self, response: Any = None) -> None:
+        after = self.get_retry_after(response) if response is not None else None
+        self.sleeper(min(after if after is not None else self.get_backoff_time(), 60.0))
+
+
 class Client:
     def __init__(
         self,
@@ -118,6 +134,35 @@ class Client:
     ):
         self.api, self.token = api.rstrip("/"), token
         self.timeout, self.tries, self.sleep, self.clock = timeout, tries, sleep, clock
+        self._retry = type("Retry", (_Retry,), {"sleeper": staticmethod(sleep)})
+        self._pool = urllib3.PoolManager(timeout=urllib3.Timeout(connect=min(timeout, 10.0), read=timeout))
+
+    def _retries(self, method: str, *, repeatable: bool) -> Retry:
+        """Up to `tries` sends: on 429 and 503 always (the server said to), on a failed connection always
+        (nothing was sent), and on an error or a timeout after sending only when the request is safe to
+        repeat."""
+        again = self.tries - 1
+        return self._retry(
+            total=again,
+            connect=again,
+            read=again if repeatable else 0,
+            status=again,
+            other=0,
+            allowed_methods=None,  # which methods may repeat is decided above, per request
+            status_forcelist=RETRIED,
+            backoff_factor=0.5,
+            backoff_max=30.0,
+            raise_on_status=False,
+            respect_retry_after_header=True,
+        )
+
+    def _send(self, method: str, url: str, *, repeatable: bool, **kw: Any) -> Any:
+        try:
+            return self._pool.request(method, url, retries=self._retries(method, repeatable=repeatable), **kw)
+        except TransportError as exc:
+            raise ConnectionError(
+                f"{method} {url.split('?', 1)[0]}: no answer after {self.tries} tries: {exc}"
+            ) from None
 
     # ---- books ------------------------------------------------------------------------------------
 
@@ -137,9 +182,10 @@ class Client:
             book: Book = self._call("PUT", path, {"manuscript": data.decode("utf-8")}, headers=headers)
             return book
         upload = self._call("POST", f"/books/{_id(book_id)}/uploads", None, create=True)
-        request = urllib.request.Request(upload["upload_url"], data=data, method="PUT")
-        with urllib.request.urlopen(request, timeout=self.timeout) as answer:
-            answer.read()
+        # The same bytes to the same key: repeating the upload changes nothing.
+        sent = self._send("PUT", upload["upload_url"], body=data, repeatable=True)
+        if sent.status >= 300:
+            raise ApiError(sent.status, f"http_{sent.status}", "the upload URL refused the manuscript")
         book = self._call("PUT", path, {"upload_id": upload["upload_id"]}, headers=headers)
         return book
 
@@ -203,13 +249,21 @@ class Client:
         appears there). Calls on_bytes(done, total) as it goes. Returns the size."""
         partial = out.with_name(out.name + ".part")
         done = 0
-        with urllib.request.urlopen(url, timeout=self.timeout) as answer, partial.open("wb") as sink:
+        answer = self._send("GET", url, repeatable=True, preload_content=False)
+        try:
+            if answer.status != 200:
+                raise ApiError(
+                    answer.status, f"http_{answer.status}", "the download link refused: it may have lapsed"
+                )
             total = int(answer.headers.get("Content-Length") or 0) or None
-            while chunk := answer.read(256 * 1024):
-                sink.write(chunk)
-                done += len(chunk)
-                if on_bytes is not None:
-                    on_bytes(done, total)
+            with partial.open("wb") as sink:
+                for chunk in answer.stream(256 * 1024):
+                    sink.write(chunk)
+                    done += len(chunk)
+                    if on_bytes is not None:
+                        on_bytes(done, total)
+        finally:
+            answer.release_conn()
         partial.replace(out)
         return done
 
@@ -233,30 +287,15 @@ class Client:
         if body is not None:
             data = json.dumps(body).encode("utf-8")
             sent["Content-Type"] = "application/json"
-        for attempt in range(1, self.tries + 1):
-            request = urllib.request.Request(self.api + path, data=data, headers=sent, method=method)
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as answer:
-                    raw = answer.read()
-                    return json.loads(raw) if raw else None
-            except urllib.error.HTTPError as refused:
-                raw = refused.read()
-                if refused.code in RETRIED and attempt < self.tries:
-                    self.sleep(_retry_after(refused.headers.get("Retry-After"), attempt))
-                    continue
-                raise _api_error(refused.code, raw) from None
-        raise AssertionError("unreachable")  # pragma: no cover
+        repeatable = method in SAFE_TO_REPEAT or "Idempotency-Key" in sent
+        answer = self._send(method, self.api + path, body=data, headers=sent, repeatable=repeatable)
+        if answer.status >= 400:
+            raise _api_error(answer.status, answer.data)
+        return json.loads(answer.data) if answer.data else None
 
 
 def _id(value: str) -> str:
     return urllib.parse.quote(value, safe="")
-
-
-def _retry_after(header: str | None, attempt: int) -> float:
-    try:
-        return min(max(float(header or ""), 0.0), 60.0)
-    except ValueError:
-        return min(2.0**attempt, 30.0)
 
 
 def _api_error(status: int, raw: bytes) -> ApiError:

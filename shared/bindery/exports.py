@@ -22,10 +22,9 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from bindery import engine, errors
 from bindery.config import Settings, settings
+from bindery.faults import AWS_ERRORS
 from bindery.library import Library, idempotency_for, key_reused, not_found, valid_id
 from bindery.objects import ARTIFACT_PREFIX, Objects, artifact_key, cut_key
 from bindery.observability import logger, metrics, state_change
@@ -40,6 +39,7 @@ from bindery.storage import (
     NotFound,
     OverCap,
     Replayed,
+    Revoked,
     StorageError,
     Store,
 )
@@ -209,7 +209,8 @@ class Exports:
                 "chapters_total": export.progress_total,
             }
         if export.skipped:
-            body["skipped_chapters"] = list(export.skipped)
+            body["skipped_chapters"] = list(export.skipped)  # the first SKIPPED_KEPT of them
+            body["skipped_chapters_total"] = max(export.skipped_total, len(export.skipped))
         if state == State.READY and export.path and export.expires_at is not None and book is not None:
             # Valid until min(expires_at, now + 15 min), never later; whole seconds, rounded down.
             until = min(export.expires_at, now + self.settings.presign_max_seconds)
@@ -228,13 +229,19 @@ class Exports:
     # ---- cancel ----------------------------------------------------------------------------------
 
     def cancel(self, caller: str, book_id: str, export_id: str) -> str:
+        """End the caller's export: a pending one is cancelled; a ready one's link ends now, and its bytes
+        are deleted before the answer, so a URL handed out earlier stops working at once."""
         if not (valid_id(book_id) and valid_id(export_id)):
             raise not_found()
         outcome = self.store.cancel_export(book_id, export_id, caller, self.clock())
         if isinstance(outcome, NotFound):
             raise not_found()
-        if outcome != "ended":
-            state_change(export_id, book_id, f"export {outcome}")
+        if isinstance(outcome, Revoked):
+            self.books.unlink_now(outcome)
+            state_change(export_id, book_id, "export revoked")
+            return "revoked"
+        if outcome == "cancelled":
+            state_change(export_id, book_id, "export cancelled")
         return outcome
 
     # ---- the build worker ------------------------------------------------------------------------
@@ -243,8 +250,9 @@ class Exports:
         """Claim the export, build it into S3, and finish it. Returns what happened, in one word.
 
         Raises RetryLater when the message should come back: another attempt holds a live lease (it may
-        yet die), or AWS failed under us. Anything the engine raises fails the export instead, because
-        building it again would raise again.
+        yet die), or AWS failed under us, in which case the lease is given back first so the redelivery
+        need not wait it out. Anything the engine raises fails the export instead, because building it
+        again would raise again.
         """
         now, started = self.clock(), time.perf_counter()
         claim = secrets.token_hex(8)
@@ -256,7 +264,17 @@ class Exports:
             return f"refused:{outcome.reason}"
         export = outcome.export
         state_change(export.id, book_id, "export claimed", attempt=export.attempt)
+        try:
+            return self._build_claimed(export, path, started)
+        except StorageError as exc:
+            try:
+                self.store.release_claim(export, self.clock())
+            except StorageError:
+                logger.warning("could not give the lease back; it runs out by itself", exc_info=True)
+            raise RetryLater(f"storage failed during the build: {exc}") from exc
 
+    def _build_claimed(self, export: Export, path: str, started: float) -> str:
+        book_id = export.book_id
         book = self.store.read_book(book_id)
         if book is None:
             # The book was deleted after this export was accepted: it goes with its book.
@@ -279,7 +297,8 @@ class Exports:
         try:
             if copies:
                 # The revision's text is the artifact: no chapter is read, so neither are their rows.
-                skipped, size = [], self._copy_manuscript(book, path, renderer.content_type)
+                self.objects.copy(cut_key(book.id, book.cut), path, renderer.content_type)
+                skipped, size = [], book.manuscript_bytes
             else:
                 source = engine.Source(
                     book.id, book.title, book.revision, tuple(c.title for c in chapters), book.updated_at
@@ -287,16 +306,15 @@ class Exports:
                 progress = _Progress(self, export, len(chapters))
                 skipped = renderer.render(source, self._chapter_texts(book, chapters, progress), writer)
                 size = writer.commit()
-        except (StorageError, _AwsError, BotoCoreError, ClientError) as exc:
+        except StorageError:
             writer.abort()
-            self.store.release_claim(export, self.clock())
-            raise RetryLater(f"storage failed during the build: {exc}") from exc
+            raise
         except Exception:
             writer.abort()
             logger.exception("engine failed", extra={"export_id": export.id})
             return self._fail(export, FailureCode.RENDER_FAILED)
 
-        finished = self.store.finish_export(
+        ending = self.store.finish_export(
             export,
             path=path,
             size_bytes=size,
@@ -304,10 +322,15 @@ class Exports:
             built_revision=book.revision,
             now=self.clock(),
         )
-        if not finished:
-            # The row was ended meanwhile (cancelled, or swept): no row will publish these bytes, so this
-            # attempt removes what it wrote rather than leave it for reconciliation.
+        if ending != "ended":
+            # The row was ended meanwhile (cancelled, or swept), or its book was deleted: no row will
+            # publish these bytes, so this attempt removes what it wrote rather than leave it for
+            # reconciliation. (A finish whose own first try went through, answer lost, is "ended".)
             self.objects.delete([path])
+            if ending == "book_deleted":
+                ended = self.store.cancel_attempt(export, self.clock())
+                state_change(export.id, book_id, "book deleted during the build; artifact removed")
+                return "cancelled:book_deleted" if ended else "cancel_refused"
             state_change(export.id, book_id, "finish refused; artifact removed", attempt=export.attempt)
             return "finish_refused"
         metrics.add_metric(name="ExportsReady", unit="Count", value=1)
@@ -318,31 +341,21 @@ class Exports:
         state_change(export.id, book_id, "export ready", size_bytes=size, attempt=export.attempt)
         return "ready"
 
-    def _copy_manuscript(self, book: Book, path: str, content_type: str) -> int:
-        """The revision is kept as the export already is: one server-side copy, no byte through us."""
-        try:
-            self.objects.copy(cut_key(book.id, book.cut), path, content_type)
-        except Exception as exc:
-            raise _AwsError(str(exc)) from exc
-        return book.manuscript_bytes
-
     def _chapter_texts(
         self, book: Book, chapters: list[Chapter], progress: _Progress
     ) -> Iterator[engine.Text]:
         """Each chapter's text, in order, from ONE streaming read of the cut's manuscript object: memory
-        holds one chapter, and the whole book costs a single GET."""
-        try:
-            body = self.objects.open(cut_key(book.id, book.cut))
-        except Exception as exc:
-            raise _AwsError(str(exc)) from exc
+        holds one chapter, and the whole book costs a single GET. A read that fails mid-stream is a
+        StorageError, a reason to retry, not a reason to fail the export."""
+        body = self.objects.open(cut_key(book.id, book.cut))
         position = 0
         for done, chapter in enumerate(chapters, start=1):
             try:
                 if chapter.offset > position:
                     body.read(chapter.offset - position)
                 data = body.read(chapter.size_bytes)
-            except Exception as exc:
-                raise _AwsError(str(exc)) from exc
+            except AWS_ERRORS as exc:
+                raise StorageError(f"reading the manuscript: {exc}") from exc
             position = chapter.offset + chapter.size_bytes
             yield engine.Text(chapter.ordinal, chapter.title, data.decode("utf-8", errors="replace"))
             progress.chapter_done(done)
@@ -397,7 +410,7 @@ class Exports:
 
         def unlink(due: Any, now: float) -> bool:
             self.objects.delete(due.paths)
-            ok = self.store.forget_paths(due, now)
+            ok = self.store.forget_paths(due.book_id, due.export_id, now)
             if ok:
                 state_change(due.export_id, due.book_id, "artifact unlinked", keys=len(due.paths))
             return ok
@@ -479,11 +492,11 @@ class _Progress:
         now = self.exports.clock()
         if now - self.last >= PROGRESS_SECONDS and done < self.total:
             self.last = now
-            self.exports.store.record_progress(self.export, done, self.total)
-
-
-class _AwsError(Exception):
-    """S3 failed while the engine was reading chapters: a reason to retry, not to fail the export."""
+            try:
+                self.exports.store.record_progress(self.export, done, self.total)
+            except StorageError:
+                # Progress is a courtesy to the poll: a throttled write of it must not stop the build.
+                logger.warning("progress not recorded", exc_info=True)
 
 
 def _encode_cursor(export_id: str) -> str:

@@ -22,9 +22,12 @@ from bindery.manuscript import Normalised, cut, normalise
 from bindery.objects import Objects, cut_key, upload_key
 from bindery.observability import logger
 from bindery.states import Queue
-from bindery.storage import Book, Chapter, KeyReused, Marker, Replayed, Store
+from bindery.storage import Book, Chapter, KeyReused, Marker, Replayed, Revoked, StorageError, Store
 
 MAX_TITLE = 500
+# A chapter's title is kept in its chapter item (and in a build's skipped list), and an item is at most
+# 400 KB: a heading longer than this is refused, naming the chapter, before anything is written.
+MAX_CHAPTER_TITLE = 500
 MAX_UPLOAD_BYTES = 500 * 1024 * 1024
 UPLOAD_URL_SECONDS = 900
 # How long a staged cut may wait to be adopted before the GC removes it: past the API's 30 s with room.
@@ -180,18 +183,42 @@ class Library:
         }
 
     def delete_book(self, caller: str, book_id: str) -> None:
-        """The book and its chapters go now; its pending exports are cancelled and every artifact of it is
-        unlinked by the GC (the seed's "gone with its machine"). The delete itself is one transaction
-        that leaves the GC its chores, so a crash after it still ends everything."""
+        """The book and its chapters go now; its pending exports are cancelled and its ready ones' bytes
+        deleted before the answer, so a link handed out earlier stops working at once (the seed's "gone
+        with its machine"). The delete itself is one transaction that leaves the GC its chores, so a
+        crash after it still ends everything."""
+        tried = False
         for _ in range(PUBLISH_TRIES):
-            book = self._owned(caller, book_id)
+            book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
+            if book is None:
+                if not tried:
+                    raise not_found()
+                # Our delete was refused because the book is gone: deleted by this very request's earlier
+                # try (its answer lost) or by the owner's other request meanwhile. Either way, it is
+                # deleted, as asked; the purge marker that delete wrote owes the GC the rest.
+                break
+            tried = True
             if self.store.delete_book(book, self.clock()):
                 logger.info("book deleted", extra={"book_id": book_id})
-                # Do the chores now too, so the caller's pending exports read cancelled at once; the GC
-                # finishes whatever this does not.
-                self._purge(Marker(book_id, None))
-                return
-        raise errors.Conflict("the book kept changing; try again", code="concurrent_replacement")
+                break
+        else:
+            raise errors.Conflict("the book kept changing; try again", code="concurrent_replacement")
+        # Do the chores now too, so the caller's pending exports read cancelled and its links stop at once;
+        # the GC finishes whatever this does not.
+        try:
+            self._purge(Marker(book_id, None))
+        except (StorageError, _NotAllEnded):
+            logger.warning("purge left to the GC", extra={"book_id": book_id}, exc_info=True)
+
+    def unlink_now(self, revoked: Revoked) -> None:
+        """A ready link was just ended: delete its bytes now, then forget them (the seed's order: the row
+        ended first, keeping its paths, then the unlink, then the forget). Should the delete fail, the row
+        still waits in the unlink queue, and the GC deletes them on its next run."""
+        try:
+            self.objects.delete(revoked.paths)
+            self.store.forget_paths(revoked.book_id, revoked.export_id, self.clock())
+        except StorageError:
+            logger.warning("unlink left to the GC", extra={"export_id": revoked.export_id}, exc_info=True)
 
     # ---- the GC's chores -------------------------------------------------------------------------
 
@@ -209,9 +236,18 @@ class Library:
         self.store.drop_marker(marker)
 
     def _purge(self, marker: Marker) -> None:
+        """End every export of a deleted book, then drop the marker, and only then: an export that kept
+        moving (a finish or a cancel racing this one) keeps the marker, and the GC comes back for it."""
         now = self.clock()
+        left = 0
         for export in self.store.book_exports(marker.book_id):
-            self.store.end_for_deleted_book(export, now)
+            outcome = self.store.end_for_deleted_book(export, now)
+            if isinstance(outcome, Revoked):
+                self.unlink_now(outcome)
+            elif not outcome:
+                left += 1
+        if left:
+            raise _NotAllEnded(f"{left} export(s) of book {marker.book_id} could not be ended yet")
         self.store.drop_marker(marker)
 
     def _chores(self, queue: Queue, act: Callable[[Marker], None]) -> ChoreCounts:
@@ -274,10 +310,19 @@ class Library:
         return key
 
     def _stage(self, book_id: str, cut_id: str, lines: Iterable[bytes], now: float) -> list[Chapter]:
-        chapters = [
-            Chapter(ordinal=n, title=section.title, offset=section.offset, size_bytes=section.length)
-            for n, section in enumerate(cut(lines), start=1)
-        ]
+        chapters = []
+        for n, section in enumerate(cut(lines), start=1):
+            if len(section.title) > MAX_CHAPTER_TITLE:
+                raise errors.Unprocessable(
+                    f"chapter {n}'s title is {len(section.title):,} characters; "
+                    f"the most a chapter title may be is {MAX_CHAPTER_TITLE}",
+                    code="chapter_title_too_long",
+                    chapter=n,
+                    limit=MAX_CHAPTER_TITLE,
+                )
+            chapters.append(
+                Chapter(ordinal=n, title=section.title, offset=section.offset, size_bytes=section.length)
+            )
         self.store.stage_cut(book_id, cut_id, chapters, retire_at=now + STAGE_GRACE_SECONDS)
         return chapters
 
@@ -291,6 +336,10 @@ class Library:
                 'If-Match must be a revision in quotes, like "3"', code="invalid_if_match"
             )
         return int(found.group(1))
+
+
+class _NotAllEnded(Exception):
+    """A purge found an export it could not end yet; its marker stays for the GC's next run."""
 
 
 def _precondition_failed(current: int) -> errors.PreconditionFailed:

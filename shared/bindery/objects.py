@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from bindery.config import Settings
+from bindery.faults import translate_faults
 
 ARTIFACT_PREFIX = "artifacts/"
 BOOK_PREFIX = "books/"
@@ -37,8 +38,9 @@ def artifact_key(book_id: str, export_id: str, claim: str) -> str:
     return f"{ARTIFACT_PREFIX}{book_id}/{export_id}/{claim}"
 
 
+@translate_faults
 class Objects:
-    """S3 through one lazily built client."""
+    """S3 through one lazily built client. An S3 fault leaves it only as StorageError (`bindery.faults`)."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -208,6 +210,7 @@ class Objects:
         )
 
 
+@translate_faults
 class ArtifactWriter(io.RawIOBase):
     """A write-only stream into S3 whose memory stays at one part, whatever the artifact's size.
 

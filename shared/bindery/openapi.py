@@ -75,7 +75,8 @@ SCHEMAS: dict[str, Any] = {
                 "type": "object",
                 "properties": {"chapters_done": {"type": "integer"}, "chapters_total": {"type": "integer"}},
             },
-            "skipped_chapters": {"type": "array", "items": {"type": "object"}},
+            "skipped_chapters": {"type": "array", "items": {"type": "object"}, "maxItems": 100},
+            "skipped_chapters_total": {"type": "integer"},
         },
     },
     "ExportPage": {

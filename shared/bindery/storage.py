@@ -20,33 +20,41 @@ read or write of an export checks the book's `owner` in the same round trip.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
 
+from botocore.exceptions import ClientError
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
-from pynamodb.connection.base import BOTOCORE_EXCEPTIONS
 from pynamodb.constants import ALL_NEW, ALL_OLD, UPDATE_ITEM
-from pynamodb.exceptions import PutError, PynamoDBException, TransactWriteError, UpdateError
+from pynamodb.exceptions import (
+    CancellationReason,
+    DoesNotExist,
+    PutError,
+    PynamoDBException,
+    TransactWriteError,
+    UpdateError,
+)
 from pynamodb.expressions.condition import Condition, size
 from pynamodb.indexes import GlobalSecondaryIndex, IncludeProjection
 from pynamodb.models import Model
 from pynamodb.transactions import TransactGet, TransactWrite
 
 from bindery.config import Settings
+from bindery.faults import StorageError, translate_faults
 from bindery.states import ENDED, FailureCode, Queue, State
 
 # The attributes the sweeps need without a second read: the by_due index projects them.
 DUE_PROJECTION = ("export_id", "book_id", "state", "attempt", "counted_against", "paths", "expires_at")
 
-
-class StorageError(Exception):
-    """DynamoDB failed in a way that is not a refused condition (throttling, a timeout, an outage)."""
+# A build records at most this many skipped chapters (and says how many there were): the row is one item,
+# and an item is at most 400 KB, whatever the manuscript.
+SKIPPED_KEPT = 100
+__all__ = ["StorageError"]  # re-exported: what every caller catches
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -108,8 +116,10 @@ class Export:
     built_revision: int | None = None
     progress_done: int | None = None
     progress_total: int | None = None
-    # Chapters the build could not render: [{"ordinal", "title", "reason"}]. Empty when complete.
+    # Chapters the build could not render: [{"ordinal", "title", "reason"}], the first SKIPPED_KEPT of
+    # skipped_total. Empty when complete.
     skipped: tuple[dict[str, Any], ...] = ()
+    skipped_total: int = 0
 
 
 @dataclass(frozen=True)
@@ -156,6 +166,19 @@ class NotFound:
 SubmitOutcome = Accepted | Replayed | KeyReused | OverCap | NotFound
 
 
+@dataclass(frozen=True)
+class Revoked:
+    """A ready link ended now. Its row still names `paths`: the caller deletes them at once, so a URL
+    handed out earlier stops working, and then forgets them; the GC's unlink is the backstop."""
+
+    book_id: str
+    export_id: str
+    paths: frozenset[str]
+
+
+CancelOutcome = Literal["cancelled", "ended"] | Revoked | NotFound
+
+
 # Outcomes of a claim.
 @dataclass(frozen=True)
 class Claimed:
@@ -164,10 +187,13 @@ class Claimed:
 
 @dataclass(frozen=True)
 class ClaimRefused:
-    """`reason` is one of: gone, ended, held, exhausted."""
-
-    reason: str
+    reason: Literal["gone", "ended", "held", "exhausted"]
     export: Export | None
+
+
+# How an attempt's ending came out: it ended the row; the row was not its to end (ended, or re-claimed);
+# or (a finish only) the book was deleted while the row waited, and the row is still the attempt's.
+Ending = Literal["ended", "refused", "book_deleted"]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -244,7 +270,8 @@ class _ExportItem(_Item):
     built_revision = NumberAttribute(null=True)
     progress_done = NumberAttribute(null=True)
     progress_total = NumberAttribute(null=True)
-    skipped = UnicodeAttribute(null=True)  # JSON
+    skipped = UnicodeAttribute(null=True)  # JSON: the first SKIPPED_KEPT skipped chapters
+    skipped_total = NumberAttribute(null=True)
     queue = UnicodeAttribute(null=True)
     due_at = NumberAttribute(null=True)
     ttl = NumberAttribute(null=True)
@@ -340,6 +367,7 @@ def _to_export(item: _ExportItem) -> Export:
         progress_done=None if item.progress_done is None else int(item.progress_done),
         progress_total=None if item.progress_total is None else int(item.progress_total),
         skipped=tuple(json.loads(item.skipped)) if item.skipped else (),
+        skipped_total=int(item.skipped_total or 0),
     )
 
 
@@ -362,44 +390,111 @@ def _expired_ttl(ttl: float | None, now: float) -> bool:
     return ttl is not None and ttl <= now
 
 
-def _error_code(exc: BaseException) -> str:
-    """DynamoDB's error code behind a PynamoDB or botocore error ("" if there is none)."""
-    code = getattr(exc, "cause_response_code", None)  # PynamoDB's errors carry the botocore cause
-    if code:
-        return str(code)
-    response = getattr(exc, "response", None) or {}
-    return str(response.get("Error", {}).get("Code", ""))
+def _condition_failed(exc: PynamoDBException) -> bool:
+    """Whether a single-item write was refused by its condition (and not throttled, timed out ...)."""
+    return getattr(exc, "cause_response_code", None) == "ConditionalCheckFailedException"
 
 
 _TRANSACTION_RETRIES = 8
+_CONDITION_FAILED = "ConditionalCheckFailed"
 
 
-def _conditions_failed(exc: TransactWriteError) -> bool:
-    """Whether the transaction was refused by a condition (as opposed to throttling or a conflict)."""
-    return any(r is not None and r.code == "ConditionalCheckFailed" for r in exc.cancellation_reasons)
+@dataclass(frozen=True)
+class _Refusal:
+    """A transaction that DynamoDB cancelled because conditions failed: each item's reason, by the name
+    the transaction gave the item (None: that item's condition held)."""
+
+    reasons: dict[str, CancellationReason | None]
+
+    def failed(self, name: str) -> bool:
+        reason = self.reasons.get(name)
+        return reason is not None and reason.code == _CONDITION_FAILED
+
+    def old(self, model: type[M], name: str) -> M | None:
+        """The item as it was when its condition failed (the write asked for ALL_OLD), or None if absent."""
+        reason = self.reasons.get(name)
+        if reason is None or reason.raw_item is None:
+            return None
+        return model.from_raw_data(reason.raw_item)
 
 
-def _retry_conflicts(attempt: Callable[[], Any]) -> Any:
-    """Run a transaction again when DynamoDB cancels it for a conflicting concurrent transaction.
+@dataclass
+class _Tx:
+    """One TransactWriteItems whose items have names, so that a cancellation is read by name.
 
-    A TransactionConflict says nothing about our conditions: another writer touched one of the same items
-    at the same instant. Re-running re-evaluates every condition against the winner's result, so a retry
-    cannot double-apply anything.
+    DynamoDB answers a cancellation with one reason per item, in the order the items were sent, and
+    PynamoDB sends a transaction's items grouped as condition checks, deletes, puts, then updates. The
+    names are kept in that same grouping here, so the reasons line up with them whatever order the
+    items were added in.
     """
-    for n in range(_TRANSACTION_RETRIES):
-        try:
-            return attempt()
-        except TransactWriteError as exc:
-            reasons = exc.cancellation_reasons
-            conflicted = any(r is not None and r.code == "TransactionConflict" for r in reasons)
-            if not conflicted or n == _TRANSACTION_RETRIES - 1:
-                raise
-            time.sleep(random.uniform(0, 0.01 * (2**n)))
-    raise AssertionError("unreachable")
+
+    _items: dict[str, list[tuple[str, Callable[[TransactWrite], None]]]] = field(
+        default_factory=lambda: {"check": [], "delete": [], "put": [], "update": []}
+    )
+
+    def check(self, name: str, model: type[_Item], hash_key: str, range_key: str, condition: Any) -> None:
+        self._add(
+            "check", name, lambda tx: tx.condition_check(model, hash_key, range_key, condition=condition)
+        )
+
+    def delete(self, name: str, item: _Item, condition: Any = None) -> None:
+        self._add("delete", name, lambda tx: tx.delete(item, condition=condition))
+
+    def put(self, name: str, item: _Item, condition: Any = None, *, old: bool = False) -> None:
+        returns = ALL_OLD if old else None
+        self._add("put", name, lambda tx: tx.save(item, condition=condition, return_values=returns))
+
+    def update(
+        self, name: str, item: _Item, actions: list[Any], condition: Any = None, *, old: bool = False
+    ) -> None:
+        returns = ALL_OLD if old else None
+        self._add(
+            "update",
+            name,
+            lambda tx: tx.update(item, actions=actions, condition=condition, return_values=returns),
+        )
+
+    def _add(self, kind: str, name: str, add: Callable[[TransactWrite], None]) -> None:
+        self._items[kind].append((name, add))
+
+    def commit(self, connection: Any) -> _Refusal | None:
+        """Run it; None when it committed, a _Refusal when conditions refused it.
+
+        Each try carries a fresh ClientRequestToken: should DynamoDB apply a try and its answer be lost,
+        botocore resends that try, and DynamoDB answers the resend with the first one's success rather
+        than evaluating the conditions again. (Where the token is not honoured, as on moto, the resend
+        is refused by the conditions the first one made true, and each caller recognises its own write
+        in the ALL_OLD item.) A TransactionConflict (another writer touched an item at the same instant)
+        says nothing about our conditions, so the transaction is run again, with a new token; anything
+        else that is not a failed condition is a StorageError.
+        """
+        ordered = [entry for kind in ("check", "delete", "put", "update") for entry in self._items[kind]]
+        names = [name for name, _ in ordered]
+        for n in range(_TRANSACTION_RETRIES):
+            try:
+                with TransactWrite(connection=connection, client_request_token=uuid.uuid4().hex) as tx:
+                    for _, add in ordered:
+                        add(tx)
+                return None
+            except TransactWriteError as exc:
+                reasons = exc.cancellation_reasons
+                codes = {r.code for r in reasons if r is not None}
+                if "TransactionConflict" in codes and n < _TRANSACTION_RETRIES - 1:
+                    time.sleep(random.uniform(0, 0.01 * (2**n)))
+                    continue
+                # Throttled, timed out, or cancelled for anything but our conditions: not a refusal.
+                if len(reasons) != len(names) or not codes or codes != {_CONDITION_FAILED}:
+                    raise StorageError(f"TransactWriteItems: {exc}") from exc
+                return _Refusal(dict(zip(names, reasons, strict=True)))
+        raise AssertionError("unreachable")
 
 
+@translate_faults
 class Store:
-    """The table, through PynamoDB. Construct one per process; it builds its client on first use."""
+    """The table, through PynamoDB. Construct one per process; it builds its client on first use.
+
+    Every public method lets an AWS fault out only as StorageError (`bindery.faults`): a refused condition
+    is decoded here, into an outcome, and nothing else is."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -453,10 +548,13 @@ class Store:
 
         With `idempotency` (the caller's key digest, the request's hash), the key is taken in the same
         write: a retry of a create that went through answers with the book it made (Replayed), and the
-        retry's own staged cut keeps its retire marker, so the GC removes it."""
-        idem_item = None
+        retry's own staged cut keeps its retire marker, so the GC removes it. None: this call made it."""
+        tx = _Tx()
+        tx.delete("marker", _MarkerItem(_book_pk(book.id), _retire_sk(book.cut)))
+        # attribute_not_exists: ids are random, but a retried create must never overwrite a book.
+        tx.put("book", self._book_item(book), _BookItem.pk.does_not_exist(), old=True)
         if idempotency is not None:
-            idem_item = _IdemItem(
+            idem = _IdemItem(
                 f"IDEM#{idempotency[0]}",
                 "IDEM",
                 export_id="",
@@ -464,35 +562,21 @@ class Store:
                 response=json.dumps({"book_id": book.id}),
                 ttl=now + self.settings.idempotency_ttl_seconds,
             )
-        try:
-            with TransactWrite(connection=self._connection()) as tx:
-                tx.delete(_MarkerItem(_book_pk(book.id), _retire_sk(book.cut)))
-                # attribute_not_exists: ids are random, but a retried create must never overwrite a book.
-                tx.save(self._book_item(book), condition=_BookItem.pk.does_not_exist())
-                if idem_item is not None:
-                    # A key past its TTL is a key never seen: TTL deletes days late.
-                    tx.save(
-                        idem_item,
-                        condition=_IdemItem.pk.does_not_exist() | (_IdemItem.ttl <= now),
-                        return_values=ALL_OLD,
-                    )
-        except TransactWriteError as exc:
-            # PynamoDB sends deletes, then puts: marker, book, key.
-            reasons = list(exc.cancellation_reasons)
-            idem_reason = reasons[2] if idem_item is not None and len(reasons) == 3 else None
-            if (
-                idem_reason is None
-                or idem_reason.code != "ConditionalCheckFailed"
-                or not idem_reason.raw_item
-            ):
-                raise StorageError(str(exc)) from exc
-            old = _IdemItem.from_raw_data(idem_reason.raw_item)
-            if idempotency is not None and old.request_hash != idempotency[1]:
-                return KeyReused()
-            return Replayed(json.loads(old.response))
-        except BOTOCORE_EXCEPTIONS as exc:
-            raise StorageError(str(exc)) from exc
-        return None
+            # A key past its TTL is a key never seen: TTL deletes days late.
+            tx.put("key", idem, _IdemItem.pk.does_not_exist() | (_IdemItem.ttl <= now), old=True)
+        refused = tx.commit(self._connection())
+        if refused is None:
+            return None
+        # A book holding this very cut is this create's own, applied by a try whose answer was lost.
+        made = refused.old(_BookItem, "book")
+        if made is not None and made.cut == book.cut:
+            return None
+        old_key = refused.old(_IdemItem, "key")
+        if idempotency is None or old_key is None:
+            raise StorageError(f"book {book.id} exists already (an id collision)")
+        if old_key.request_hash != idempotency[1]:
+            return KeyReused()
+        return Replayed(json.loads(old_key.response))
 
     @staticmethod
     def _book_item(book: Book) -> _BookItem:
@@ -526,29 +610,36 @@ class Store:
         the book moved on (or was deleted) meanwhile: the caller decides between 412 and another try.
         """
         pk = _book_pk(current.id)
-        try:
-            with TransactWrite(connection=self._connection()) as tx:
-                tx.update(
-                    _BookItem(pk, "BOOK"),
-                    actions=[
-                        _BookItem.revision.add(1),
-                        _BookItem.cut.set(cut),
-                        _BookItem.chapter_count.set(chapter_count),
-                        _BookItem.manuscript_bytes.set(manuscript_bytes),
-                        _BookItem.updated_at.set(now),
-                    ],
-                    # `revision = read`: the If-Match gate, and the guard that a concurrent replacement
-                    # is not silently overwritten by a writer that never saw it.
-                    condition=(_BookItem.owner == current.owner)
-                    & (_BookItem.revision == current.revision)
-                    & (_BookItem.cut == current.cut),
-                )
-                tx.delete(_MarkerItem(pk, _retire_sk(cut)))
-                tx.save(_MarkerItem(pk, _retire_sk(current.cut), queue=Queue.RETIRE.value, due_at=retire_at))
-        except TransactWriteError as exc:
-            if _conditions_failed(exc):
-                return None
-            raise StorageError(str(exc)) from exc
+        tx = _Tx()
+        tx.update(
+            "book",
+            _BookItem(pk, "BOOK"),
+            [
+                _BookItem.revision.add(1),
+                _BookItem.cut.set(cut),
+                _BookItem.chapter_count.set(chapter_count),
+                _BookItem.manuscript_bytes.set(manuscript_bytes),
+                _BookItem.updated_at.set(now),
+            ],
+            # `revision = read`: the If-Match gate, and the guard that a concurrent replacement is not
+            # silently overwritten by a writer that never saw it.
+            (_BookItem.owner == current.owner)
+            & (_BookItem.revision == current.revision)
+            & (_BookItem.cut == current.cut),
+            old=True,
+        )
+        tx.delete("new_cut_marker", _MarkerItem(pk, _retire_sk(cut)))
+        tx.put(
+            "old_cut_marker",
+            _MarkerItem(pk, _retire_sk(current.cut), queue=Queue.RETIRE.value, due_at=retire_at),
+        )
+        refused = tx.commit(self._connection())
+        if refused is not None:
+            # The book already on this very cut, one revision on, is this publish's own earlier try.
+            seen = refused.old(_BookItem, "book")
+            if seen is not None and seen.cut == cut and int(seen.revision) == current.revision + 1:
+                return _to_book(seen)
+            return None
         return Book(
             **{
                 **current.__dict__,
@@ -563,27 +654,23 @@ class Store:
     def delete_book(self, book: Book, now: float) -> bool:
         """Delete the book and owe the GC the rest, in one transaction: the book item goes, its cut is
         marked for retirement, and a purge marker says its exports are still to be ended. A crash after
-        this leaves chores the GC finishes, never a half-deleted book. False: it changed meanwhile."""
+        this leaves chores the GC finishes, never a half-deleted book. False: it changed (or went)
+        meanwhile; the caller reads it again to tell which."""
         pk = _book_pk(book.id)
-        try:
-            with TransactWrite(connection=self._connection()) as tx:
-                tx.delete(
-                    _BookItem(pk, "BOOK"),
-                    condition=(_BookItem.owner == book.owner) & (_BookItem.cut == book.cut),
-                )
-                tx.save(_MarkerItem(pk, _retire_sk(book.cut), queue=Queue.RETIRE.value, due_at=now))
-                tx.save(_MarkerItem(pk, PURGE_SK, queue=Queue.PURGE.value, due_at=now))
-        except TransactWriteError as exc:
-            if _conditions_failed(exc):
-                return False
-            raise StorageError(str(exc)) from exc
-        return True
+        tx = _Tx()
+        # `cut = read`: a replacement published meanwhile must not be deleted by a writer that never saw it.
+        tx.delete(
+            "book", _BookItem(pk, "BOOK"), (_BookItem.owner == book.owner) & (_BookItem.cut == book.cut)
+        )
+        tx.put("retire", _MarkerItem(pk, _retire_sk(book.cut), queue=Queue.RETIRE.value, due_at=now))
+        tx.put("purge", _MarkerItem(pk, PURGE_SK, queue=Queue.PURGE.value, due_at=now))
+        return tx.commit(self._connection()) is None
 
     def read_book(self, book_id: str) -> Book | None:
         """The book, whoever owns it. Callers' reads go through :meth:`read_book_for_owner`."""
         try:
             return _to_book(_BookItem.get(_book_pk(book_id), "BOOK", consistent_read=True))
-        except _BookItem.DoesNotExist:
+        except DoesNotExist:
             return None
 
     def read_book_for_owner(self, book_id: str, owner: str) -> Book | None:
@@ -645,72 +732,44 @@ class Store:
                 response=json.dumps(response, separators=(",", ":")),
                 ttl=now + self.settings.idempotency_ttl_seconds,
             )
-        live = _LiveItem(f"CALLER#{caller}", "LIVE")
-
-        def attempt() -> None:
-            with TransactWrite(connection=self._connection()) as tx:
-                # The caller must own the book. Nothing else about the book can refuse an export
-                # (the canon: the request is always accepted, and its outcome is the export's own).
-                tx.condition_check(
-                    _BookItem, _book_pk(export.book_id), "BOOK", condition=_BookItem.owner == caller
-                )
-                if idem_item is not None:
-                    # A key past its TTL is a key never seen: TTL deletes days late.
-                    tx.save(
-                        idem_item,
-                        condition=_IdemItem.pk.does_not_exist() | (_IdemItem.ttl <= now),
-                        return_values=ALL_OLD,
-                    )
-                # A fresh random id; the guard turns a (vanishingly rare) collision into a refusal, not
-                # an overwrite of someone's export.
-                tx.save(export_item, condition=_ExportItem.pk.does_not_exist())
-                # The cap is checked against the set it counts, in the same write that grows it, so 4 x cap
-                # concurrent submits can never leave more than cap live.
-                tx.update(
-                    live,
-                    actions=[_LiveItem.live_ids.add({export.id})],
-                    condition=_LiveItem.live_ids.does_not_exist() | (size(_LiveItem.live_ids) < cap),
-                    return_values=ALL_OLD,
-                )
-
-        try:
-            _retry_conflicts(attempt)
-        except TransactWriteError as exc:
-            return self._submit_refusal(exc, has_idem=idem_item is not None, idempotency=idempotency)
-        except BOTOCORE_EXCEPTIONS as exc:
-            raise StorageError(str(exc)) from exc
-        return Accepted(export)
-
-    def _submit_refusal(
-        self,
-        exc: TransactWriteError,
-        *,
-        has_idem: bool,
-        idempotency: tuple[str, str, dict[str, Any]] | None,
-    ) -> SubmitOutcome:
-        # PynamoDB sends condition checks, then puts, then updates: the reasons come back in that order.
-        reasons = list(exc.cancellation_reasons)
-        if not reasons:
-            raise StorageError(str(exc)) from exc
-        book_reason = reasons.pop(0)
-        idem_reason = reasons.pop(0) if has_idem else None
-        _export_reason = reasons.pop(0)
-        live_reason = reasons.pop(0)
-        failed = [r for r in (book_reason, idem_reason, _export_reason, live_reason) if r is not None]
-        if any(r.code != "ConditionalCheckFailed" for r in failed):
-            raise StorageError(str(exc)) from exc
-        if book_reason is not None:
+        tx = _Tx()
+        # The caller must own the book. Nothing else about the book can refuse an export (the canon: the
+        # request is always accepted, and its outcome is the export's own).
+        tx.check("book", _BookItem, _book_pk(export.book_id), "BOOK", _BookItem.owner == caller)
+        if idem_item is not None:
+            # A key past its TTL is a key never seen: TTL deletes days late.
+            tx.put("key", idem_item, _IdemItem.pk.does_not_exist() | (_IdemItem.ttl <= now), old=True)
+        # A fresh random id; the guard turns a (vanishingly rare) collision into a refusal, not an
+        # overwrite of someone's export.
+        tx.put("export", export_item, _ExportItem.pk.does_not_exist(), old=True)
+        # The cap is checked against the set it counts, in the same write that grows it, so 4 x cap
+        # concurrent submits can never leave more than cap live.
+        tx.update(
+            "live",
+            _LiveItem(f"CALLER#{caller}", "LIVE"),
+            [_LiveItem.live_ids.add({export.id})],
+            _LiveItem.live_ids.does_not_exist() | (size(_LiveItem.live_ids) < cap),
+            old=True,
+        )
+        refused = tx.commit(self._connection())
+        if refused is None:
+            return Accepted(export)
+        # The row under this fresh id, with this request's time, is this submit's own, applied by a try
+        # whose answer was lost: botocore's resend was refused by the conditions that try made true.
+        mine = refused.old(_ExportItem, "export")
+        if mine is not None and mine.requested_at == export.requested_at and mine.counted_against == caller:
+            return Accepted(export)
+        if refused.failed("book"):
             return NotFound()
-        if idem_reason is not None and idem_reason.raw_item is not None and idempotency is not None:
-            old = _IdemItem.from_raw_data(idem_reason.raw_item)
-            if old.request_hash != idempotency[1]:
+        old_key = refused.old(_IdemItem, "key")
+        if old_key is not None and idempotency is not None:
+            if old_key.request_hash != idempotency[1]:
                 return KeyReused()
-            return Replayed(json.loads(old.response))
-        if live_reason is not None:
-            raw = live_reason.raw_item or {}
-            ids = tuple(sorted(raw.get("live_ids", {}).get("SS", [])))
-            return OverCap(ids)
-        raise StorageError(str(exc)) from exc
+            return Replayed(json.loads(old_key.response))
+        if refused.failed("live"):
+            old_live = refused.old(_LiveItem, "live")
+            return OverCap(tuple(sorted(old_live.live_ids or ())) if old_live is not None else ())
+        raise StorageError(f"export {export.id} exists already (an id collision)")
 
     # ---- caller reads ----------------------------------------------------------------------------
 
@@ -719,14 +778,9 @@ class Store:
     ) -> tuple[Export, Book] | None:
         """The export and its book in ONE TransactGetItems: the owner check and the book's revision
         come from the same snapshot as the export, so they cannot be a transaction apart."""
-        try:
-            with TransactGet(connection=self._connection()) as tx:
-                book_f = tx.get(_BookItem, _book_pk(book_id), "BOOK")
-                export_f = tx.get(_ExportItem, _book_pk(book_id), _export_sk(export_id))
-        except BOTOCORE_EXCEPTIONS as exc:
-            raise StorageError(str(exc)) from exc
-        except PynamoDBException as exc:
-            raise StorageError(str(exc)) from exc
+        with TransactGet(connection=self._connection()) as tx:
+            book_f = tx.get(_BookItem, _book_pk(book_id), "BOOK")
+            export_f = tx.get(_ExportItem, _book_pk(book_id), _export_sk(export_id))
         book_item = _future_value(book_f)
         export_item = _future_value(export_f)
         if book_item is None or export_item is None or book_item.owner != owner:
@@ -762,61 +816,60 @@ class Store:
 
     # ---- cancel ----------------------------------------------------------------------------------
 
-    def cancel_export(self, book_id: str, export_id: str, owner: str, now: float) -> str | NotFound:
+    def cancel_export(self, book_id: str, export_id: str, owner: str, now: float) -> CancelOutcome:
         """pending -> cancelled, with the live set shrinking in the same write; or ready -> expired at once.
 
-        Returns "cancelled", "revoked" (a ready link ended now) or "ended" (it had already ended; nothing
-        to do). A pending export costs one transaction. A ready one costs a second, because only the
-        first one's ALL_OLD tells us the row was ready rather than pending.
+        Returns "cancelled", a Revoked (a ready link ended now: its bytes are to go at once), "ended" (it
+        had already ended; nothing to do) or NotFound. A pending export costs one transaction. A ready one
+        costs a second, because only the first one's ALL_OLD tells us the row was ready, not pending.
         """
         pk, sk = _book_pk(book_id), _export_sk(export_id)
-
-        def cancel_pending() -> None:
-            with TransactWrite(connection=self._connection()) as tx:
-                tx.condition_check(_BookItem, pk, "BOOK", condition=_BookItem.owner == owner)
-                tx.update(
-                    _ExportItem(pk, sk),
-                    actions=self._end_actions(State.CANCELLED, now),
-                    # `state = pending` refuses a row the worker finished or the sweep ended meanwhile.
-                    # Only the owner can submit and a book never changes hands, so the live set this
-                    # row occupies is the owner's; the second guard says so rather than assuming it.
-                    condition=(_ExportItem.state == State.PENDING.value)
-                    & (_ExportItem.counted_against == owner),
-                    return_values=ALL_OLD,
-                )
-                tx.update(
-                    _LiveItem(f"CALLER#{owner}", "LIVE"), actions=[_LiveItem.live_ids.delete({export_id})]
-                )
-
-        try:
-            _retry_conflicts(cancel_pending)
+        tx = _Tx()
+        tx.check("book", _BookItem, pk, "BOOK", _BookItem.owner == owner)
+        tx.update(
+            "export",
+            _ExportItem(pk, sk),
+            self._end_actions(State.CANCELLED, now),
+            # `state = pending` refuses a row the worker finished or the sweep ended meanwhile. Only the
+            # owner can submit and a book never changes hands, so the live set this row occupies is the
+            # owner's; the second guard says so rather than assuming it.
+            (_ExportItem.state == State.PENDING.value) & (_ExportItem.counted_against == owner),
+            old=True,
+        )
+        tx.update("live", _LiveItem(f"CALLER#{owner}", "LIVE"), [_LiveItem.live_ids.delete({export_id})])
+        refused = tx.commit(self._connection())
+        if refused is None:
             return "cancelled"
-        except TransactWriteError as exc:
-            reasons = list(exc.cancellation_reasons)
-            if not reasons:
-                raise StorageError(str(exc)) from exc
-            book_reason, export_reason = reasons[0], reasons[1]
-            if book_reason is not None or export_reason is None or export_reason.raw_item is None:
-                return NotFound()
-            old = _ExportItem.from_raw_data(export_reason.raw_item)
-        except BOTOCORE_EXCEPTIONS as exc:
-            raise StorageError(str(exc)) from exc
-        if _expired_ttl(old.ttl, now):
+        old = refused.old(_ExportItem, "export")
+        if refused.failed("book") or old is None or _expired_ttl(old.ttl, now):
             return NotFound()
+        if old.state == State.CANCELLED.value and old.finished_at == now:
+            return "cancelled"  # this cancel's own earlier try, whose answer was lost
         if old.state != State.READY.value:
             return "ended"
-        try:
-            with TransactWrite(connection=self._connection()) as tx:
-                tx.condition_check(_BookItem, pk, "BOOK", condition=_BookItem.owner == owner)
-                tx.update(
-                    _ExportItem(pk, sk),
-                    actions=self._revoke_actions(now),
-                    # `state = ready`: the GC may have expired it first, and then there is nothing to revoke.
-                    condition=_ExportItem.state == State.READY.value,
-                )
-        except TransactWriteError:
-            return "ended"
-        return "revoked"
+        return self._revoke(old, now, owner=owner)
+
+    def _revoke(self, seen: _ExportItem, now: float, *, owner: str | None) -> Revoked | Literal["ended"]:
+        """ready -> expired now, the row keeping its paths so that the unlink (done at once by the caller,
+        and by the GC should that fail) can find them."""
+        tx = _Tx()
+        if owner is not None:
+            tx.check("book", _BookItem, seen.pk, "BOOK", _BookItem.owner == owner)
+        # `state = ready`: the GC may have expired it first, and then there is nothing to revoke.
+        tx.update(
+            "export",
+            _ExportItem(seen.pk, seen.sk),
+            self._revoke_actions(now),
+            _ExportItem.state == State.READY.value,
+            old=True,
+        )
+        refused = tx.commit(self._connection())
+        if refused is None:
+            return Revoked(seen.book_id, seen.export_id, frozenset(seen.paths or ()))
+        old = refused.old(_ExportItem, "export")
+        if old is not None and old.state == State.EXPIRED.value and old.expires_at == now:
+            return Revoked(old.book_id, old.export_id, frozenset(old.paths or ()))  # our own lost answer
+        return "ended"
 
     @staticmethod
     def _revoke_actions(now: float) -> list[Any]:
@@ -885,6 +938,10 @@ class Store:
             if old is None:
                 return ClaimRefused("gone", None)
             export = _to_export(old)
+            if path in export.paths and export.state == State.PENDING and export.lease_until == lease_until:
+                # This claim's own earlier try, applied with its answer lost: the row names this attempt's
+                # key (fresh per attempt) and holds this lease. It is ours, exactly as if we had heard.
+                return Claimed(export)
             if export.state != State.PENDING:
                 return ClaimRefused("ended", export)
             if export.attempt >= s.max_attempts:
@@ -901,18 +958,22 @@ class Store:
         built_revision: int,
         now: float,
         skipped: list[dict[str, Any]] | None = None,
-    ) -> bool:
-        """pending -> ready. False means the row was ended (or re-claimed) meanwhile: the caller must
-        remove the artifact this attempt wrote, because no row will ever publish it."""
+    ) -> Ending:
+        """pending -> ready. "refused": the row was ended (or re-claimed) meanwhile, and the caller must
+        remove the artifact this attempt wrote, because no row will ever publish it. "book_deleted": the
+        book went while the attempt built; the row is still the attempt's to end."""
         expires_at = now + self.settings.link_ttl_seconds
+        skipped = skipped or []
         actions = [
             *_becomes(State.READY.value),
             _ExportItem.path.set(path),
             _ExportItem.paths.add({path}),
             _ExportItem.size_bytes.set(size_bytes),
-            # `complete` only when every chapter made it in; the ones that did not are named.
+            # `complete` only when every chapter made it in; the ones that did not are named (the first
+            # SKIPPED_KEPT of them, and how many there were).
             _ExportItem.complete.set(0 if skipped else 1),
-            _ExportItem.skipped.set(json.dumps(skipped or [], ensure_ascii=False)),
+            _ExportItem.skipped.set(json.dumps(skipped[:SKIPPED_KEPT], ensure_ascii=False)),
+            _ExportItem.skipped_total.set(len(skipped)),
             _ExportItem.finished_at.set(now),
             _ExportItem.expires_at.set(expires_at),
             _ExportItem.built_revision.set(built_revision),
@@ -920,66 +981,97 @@ class Store:
             _ExportItem.due_at.set(expires_at),
             _ExportItem.lease_until.remove(),
         ]
-        return self._end_attempt(export, actions)
+
+        def mine(old: _ExportItem) -> bool:
+            return old.state == State.READY.value and old.path == path
+
+        # The book must still exist: a finish that landed after the book's delete would publish a deleted
+        # book's text behind a ready row. A finish that lands before it, the delete's purge ends.
+        return self._end_attempt(export, actions, mine, book_must_exist=True)
 
     def fail_export(self, export: Export, code: FailureCode, now: float) -> bool:
         """pending -> failed, by the attempt that holds the build. False: it was not ours to fail."""
         actions = [*self._end_actions(State.FAILED, now), _ExportItem.failure_code.set(code)]
-        return self._end_attempt(export, actions)
 
-    def _end_attempt(self, export: Export, actions: list[Any]) -> bool:
-        def attempt() -> None:
-            with TransactWrite(connection=self._connection()) as tx:
-                tx.update(
-                    _ExportItem(_book_pk(export.book_id), _export_sk(export.id)),
-                    actions=actions,
-                    # `state = pending` is the worker's whole write safety: a build that comes back after
-                    # the sweep or a cancel ended its row must not resurrect it and publish a link the
-                    # poll has already reported as finished. `attempt = mine` fences a late attempt out
-                    # of a row a retry has since claimed.
-                    condition=(_ExportItem.state == State.PENDING.value)
-                    & (_ExportItem.attempt == export.attempt),
-                )
-                tx.update(
-                    _LiveItem(f"CALLER#{export.counted_against}", "LIVE"),
-                    actions=[_LiveItem.live_ids.delete({export.id})],
-                )
+        def mine(old: _ExportItem) -> bool:
+            return old.state == State.FAILED.value and old.failure_code == code and old.finished_at == now
 
-        try:
-            _retry_conflicts(attempt)
-        except TransactWriteError as exc:
-            reasons = exc.cancellation_reasons
-            if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
-                return False
-            raise StorageError(str(exc)) from exc
-        except BOTOCORE_EXCEPTIONS as exc:
-            raise StorageError(str(exc)) from exc
-        return True
+        return self._end_attempt(export, actions, mine) == "ended"
 
     def cancel_attempt(self, export: Export, now: float) -> bool:
         """pending -> cancelled by the attempt that holds it: its book was deleted under it."""
-        return self._end_attempt(export, self._end_actions(State.CANCELLED, now))
+
+        def mine(old: _ExportItem) -> bool:
+            return old.state == State.CANCELLED.value and old.finished_at == now
+
+        return self._end_attempt(export, self._end_actions(State.CANCELLED, now), mine) == "ended"
+
+    def _end_attempt(
+        self,
+        export: Export,
+        actions: list[Any],
+        mine: Callable[[_ExportItem], bool],
+        *,
+        book_must_exist: bool = False,
+    ) -> Ending:
+        """End the row as the attempt that holds it. `mine` tells this write's own result from anyone
+        else's, should a resend of an applied try be refused: then the ending is ours all the same."""
+        pk = _book_pk(export.book_id)
+        tx = _Tx()
+        if book_must_exist:
+            tx.check("book", _BookItem, pk, "BOOK", _BookItem.pk.exists())
+        tx.update(
+            "export",
+            _ExportItem(pk, _export_sk(export.id)),
+            actions,
+            # `state = pending` is the worker's whole write safety: a build that comes back after the sweep
+            # or a cancel ended its row must not resurrect it and publish a link the poll has already
+            # reported as finished. `attempt = mine` fences a late attempt out of a row a retry has since
+            # claimed.
+            (_ExportItem.state == State.PENDING.value) & (_ExportItem.attempt == export.attempt),
+            old=True,
+        )
+        tx.update(
+            "live",
+            _LiveItem(f"CALLER#{export.counted_against}", "LIVE"),
+            [_LiveItem.live_ids.delete({export.id})],
+        )
+        refused = tx.commit(self._connection())
+        if refused is None:
+            return "ended"
+        old = refused.old(_ExportItem, "export")
+        if old is not None and int(old.attempt or 0) == export.attempt and mine(old):
+            return "ended"
+        if refused.failed("book") and not refused.failed("export"):
+            return "book_deleted"
+        return "refused"
 
     def record_progress(self, export: Export, done: int, total: int) -> None:
-        """Chapters done out of total, for the poll. Best effort: a refused write means the row moved on."""
-        with contextlib.suppress(UpdateError):
+        """Chapters done out of total, for the poll. A refused write means the row moved on: nothing to do."""
+        try:
             _ExportItem(_book_pk(export.book_id), _export_sk(export.id)).update(
                 actions=[_ExportItem.progress_done.set(done), _ExportItem.progress_total.set(total)],
                 # `attempt = mine`: a superseded attempt must not report progress over its successor's.
                 condition=(_ExportItem.state == State.PENDING.value)
                 & (_ExportItem.attempt == export.attempt),
             )
+        except UpdateError as exc:
+            if not _condition_failed(exc):
+                raise
 
     def release_claim(self, export: Export, now: float) -> None:
-        """Give the lease back after a transient failure, so a redelivery may retry at once."""
-        # Best effort: the lease runs out by itself, and releasing it early is only a speed-up.
-        with contextlib.suppress(UpdateError):
+        """Give the lease back after a transient failure, so a redelivery may retry at once. A refused
+        write means the row moved on, or a retry claimed it since: nothing to give back."""
+        try:
             _ExportItem(_book_pk(export.book_id), _export_sk(export.id)).update(
                 actions=[_ExportItem.lease_until.set(now)],
                 # `attempt = mine`: never shorten the lease of a retry that has claimed the row since.
                 condition=(_ExportItem.state == State.PENDING.value)
                 & (_ExportItem.attempt == export.attempt),
             )
+        except UpdateError as exc:
+            if not _condition_failed(exc):
+                raise
 
     # ---- sweeps ----------------------------------------------------------------------------------
 
@@ -1007,43 +1099,49 @@ class Store:
         would leave bytes no row could ever name again. :meth:`forget_paths` drops it after the unlink.
         """
         try:
-            _ExportItem(_book_pk(due.book_id), _export_sk(due.export_id)).update(
-                actions=[
+            _update_returning_old(
+                _ExportItem,
+                _book_pk(due.book_id),
+                _export_sk(due.export_id),
+                [
                     *_becomes(State.EXPIRED.value),
                     _ExportItem.queue.set(Queue.UNLINK.value),
                     _ExportItem.due_at.set(now),
                 ],
                 # Re-checked in the write: the index lags, and only a ready row past its promise expires.
-                condition=(_ExportItem.state == State.READY.value) & (_ExportItem.expires_at <= now),
+                (_ExportItem.state == State.READY.value) & (_ExportItem.expires_at <= now),
             )
-        except UpdateError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise StorageError(str(exc)) from exc
+        except _Refused as refused:
+            old = refused.old
+            # Expired into the unlink queue at this very instant: this write's own lost answer.
+            return old is not None and old.state == State.EXPIRED.value and old.due_at == now
         return True
 
-    def forget_paths(self, due: Due, now: float) -> bool:
+    def forget_paths(self, book_id: str, export_id: str, now: float) -> bool:
         """The bytes are gone; the row stops naming them and may now be deleted by TTL, 30 days on.
 
         Only after the unlink, or the retry of a failed unlink would have nothing left to find.
         """
+        ttl = now + self.settings.ended_retention_seconds
         try:
-            _ExportItem(_book_pk(due.book_id), _export_sk(due.export_id)).update(
-                actions=[
+            _update_returning_old(
+                _ExportItem,
+                _book_pk(book_id),
+                _export_sk(export_id),
+                [
                     _ExportItem.paths.remove(),
                     _ExportItem.path.remove(),
                     _ExportItem.queue.remove(),
                     _ExportItem.due_at.remove(),
-                    _ExportItem.ttl.set(now + self.settings.ended_retention_seconds),
+                    _ExportItem.ttl.set(ttl),
                 ],
                 # Only a row still waiting for its unlink, whose keys are the ones we just deleted.
-                condition=(_ExportItem.queue == Queue.UNLINK.value)
+                (_ExportItem.queue == Queue.UNLINK.value)
                 & (_ExportItem.state.is_in(*[s.value for s in ENDED])),
             )
-        except UpdateError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise StorageError(str(exc)) from exc
+        except _Refused as refused:
+            old = refused.old
+            return old is not None and old.queue is None and old.ttl == ttl  # this write's own lost answer
         return True
 
     def fail_stale(self, due: Due, now: float) -> FailureCode | None:
@@ -1054,32 +1152,28 @@ class Store:
         and `attempt = seen` pins the code we chose from what the index showed.
         """
         code = FailureCode.WORKER_LOST if due.attempt > 0 else FailureCode.QUEUE_TIMEOUT
-
-        def attempt() -> None:
-            with TransactWrite(connection=self._connection()) as tx:
-                tx.update(
-                    _ExportItem(_book_pk(due.book_id), _export_sk(due.export_id)),
-                    actions=[
-                        *self._end_actions(State.FAILED, now),
-                        _ExportItem.failure_code.set(code.value),
-                    ],
-                    condition=(_ExportItem.state == State.PENDING.value)
-                    & (_ExportItem.due_at <= now)
-                    & (_ExportItem.attempt == due.attempt),
-                )
-                tx.update(
-                    _LiveItem(f"CALLER#{due.counted_against}", "LIVE"),
-                    actions=[_LiveItem.live_ids.delete({due.export_id})],
-                )
-
-        try:
-            _retry_conflicts(attempt)
-        except TransactWriteError as exc:
-            reasons = exc.cancellation_reasons
-            if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
-                return None
-            raise StorageError(str(exc)) from exc
-        return code
+        tx = _Tx()
+        tx.update(
+            "export",
+            _ExportItem(_book_pk(due.book_id), _export_sk(due.export_id)),
+            [*self._end_actions(State.FAILED, now), _ExportItem.failure_code.set(code.value)],
+            (_ExportItem.state == State.PENDING.value)
+            & (_ExportItem.due_at <= now)
+            & (_ExportItem.attempt == due.attempt),
+            old=True,
+        )
+        tx.update(
+            "live",
+            _LiveItem(f"CALLER#{due.counted_against}", "LIVE"),
+            [_LiveItem.live_ids.delete({due.export_id})],
+        )
+        refused = tx.commit(self._connection())
+        if refused is None:
+            return code
+        old = refused.old(_ExportItem, "export")
+        if old is not None and old.state == State.FAILED.value and old.finished_at == now:
+            return code  # this sweep's own earlier try, whose answer was lost
+        return None
 
     # ---- book-level chores ----------------------------------------------------------------------
 
@@ -1110,41 +1204,62 @@ class Store:
         _MarkerItem(_book_pk(marker.book_id), sk).delete()
 
     def book_exports(self, book_id: str) -> Iterator[Export]:
-        for item in _ExportItem.query(_book_pk(book_id), _ExportItem.sk.startswith("EXPORT#")):
+        """Every export of a book, read consistently: a purge must see a finish that committed before it."""
+        for item in _ExportItem.query(
+            _book_pk(book_id), _ExportItem.sk.startswith("EXPORT#"), consistent_read=True
+        ):
             yield _to_export(item)
 
-    def end_for_deleted_book(self, export: Export, now: float) -> bool:
-        """A deleted book's export: pending becomes cancelled (its live slot freed), ready expires now so
-        the GC unlinks its bytes. No owner check: the book, and so its owner, is gone."""
+    def end_for_deleted_book(self, export: Export, now: float) -> Revoked | bool:
+        """End a deleted book's export, whatever it became meanwhile: pending is cancelled (its live slot
+        freed), ready expires now (a Revoked: its bytes go at once), and one already ended is left alone.
+        No owner check: the book, and so its owner, is gone.
+
+        A write refused because the row moved on (a finish or a cancel landed between the read and the
+        write) is tried again on the row as the refusal shows it (ALL_OLD, so no second read). True: ended,
+        now or before. False: it kept moving; the purge marker stays and the GC tries again."""
         pk, sk = _book_pk(export.book_id), _export_sk(export.id)
-        try:
-            if export.state == State.PENDING:
-                with TransactWrite(connection=self._connection()) as tx:
-                    tx.update(
-                        _ExportItem(pk, sk),
-                        actions=self._end_actions(State.CANCELLED, now),
-                        condition=_ExportItem.state == State.PENDING.value,
-                    )
-                    tx.update(
-                        _LiveItem(f"CALLER#{export.counted_against}", "LIVE"),
-                        actions=[_LiveItem.live_ids.delete({export.id})],
-                    )
-            elif export.state == State.READY:
-                _ExportItem(pk, sk).update(
-                    actions=self._revoke_actions(now),
-                    condition=_ExportItem.state == State.READY.value,
+        state = export.state
+        for _ in range(4):
+            if state == State.READY:
+                seen = _ExportItem(
+                    pk, sk, book_id=export.book_id, export_id=export.id, paths=set(export.paths) or None
                 )
+                outcome = self._revoke(seen, now, owner=None)
+                if isinstance(outcome, Revoked):
+                    return outcome
+            elif state == State.PENDING:
+                tx = _Tx()
+                tx.update(
+                    "export",
+                    _ExportItem(pk, sk),
+                    self._end_actions(State.CANCELLED, now),
+                    _ExportItem.state == State.PENDING.value,
+                    old=True,
+                )
+                tx.update(
+                    "live",
+                    _LiveItem(f"CALLER#{export.counted_against}", "LIVE"),
+                    [_LiveItem.live_ids.delete({export.id})],
+                )
+                refused = tx.commit(self._connection())
+                if refused is None:
+                    return True
             else:
-                return False
-        except TransactWriteError as exc:
-            if _conditions_failed(exc):
-                return False
-            raise StorageError(str(exc)) from exc
-        except UpdateError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise StorageError(str(exc)) from exc
-        return True
+                return True
+            current = self._read_export(export.book_id, export.id)
+            if current is None:
+                return True
+            export, state = current, current.state
+            if state == State.CANCELLED and current.finished_at == now:
+                return True  # this purge's own cancel, whose answer was lost
+        return False
+
+    def _read_export(self, book_id: str, export_id: str) -> Export | None:
+        try:
+            return _to_export(_ExportItem.get(_book_pk(book_id), _export_sk(export_id), consistent_read=True))
+        except DoesNotExist:
+            return None
 
     # ---- orphan reconciliation ------------------------------------------------------------------
 
@@ -1152,7 +1267,7 @@ class Store:
         """(pass, key): the reconciliation resumes after `key` in pass `pass` (0, "" before any run)."""
         try:
             item = _CursorItem.get(CURSOR_PK, "CURSOR", consistent_read=True)
-        except _CursorItem.DoesNotExist:
+        except DoesNotExist:
             return 0, ""
         return int(item.pass_no), item.after
 
@@ -1168,9 +1283,9 @@ class Store:
         try:
             _CursorItem(CURSOR_PK, "CURSOR", pass_no=pass_no, after=after).save(condition=newer)
         except PutError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
+            if _condition_failed(exc):
                 return False
-            raise StorageError(str(exc)) from exc
+            raise
         return True
 
     def named_artifacts(self, keys: Sequence[str], now: float) -> set[str]:
@@ -1210,7 +1325,7 @@ class Store:
     def live_ids(self, caller: str) -> frozenset[str]:
         try:
             item = _LiveItem.get(f"CALLER#{caller}", "LIVE", consistent_read=True)
-        except _LiveItem.DoesNotExist:
+        except DoesNotExist:
             return frozenset()
         return frozenset(item.live_ids or ())
 
@@ -1223,7 +1338,7 @@ class Store:
 def _future_value(future: Any) -> Any:
     try:
         return future.get()
-    except future._model_cls.DoesNotExist:
+    except DoesNotExist:
         return None
 
 
@@ -1251,13 +1366,14 @@ def _update_returning_old(
     )
     try:
         data = table.connection.dispatch(UPDATE_ITEM, kwargs)
-    except BOTOCORE_EXCEPTIONS as exc:
-        cause = exc.__cause__ if exc.__cause__ is not None else exc
-        response = getattr(cause, "response", {}) or {}
+    except ClientError as exc:
+        # PynamoDB re-raises botocore's error as its own, without the item: the original carries it.
+        cause = exc.__cause__ if isinstance(exc.__cause__, ClientError) else exc
+        response = cause.response or {}
         if response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
             raw = response.get("Item")
             raise _Refused(model.from_raw_data(raw) if raw else None) from exc
-        raise StorageError(str(exc)) from exc
+        raise  # not a refusal: the Store's translation makes it a StorageError
     return model.from_raw_data(data["Attributes"])
 
 

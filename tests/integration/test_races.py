@@ -16,6 +16,7 @@ from bindery.exports import Exports
 from bindery.objects import artifact_key
 from bindery.storage import Claimed
 from tests.figures import record
+from tests.invariants import violations
 
 T = TypeVar("T")
 
@@ -99,3 +100,74 @@ def test_4x_cap_concurrent_submits_never_leave_more_than_cap_live(exports: Expor
     assert len(list(exports.store.all_exports())) == cap
     record("race: 4 x cap (40) concurrent submits: accepted (cap 10)", len(accepted))
     record("race: 4 x cap (40) concurrent submits: refused with 429", len(refused))
+
+
+RACE_TRIALS = 100
+
+
+@pytest.mark.slow(20)
+def test_a_book_delete_racing_a_finishing_build_leaves_none_of_the_books_bytes_after_one_gc(
+    exports: Exports,
+) -> None:
+    endings: Counter[str] = Counter()
+    left_behind = 0
+    for _trial in range(RACE_TRIALS):
+        book = _book(exports)
+        view, _ = exports.submit("user-alice", book, "markdown", None)
+
+        def act(i: int, e: str = view["id"], b: str = book) -> str:
+            if i == 0:
+                exports.books.delete_book("user-alice", b)
+                return "deleted"
+            return exports.build(b, e)
+
+        outcomes = _all_at_once(2, act)
+        endings[outcomes[1]] += 1
+        exports.clock.advance(exports.settings.lease_seconds + 1)  # type: ignore[attr-defined]
+        exports.collect_garbage()
+        left = exports.objects.keys(f"books/{book}/") + exports.objects.keys(f"artifacts/{book}/")
+        [row] = [e for e in exports.store.all_exports() if e.id == view["id"]]
+        left_behind += bool(left) or row.state in ("pending", "ready")
+        assert left == [] and row.state in ("cancelled", "expired"), (outcomes, row)
+    record("race: book delete against a finishing build: trials", RACE_TRIALS)
+    record("race: book delete against a finishing build: trials with bytes left after one GC", left_behind)
+    record("race: book delete against a finishing build: builds that finished first", endings["ready"])
+    assert left_behind == 0
+
+
+@pytest.mark.slow(15)
+def test_a_cancel_racing_a_finish_ends_in_one_consistent_ending_and_never_a_ready_row_without_bytes(
+    exports: Exports,
+) -> None:
+    book = _book(exports)
+    endings: Counter[str] = Counter()
+    inconsistent = 0
+    for _trial in range(RACE_TRIALS):
+        view, _ = exports.submit("user-alice", book, "markdown", None)
+
+        def act(i: int, e: str = view["id"]) -> str:
+            return exports.cancel("user-alice", book, e) if i == 0 else exports.build(book, e)
+
+        cancelled, built = _all_at_once(2, act)
+        [row] = [r for r in exports.store.all_exports() if r.id == view["id"]]
+        keys = set(exports.objects.keys(f"artifacts/{book}/{view['id']}/"))
+        # Either the cancel won (the claim or the finish is refused; a refused finish removes its bytes) or
+        # the finish did (the
+        # cancel then revokes the link and deletes them): the row has ended, and no byte is left that a
+        # row does not name.
+        consistent = (
+            row.state == "cancelled"
+            and cancelled == "cancelled"
+            and built in ("finish_refused", "refused:ended")
+        ) or (row.state == "expired" and built == "ready" and cancelled == "revoked" and not row.paths)
+        consistent = consistent and keys <= set(row.paths)
+        inconsistent += not consistent
+        endings[row.state] += 1
+        assert consistent, (cancelled, built, row, keys)
+    record("race: cancel against a finish: trials", RACE_TRIALS)
+    record("race: cancel against a finish: trials with an inconsistent ending", inconsistent)
+    record(
+        "race: cancel against a finish: cancel first / finish first",
+        f"{endings['cancelled']} / {endings['expired']}",
+    )
+    assert violations(exports.store, exports.objects, after_gc=False) == []

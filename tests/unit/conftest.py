@@ -96,6 +96,12 @@ class Stack:
         return result
 
 
+def drop_table(name: str) -> None:
+    """Delete a used-up stack's table. moto copies every table it holds for each transaction (to roll a
+    cancelled one back), so a run that made a table per example would slow down with each one it made."""
+    boto3.client("dynamodb").delete_table(TableName=name)
+
+
 @pytest.fixture
 def settings() -> Settings:
     return Settings(table=TABLE, bucket=BUCKET)
@@ -121,7 +127,10 @@ def stack_factory(lambda_context: FakeContext) -> Iterator[Callable[[], Abstract
     @contextmanager
     def fresh() -> Iterator[Stack]:
         name = f"bindery-{uuid.uuid4().hex[:10]}"
-        yield _new_stack(Settings(table=name, bucket=name), FakeClock(), lambda_context)
+        try:
+            yield _new_stack(Settings(table=name, bucket=name), FakeClock(), lambda_context)
+        finally:
+            drop_table(name)
 
     with mock_aws():
         yield fresh

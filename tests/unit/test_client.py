@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -11,6 +13,8 @@ from typing import Any
 import pytest
 
 from bindery.client import ApiError, Client
+
+RESET, STALL = -1, -2
 
 
 class Script:
@@ -23,15 +27,29 @@ def server() -> Iterator[tuple[str, Script]]:
     script = Script([])
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            script.seen.append((self.path, dict(self.headers), self.rfile.read(length)))
+            script.seen.append((self.command, self.path, dict(self.headers), self.rfile.read(length)))
             status, headers, body = script.answers.pop(0)
+            if status == RESET:  # the connection drops before any answer
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if status == STALL:  # the answer never comes in time
+                time.sleep(1.0)
+                self.close_connection = True
+                return
+            payload = b"" if status == 204 else json.dumps(body).encode()
             self.send_response(status)
+            self.send_header("Content-Length", str(len(payload)))
             for name, value in headers.items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(json.dumps(body).encode())
+            self.wfile.write(payload)
+
+        do_GET = do_PUT = do_DELETE = do_POST
 
         def log_message(self, *_: Any) -> None:
             pass
@@ -57,10 +75,10 @@ def test_a_503_and_a_429_are_retried_after_retry_after_with_the_same_idempotency
 
     assert export["id"] == "e1"
     assert slept == [1.0, 7.0]
-    keys = {headers["Idempotency-Key"] for _, headers, _ in script.seen}
+    keys = {headers["Idempotency-Key"] for _, _, headers, _ in script.seen}
     assert len(script.seen) == 3 and len(keys) == 1 and len(keys.pop()) == 32
-    assert {path for path, _, _ in script.seen} == {"/books/book1/exports"}
-    assert all(h["Authorization"] == "Bearer tok" for _, h, _ in script.seen)
+    assert {path for _, path, _, _ in script.seen} == {"/books/book1/exports"}
+    assert all(h["Authorization"] == "Bearer tok" for _, _, h, _ in script.seen)
 
 
 def test_a_refusal_is_an_error_naming_its_code_and_what_to_do(server: tuple[str, Script]) -> None:
@@ -82,3 +100,40 @@ def test_retries_stop_after_the_last_try(server: tuple[str, Script]) -> None:
     with pytest.raises(ApiError) as refused:
         Client(api, "tok", tries=3, sleep=lambda _: None).export("b", "html")
     assert refused.value.code == "unavailable" and len(script.seen) == 3
+
+
+BOOK = {"id": "b1", "title": "T", "revision": 2, "manuscript_bytes": 1, "created_at": "", "updated_at": "",
+        "chapters": []}  # fmt: skip
+
+
+def test_a_read_whose_connection_drops_is_sent_again(server: tuple[str, Script]) -> None:
+    api, script = server
+    script.answers = [(RESET, {}, None), (200, {}, BOOK)]
+    assert Client(api, "tok", sleep=lambda _: None).get_book("b1")["id"] == "b1"
+    assert [(method, path) for method, path, _, _ in script.seen] == [("GET", "/books/b1")] * 2
+
+
+def test_a_create_whose_answer_never_came_is_sent_again_with_the_same_key(server: tuple[str, Script]) -> None:
+    api, script = server
+    script.answers = [(STALL, {}, None), (202, {}, {"id": "e1", "state": "pending"})]
+    export = Client(api, "tok", timeout=0.3, sleep=lambda _: None).export("b1", "html")
+    assert export["id"] == "e1"
+    keys = [headers["Idempotency-Key"] for _, _, headers, _ in script.seen]
+    assert len(keys) == 2 and keys[0] == keys[1]
+
+
+def test_a_replacement_whose_answer_never_came_is_not_sent_again(server: tuple[str, Script]) -> None:
+    api, script = server
+    script.answers = [(STALL, {}, None), (200, {}, BOOK)]
+    with pytest.raises(ConnectionError) as lost:
+        Client(api, "tok", timeout=0.3, sleep=lambda _: None).replace_manuscript("b1", b"# New\n")
+    assert "PUT" in str(lost.value)
+    # It might have gone through: a second PUT could answer 412 for the first one's revision.
+    assert [(method, path) for method, path, _, _ in script.seen] == [("PUT", "/books/b1/manuscript")]
+
+
+def test_a_delete_whose_connection_drops_is_sent_again(server: tuple[str, Script]) -> None:
+    api, script = server
+    script.answers = [(RESET, {}, None), (204, {}, "")]
+    Client(api, "tok", sleep=lambda _: None).delete_book("b1")
+    assert [method for method, _, _, _ in script.seen] == ["DELETE", "DELETE"]

@@ -33,8 +33,8 @@ from tests.calls import recording
 from tests.conftest import FakeClock, FakeContext
 from tests.figures import record
 from tests.invariants import violations
-from tests.unit.conftest import Stack, _new_stack
-from tests.unit.test_fault_matrix import FAULTS, Crash, Injector, Run
+from tests.unit.conftest import Stack, _new_stack, drop_table
+from tests.unit.test_fault_matrix import KINDS, Crash, Injector, Run, injector
 
 SOAK = int(os.environ.get("BINDERY_SOAK", "1"))
 SHARDS = 4
@@ -74,8 +74,7 @@ class Lifecycle(RuleBasedStateMachine):
 
     def _disarm(self) -> None:
         if self.injector is not None:
-            for client in self._clients():
-                client.meta.events.unregister("before-call", self.injector)
+            self.injector.disarm(*self._clients())
             self.injector = None
 
     def _call(self, act: Any) -> Any:
@@ -136,7 +135,7 @@ class Lifecycle(RuleBasedStateMachine):
                 claimed.export, path=path, size_bytes=11, built_revision=1, now=self.stack.clock()
             )
         )
-        if done is False:
+        if done in ("refused", "book_deleted"):
             self._call(lambda: self.stack.objects.delete([path]))  # what the worker does when refused
 
     @precondition(lambda self: self.held)
@@ -185,20 +184,19 @@ class Lifecycle(RuleBasedStateMachine):
     def advance_clock(self, seconds: int) -> None:
         self.stack.clock.advance(seconds)
 
-    @rule(kind=st.sampled_from(sorted(FAULTS)), at=st.integers(0, 6))
+    @rule(kind=st.sampled_from(KINDS), at=st.integers(0, 6))
     def inject_fault(self, kind: str, at: int) -> None:
         self._disarm()
-        self.injector = Injector(at, FAULTS[kind])
-        for client in self._clients():
-            client.meta.events.register("before-call", self.injector)
+        self.injector = injector(kind, at)
+        self.injector.arm(*self._clients())
 
     @invariant()
     def promises_that_hold_at_every_instant(self) -> None:
         Lifecycle.steps += 1
         # The checks read through the same clients: an armed fault waits until they are done.
         armed = self.injector
-        for client in self._clients() if armed else ():
-            client.meta.events.unregister("before-call", armed)
+        if armed is not None:
+            armed.disarm(*self._clients())
         try:
             found = violations(
                 self.stack.store,
@@ -208,8 +206,8 @@ class Lifecycle(RuleBasedStateMachine):
                 after_gc=False,
             )
         finally:
-            for client in self._clients() if armed else ():
-                client.meta.events.register("before-call", armed)
+            if armed is not None:
+                armed.arm(*self._clients())
         # A pending export is fine mid-run (it has not had its chance yet); everything else must hold now.
         assert [v for v in found if "is still pending" not in v] == []
 
@@ -220,6 +218,7 @@ class Lifecycle(RuleBasedStateMachine):
         found = violations(
             self.stack.store, self.stack.objects, key_answers=self.key_answers, poll_writes=self.poll_writes
         )
+        drop_table(self.stack.exports.settings.table)
         assert found == []
 
 

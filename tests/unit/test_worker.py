@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from botocore.exceptions import EndpointConnectionError
 
 from bindery import engine
 from bindery.objects import artifact_key
@@ -72,7 +73,7 @@ def test_an_s3_failure_mid_build_releases_the_lease_and_asks_for_a_retry(
     book, export_id = _pending(stack, fmt)
 
     def refuse(**_: object) -> None:
-        raise ConnectionError("S3 unreachable")
+        raise EndpointConnectionError(endpoint_url="https://s3.amazonaws.com")  # S3 unreachable
 
     stack.objects.client.meta.events.register(f"before-call.s3.{read}", refuse)
     result = stack.build(book, export_id)
