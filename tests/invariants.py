@@ -23,7 +23,7 @@ _PROJECTION = "pk, sk, export_id, #state, failure_code, #path, paths, #queue, co
 _NAMES = {"#state": "state", "#path": "path", "#queue": "queue"}
 
 
-def _items(store: Any) -> list[dict[str, Any]]:
+def items_of(store: Any) -> list[dict[str, Any]]:
     plain = TypeDeserializer()
     kwargs: dict[str, Any] = {
         "TableName": store.settings.table,
@@ -49,7 +49,7 @@ def violations(
     after_gc: bool = True,
 ) -> list[str]:
     found: list[str] = []
-    items = _items(store)
+    items = items_of(store)
     rows = [i for i in items if i["sk"].startswith("EXPORT#")]
 
     # 1. ended, with a reason

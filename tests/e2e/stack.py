@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from tests.figures import record
 from tests.servers import ROOT
 
 LINK_TTL = 8
@@ -44,8 +45,11 @@ class RunningStack:
         return found.group(1)
 
     def stop(self) -> int:
+        sent = time.monotonic()
         os.killpg(self.proc.pid, signal.SIGINT)
-        return self.proc.wait(timeout=60)  # a teardown bound, not a timing: CI machines are busy
+        code = self.proc.wait(timeout=60)  # a teardown bound, not a timing: CI machines are busy
+        record("e2e: seconds from Ctrl-C to the stack's exit", round(time.monotonic() - sent, 2))
+        return code
 
 
 def start(port: int, **env: str) -> RunningStack:
