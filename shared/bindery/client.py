@@ -116,6 +116,12 @@ class _Retry(Retry):
 
     sleeper: Callable[[float], None] = staticmethod(time.sleep)
 
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        # Only the statuses asked for: urllib3 would also resend any 413 or 503 carrying a Retry-After.
+        if status_code not in (self.status_forcelist or ()):
+            return False
+        return bool(super().is_retry(method, status_code, has_retry_after))
+
     def sleep(self, response: Any = None) -> None:
         after = self.get_retry_after(response) if response is not None else None
         self.sleeper(min(after if after is not None else self.get_backoff_time(), 60.0))
@@ -138,9 +144,9 @@ class Client:
         self._pool = urllib3.PoolManager(timeout=urllib3.Timeout(connect=min(timeout, 10.0), read=timeout))
 
     def _retries(self, method: str, *, repeatable: bool) -> Retry:
-        """Up to `tries` sends: on 429 and 503 always (the server said to), on a failed connection always
-        (nothing was sent), and on an error or a timeout after sending only when the request is safe to
-        repeat."""
+        """Up to `tries` sends: on a 429 always (refused before anything was done), on a failed connection
+        always (nothing was sent); on a 503, an error or a timeout after sending (any of which may follow a
+        change that went through) only when the request is safe to repeat."""
         again = self.tries - 1
         return self._retry(
             total=again,
@@ -149,7 +155,7 @@ class Client:
             status=again,
             other=0,
             allowed_methods=None,  # which methods may repeat is decided above, per request
-            status_forcelist=RETRIED,
+            status_forcelist=RETRIED if repeatable else {429},
             backoff_factor=0.5,
             backoff_max=30.0,
             raise_on_status=False,
@@ -289,6 +295,8 @@ class Client:
             sent["Content-Type"] = "application/json"
         repeatable = method in SAFE_TO_REPEAT or "Idempotency-Key" in sent
         answer = self._send(method, self.api + path, body=data, headers=sent, repeatable=repeatable)
+        if method == "DELETE" and answer.status == 404 and answer.retries and answer.retries.history:
+            return None  # an earlier try went through, its answer lost: what it deleted is gone, as asked
         if answer.status >= 400:
             raise _api_error(answer.status, answer.data)
         return json.loads(answer.data) if answer.data else None

@@ -154,7 +154,14 @@ class Library:
             )
             if published is not None:
                 if upload_id is not None:
-                    self.objects.delete([upload_key(book_id, upload_id)])
+                    # Best effort: the revision is in, and the answer must say so. An upload left behind is
+                    # removed by the bucket's lifecycle rule for books/uploads/.
+                    try:
+                        self.objects.delete([upload_key(book_id, upload_id)])
+                    except StorageError:
+                        logger.warning(
+                            "adopted upload not deleted", extra={"book_id": book_id}, exc_info=True
+                        )
                 logger.info("manuscript replaced", extra={"book_id": book_id, "chapters": len(chapters)})
                 return published, chapters
             # The book moved on since we read it. Under If-Match that is the 412 the caller asked for;

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from bindery.config import Settings
-from bindery.faults import translate_faults
+from bindery.faults import StorageError, translate_faults
 
 ARTIFACT_PREFIX = "artifacts/"
 BOOK_PREFIX = "books/"
@@ -149,7 +149,7 @@ class Objects:
         )
         errors = response.get("Errors") or []
         if errors:
-            raise OSError(f"S3 refused to delete {len(errors)} key(s): {errors[0].get('Code')}")
+            raise StorageError(f"S3 refused to delete {len(errors)} key(s): {errors[0].get('Code')}")
 
     def exists(self, key: str) -> bool:
         from botocore.exceptions import ClientError

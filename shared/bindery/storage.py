@@ -845,6 +845,10 @@ class Store:
             return NotFound()
         if old.state == State.CANCELLED.value and old.finished_at == now:
             return "cancelled"  # this cancel's own earlier try, whose answer was lost
+        if old.state == State.EXPIRED.value and old.queue == Queue.UNLINK.value and old.paths:
+            # Revoked (or lapsed) already, its bytes not yet deleted: a cancel that revoked it and could not
+            # delete them, retried, deletes them now rather than leave a URL handed out earlier working.
+            return Revoked(book_id, export_id, frozenset(old.paths))
         if old.state != State.READY.value:
             return "ended"
         return self._revoke(old, now, owner=owner)

@@ -137,3 +137,32 @@ def test_a_delete_whose_connection_drops_is_sent_again(server: tuple[str, Script
     script.answers = [(RESET, {}, None), (204, {}, "")]
     Client(api, "tok", sleep=lambda _: None).delete_book("b1")
     assert [method for method, _, _, _ in script.seen] == ["DELETE", "DELETE"]
+
+
+def test_a_replacement_answered_503_is_not_sent_again(server: tuple[str, Script]) -> None:
+    api, script = server
+    script.answers = [(503, {"Retry-After": "0"}, {"error": {"code": "unavailable", "message": "busy"}})]
+    with pytest.raises(ApiError) as refused:
+        Client(api, "tok", sleep=lambda _: None).replace_manuscript("b1", b"# New\n", if_revision=1)
+    # A 503 may follow a change that went through: a resend under If-Match would answer 412 for it.
+    assert refused.value.code == "unavailable" and len(script.seen) == 1
+
+
+def test_a_book_delete_whose_resend_finds_nothing_was_done_by_its_first_try(
+    server: tuple[str, Script],
+) -> None:
+    api, script = server
+    script.answers = [
+        (RESET, {}, None),
+        (404, {}, {"error": {"code": "not_found", "message": "no such book"}}),
+    ]
+    Client(api, "tok", sleep=lambda _: None).delete_book("b1")
+    assert [method for method, _, _, _ in script.seen] == ["DELETE", "DELETE"]
+
+
+def test_a_book_delete_of_nothing_is_still_404(server: tuple[str, Script]) -> None:
+    api, script = server
+    script.answers = [(404, {}, {"error": {"code": "not_found", "message": "no such book"}})]
+    with pytest.raises(ApiError) as refused:
+        Client(api, "tok", sleep=lambda _: None).delete_book("b1")
+    assert refused.value.status == 404 and len(script.seen) == 1

@@ -355,6 +355,20 @@ def test_a_failed_immediate_unlink_is_left_to_the_gc(stack: Stack) -> None:
     assert not stack.objects.exists(path)
 
 
+def test_a_cancel_retried_after_its_unlink_failed_deletes_the_bytes_itself(stack: Stack) -> None:
+    book = stack.create_book()
+    export_id = _ready(stack, book)
+    path = _row(stack, export_id).path
+    assert path is not None
+    with throttled(stack.objects.client, "DeleteObject"):
+        assert stack.http("DELETE", f"/books/{book}/exports/{export_id}").status == 204
+    assert stack.objects.exists(path)
+
+    assert stack.http("DELETE", f"/books/{book}/exports/{export_id}").status == 204
+
+    assert not stack.objects.exists(path) and _row(stack, export_id).paths == frozenset()
+
+
 # ---- bounded items ---------------------------------------------------------------------------------
 
 
