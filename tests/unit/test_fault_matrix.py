@@ -155,6 +155,8 @@ class Truth:
             # Only what the checks compare: a whole item would cost moto its serialisation, every step.
             "ProjectionExpression": "pk, sk, #state, #path, revision, cut",
             "ExpressionAttributeNames": {"#state": "state", "#path": "path"},
+            "FilterExpression": "begins_with(sk, :export) OR sk = :book",
+            "ExpressionAttributeValues": {":export": {"S": "EXPORT#"}, ":book": {"S": "BOOK"}},
         }
         while True:
             page = self.dynamodb.scan(**kwargs)

@@ -423,9 +423,12 @@ def main() -> int:
     # 5000 by default, so events/env.json reaches it; 0 picks a free port (the e2e tests run several stacks).
     moto_port = int(os.environ.get("BINDERY_MOTO_PORT", "5000")) or _free_port()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
-    # SIGTERM stops the stack as Ctrl-C does; neither handler takes a lock (a handler that set an Event
-    # could deadlock on the Event's own lock, held by the main thread it interrupted).
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # SIGINT and SIGTERM both raise KeyboardInterrupt, and neither handler takes a lock (one that set an
+    # Event could deadlock on the Event's own lock, held by the main thread it interrupted). SIGINT's is
+    # installed too, not left to Python: a process started in the background by a shell without job
+    # control inherits SIGINT ignored, and Python then installs nothing (the stack ignored its stop).
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, signal.default_int_handler)
     with _threads_deaf_to_stop_signals():
         moto.start()
     endpoint = f"http://127.0.0.1:{moto_port}"
