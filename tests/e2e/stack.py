@@ -49,6 +49,9 @@ class RunningStack:
         os.killpg(self.proc.pid, signal.SIGINT)
         code = self.proc.wait(timeout=60)  # a teardown bound, not a timing: CI machines are busy
         record("e2e: seconds from Ctrl-C to the stack's exit", round(time.monotonic() - sent, 2))
+        for line in self.lines:
+            if (own := re.search(r"stopped in ([\d.]+)s$", line)) or "cut off after" in line:
+                record("e2e: the stack's own stop (stopping to stopped), s", own.group(1) if own else line)
         return code
 
 
