@@ -3,7 +3,9 @@ Local's are, as DynamoDB's are. Each test is named after the race it closes."""
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -105,18 +107,31 @@ def test_4x_cap_concurrent_submits_never_leave_more_than_cap_live(exports: Expor
 RACE_TRIALS = 100
 
 
+def _build_seconds(exports: Exports) -> float:
+    """How long one markdown build takes here, now: the span over which the other side of a race is
+    released, so that it lands before, during and after the finish, whatever the machine's speed."""
+    book = _book(exports)
+    view, _ = exports.submit("user-alice", book, "markdown", None)
+    started = time.perf_counter()
+    exports.build(book, view["id"])
+    return time.perf_counter() - started
+
+
 @pytest.mark.slow(20)
 def test_a_book_delete_racing_a_finishing_build_leaves_none_of_the_books_bytes_after_one_gc(
     exports: Exports,
 ) -> None:
     endings: Counter[str] = Counter()
     left_behind = 0
+    span, delays = _build_seconds(exports), random.Random(7)
     for _trial in range(RACE_TRIALS):
         book = _book(exports)
         view, _ = exports.submit("user-alice", book, "markdown", None)
+        wait = delays.uniform(0, 1.5 * span)
 
-        def act(i: int, e: str = view["id"], b: str = book) -> str:
+        def act(i: int, e: str = view["id"], b: str = book, w: float = wait) -> str:
             if i == 0:
+                time.sleep(w)
                 exports.books.delete_book("user-alice", b)
                 return "deleted"
             return exports.build(b, e)
@@ -142,19 +157,23 @@ def test_a_cancel_racing_a_finish_ends_in_one_consistent_ending_and_never_a_read
     book = _book(exports)
     endings: Counter[str] = Counter()
     inconsistent = 0
+    span, delays = _build_seconds(exports), random.Random(11)
     for _trial in range(RACE_TRIALS):
         view, _ = exports.submit("user-alice", book, "markdown", None)
+        wait = delays.uniform(0, 1.5 * span)
 
-        def act(i: int, e: str = view["id"]) -> str:
-            return exports.cancel("user-alice", book, e) if i == 0 else exports.build(book, e)
+        def act(i: int, e: str = view["id"], w: float = wait) -> str:
+            if i == 0:
+                time.sleep(w)
+                return exports.cancel("user-alice", book, e)
+            return exports.build(book, e)
 
         cancelled, built = _all_at_once(2, act)
         [row] = [r for r in exports.store.all_exports() if r.id == view["id"]]
         keys = set(exports.objects.keys(f"artifacts/{book}/{view['id']}/"))
         # Either the cancel won (the claim or the finish is refused; a refused finish removes its bytes) or
-        # the finish did (the
-        # cancel then revokes the link and deletes them): the row has ended, and no byte is left that a
-        # row does not name.
+        # the finish did (the cancel then revokes the link and deletes them): the row has ended, and no
+        # byte is left that a row does not name.
         consistent = (
             row.state == "cancelled"
             and cancelled == "cancelled"
