@@ -23,6 +23,7 @@ class RunningStack:
     proc: subprocess.Popen[str]
     port: int
     lines: list[str] = field(default_factory=list)
+    reader: threading.Thread | None = None
 
     @property
     def api(self) -> str:
@@ -49,6 +50,8 @@ class RunningStack:
         os.killpg(self.proc.pid, signal.SIGINT)
         code = self.proc.wait(timeout=60)  # a teardown bound, not a timing: CI machines are busy
         record("e2e: seconds from Ctrl-C to the stack's exit", round(time.monotonic() - sent, 2))
+        if self.reader is not None:
+            self.reader.join(timeout=10)  # its last lines may still be in the pipe when the process is gone
         for line in self.lines:
             if (own := re.search(r"stopped in ([\d.]+)s$", line)) or "cut off after" in line:
                 record("e2e: the stack's own stop (stopping to stopped), s", own.group(1) if own else line)
@@ -73,7 +76,8 @@ def start(port: int, **env: str) -> RunningStack:
         for line in stdout:
             stack.lines.append(line.rstrip("\n"))
 
-    threading.Thread(target=read, daemon=True).start()
+    stack.reader = threading.Thread(target=read, daemon=True)
+    stack.reader.start()
     deadline = time.monotonic() + 120
     while not any("Ctrl-C stops everything." in line for line in stack.lines):
         if proc.poll() is not None or time.monotonic() > deadline:
