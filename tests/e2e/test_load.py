@@ -23,7 +23,7 @@ import pytest
 import requests
 
 from bindery.config import Settings
-from bindery.local import tokens
+from bindery.local import template, tokens
 from bindery.local.stack import BUCKET, TABLE
 from bindery.objects import Objects
 from tests.e2e.stack import RunningStack, start
@@ -164,9 +164,11 @@ def test_64_concurrent_clients_get_every_answer_no_5xx_and_the_promises_hold(sta
     store = types.SimpleNamespace(settings=settings, client=boto3.client("dynamodb", **aws))
     objects = Objects(settings)
     objects._client = boto3.client("s3", **aws)
-    # The one local worker builds the backlog one export at a time: wait while it makes progress.
+    # The one local worker builds the backlog one export at a time: wait while it makes progress, and for a
+    # build that asked for a retry, until its message comes back (the queue's visibility timeout).
+    patience = float(template.queue_attributes("BuildQueue")["VisibilityTimeout"]) + 30
     pending, stalled_since = -1, time.monotonic()
-    while pending != 0 and time.monotonic() - stalled_since < 60:
+    while pending != 0 and time.monotonic() - stalled_since < patience:
         left = sum(1 for i in items_of(store) if i.get("state") == "pending")
         if left != pending:
             pending, stalled_since = left, time.monotonic()
