@@ -3,7 +3,30 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import botocore.loaders
+import botocore.session
+import pynamodb.connection.base
 import pytest
+
+from bindery.local.aws import records_are_not_copied
+
+# In-process moto too: without it every transaction copies each stream record its table ever wrote.
+records_are_not_copied()
+
+# PynamoDB gives every connection a new botocore session, which reads botocore's service models from disk
+# again: a fifth of the fault matrix's time went to that, once per stack (in Lambda a process makes one).
+# Each session here still resolves credentials of its own (DynamoDB Local files tables by access key), but
+# they all read the models through one loader, which caches what it has read.
+_models = botocore.loaders.create_loader()
+
+
+def _session() -> botocore.session.Session:
+    session = botocore.session.get_session()
+    session.register_component("data_loader", _models)
+    return session
+
+
+pynamodb.connection.base.get_session = _session
 
 # Tests never reach AWS: dummy credentials, one region, and no endpoint from the developer's shell.
 for _name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"):

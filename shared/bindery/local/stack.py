@@ -3,7 +3,8 @@ worker and the two sweeps, all wired from template.yaml and all calling the real
 
 Each Lambda function is invoked one event at a time, as one Lambda instance would be: the handlers'
 module state (Powertools' resolver, the batch processor) is per-process in Lambda, so here a lock per
-function keeps two events from sharing it at once.
+function keeps two events from sharing it at once. The embedded AWS is `bindery.local.aws`: moto's server,
+with DynamoDB made atomic under concurrent requests.
 """
 
 from __future__ import annotations
@@ -418,11 +419,10 @@ def main() -> int:
         # moto reads these when it is imported: set them first.
         os.environ["MOTO_ENABLE_RECORDING"] = "true"
         os.environ["MOTO_RECORDER_FILEPATH"] = str(Path(data_dir) / RECORDING)
-    from moto.server import ThreadedMotoServer
+    from bindery.local.aws import EmbeddedAws
 
     # 5000 by default, so events/env.json reaches it; 0 picks a free port (the e2e tests run several stacks).
-    moto_port = int(os.environ.get("BINDERY_MOTO_PORT", "5000")) or _free_port()
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
+    moto = EmbeddedAws(int(os.environ.get("BINDERY_MOTO_PORT", "5000")) or _free_port())
     # SIGINT and SIGTERM both raise KeyboardInterrupt, and neither handler takes a lock (one that set an
     # Event could deadlock on the Event's own lock, held by the main thread it interrupted). SIGINT's is
     # installed too, not left to Python: a process started in the background by a shell without job
@@ -431,7 +431,7 @@ def main() -> int:
         signal.signal(sig, signal.default_int_handler)
     with _threads_deaf_to_stop_signals():
         moto.start()
-    endpoint = f"http://127.0.0.1:{moto_port}"
+    endpoint = moto.endpoint
     _configure_environment(endpoint)
     _quiet_logs()
 
