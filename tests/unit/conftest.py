@@ -22,6 +22,7 @@ from functions.stale_sweep import app as stale_sweep
 from functions.submit import app as submit
 from tests.conftest import FakeClock, FakeContext
 from tests.events import http_event, sample, sqs_event_for
+from tests.iam import acting_as
 from tests.infra import create_table
 
 TABLE, BUCKET = "bindery-unit", "bindery-unit-artifacts"
@@ -51,8 +52,9 @@ class Stack:
         return self.exports.objects
 
     def http(self, method: str, path: str, **kw: Any) -> Reply:
-        handler = poll.handler if method == "GET" else submit.handler
-        raw = handler(http_event(method, path, **kw), self.context, exports=self.exports)
+        handler, name = (poll.handler, "poll") if method == "GET" else (submit.handler, "submit")
+        with acting_as(name):
+            raw = handler(http_event(method, path, **kw), self.context, exports=self.exports)
         body = json.loads(raw["body"]) if raw.get("body") else None
         return Reply(raw["statusCode"], raw.get("headers") or {}, body)
 
@@ -78,21 +80,24 @@ class Stack:
         return self.http("GET", f"/books/{book_id}/exports/{export_id}", caller=caller)
 
     def build(self, book_id: str, export_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = build_worker.handler(
-            sqs_event_for(book_id, export_id), self.context, exports=self.exports
-        )
+        with acting_as("build_worker"):
+            result: dict[str, Any] = build_worker.handler(
+                sqs_event_for(book_id, export_id), self.context, exports=self.exports
+            )
         return result
 
     def gc(self) -> dict[str, Any]:
-        result: dict[str, Any] = expiry_gc.handler(
-            sample("expiry_gc_schedule.json"), self.context, exports=self.exports
-        )
+        with acting_as("expiry_gc"):
+            result: dict[str, Any] = expiry_gc.handler(
+                sample("expiry_gc_schedule.json"), self.context, exports=self.exports
+            )
         return result
 
     def sweep(self) -> dict[str, Any]:
-        result: dict[str, Any] = stale_sweep.handler(
-            sample("stale_sweep_schedule.json"), self.context, exports=self.exports
-        )
+        with acting_as("stale_sweep"):
+            result: dict[str, Any] = stale_sweep.handler(
+                sample("stale_sweep_schedule.json"), self.context, exports=self.exports
+            )
         return result
 
 
