@@ -3,6 +3,8 @@ removed, a queue that fits its worker, alarms, logs with retention, and the outp
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import pytest
@@ -128,6 +130,9 @@ def test_each_alarm_watches_what_the_runbook_names() -> None:
         "StaleExportsAlarm": {"StaleSwept_worker_lost", "StaleSwept_queue_timeout"},
         "Api5xxAlarm": "5xx",
         "WorkerErrorsAlarm": "Errors",
+        "GcErrorsAlarm": "Errors",
+        "SweepErrorsAlarm": "Errors",
+        "EventsDeadLetterAlarm": "ApproximateNumberOfMessagesVisible",
     }
     runbook = (ROOT / "docs" / "OPERATIONS.md").read_text()
     for props in alarms.values():
@@ -136,11 +141,91 @@ def test_each_alarm_watches_what_the_runbook_names() -> None:
         assert f"## {section}" in runbook, section
 
 
+def test_every_alarm_can_reach_the_topic_through_its_key_and_its_policy() -> None:
+    # CloudWatch publishes to an encrypted topic only if the key's policy lets cloudwatch.amazonaws.com use
+    # it (an AWS-managed key cannot) and the topic's policy lets it publish, for this account's alarms.
+    topic = RESOURCES["AlarmTopic"]["Properties"]
+    assert topic["KmsMasterKeyId"] == {"Ref": "AlarmKey"}
+    key = RESOURCES["AlarmKey"]["Properties"]
+    assert key["EnableKeyRotation"] is True
+    by_cloudwatch = [
+        st
+        for st in key["KeyPolicy"]["Statement"]
+        if st["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    ]
+    assert len(by_cloudwatch) == 1
+    assert {"kms:Decrypt", "kms:GenerateDataKey*"} <= set(_listed(by_cloudwatch[0]["Action"]))
+    policy = RESOURCES["AlarmTopicPolicy"]["Properties"]
+    assert policy["Topics"] == [{"Ref": "AlarmTopic"}]
+    (publish,) = policy["PolicyDocument"]["Statement"]
+    assert (
+        publish["Principal"] == {"Service": "cloudwatch.amazonaws.com"} and publish["Action"] == "sns:Publish"
+    )
+    source = publish["Condition"]["ArnLike"]["aws:SourceArn"]["Fn::Sub"]
+    assert source.endswith(":cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:*")
+    alarms = [v["Properties"] for v in RESOURCES.values() if v["Type"] == "AWS::CloudWatch::Alarm"]
+    assert alarms and all(a["AlarmActions"] == [{"Ref": "AlarmTopic"}] for a in alarms)
+
+
+def test_every_function_and_sweep_has_an_errors_alarm_and_every_dead_letter_queue_one() -> None:
+    alarms = [v["Properties"] for v in RESOURCES.values() if v["Type"] == "AWS::CloudWatch::Alarm"]
+    errors = {a["Dimensions"][0]["Value"]["Ref"] for a in alarms if a.get("MetricName") == "Errors"}
+    assert errors == {"BuildWorkerFunction", "ExpiryGcFunction", "StaleSweepFunction"}
+    queues = {
+        a["Dimensions"][0]["Value"]["Fn::GetAtt"].split(".")[0]
+        for a in alarms
+        if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"
+    }
+    dead_letters = {k for k, v in RESOURCES.items() if v["Type"] == "AWS::SQS::Queue" and "DeadLetter" in k}
+    assert queues == dead_letters == {"BuildDeadLetterQueue", "EventsDeadLetterQueue"}
+    events = RESOURCES["TransitionsToEventsPipe"]["Properties"]["SourceParameters"][
+        "DynamoDBStreamParameters"
+    ]
+    assert events["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": "EventsDeadLetterQueue.Arn"}
+
+
+def test_the_edge_limits_callers_and_logs_no_credential() -> None:
+    api = RESOURCES["Api"]["Properties"]
+    default = api["DefaultRouteSettings"]
+    assert (
+        default["ThrottlingRateLimit"] > 0
+        and default["ThrottlingBurstLimit"] >= default["ThrottlingRateLimit"]
+    )
+    manuscript = api["RouteSettings"]["PUT /books/{bookId}/manuscript"]
+    assert manuscript["ThrottlingRateLimit"] < default["ThrottlingRateLimit"]
+    routes = {f"{e['Properties']['Method']} {e['Properties']['Path']}" for f in FUNCTIONS.values()
+              for e in f["Properties"].get("Events", {}).values() if e["Type"] == "HttpApi"}  # fmt: skip
+    assert set(api["RouteSettings"]) <= routes  # a throttle on a route that does not exist holds nothing
+    access = api["AccessLogSettings"]
+    assert access["DestinationArn"] == {"Fn::GetAtt": "ApiAccessLogs.Arn"}
+    fields = json.loads(access["Format"])
+    assert {"requestId", "route", "status", "latencyMs"} <= set(fields)
+    assert not any("header" in v.lower() or "authorization" in v.lower() for v in fields.values())
+    assert RESOURCES["ApiAccessLogs"]["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    submit = FUNCTIONS["SubmitFunction"]["Properties"]["ReservedConcurrentExecutions"]
+    assert submit == {
+        "Fn::If": ["ReserveSubmit", {"Ref": "SubmitReservedConcurrency"}, {"Ref": "AWS::NoValue"}]
+    }
+    builds = FUNCTIONS["BuildWorkerFunction"]["Properties"]["Events"]["Builds"]["Properties"]
+    assert builds["ScalingConfig"]["MaximumConcurrency"] == {"Ref": "WorkerMaxConcurrency"}
+
+
+def test_only_the_events_pipe_puts_events_and_the_build_queue_holds_only_keys() -> None:
+    policy = RESOURCES["EventBusPutOnlyByPipe"]["Properties"]
+    assert policy["EventBusName"] == {"Ref": "EventBus"}
+    deny = policy["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "events:PutEvents"
+    assert deny["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": {"Fn::GetAtt": "EventsPipeRole.Arn"}}}
+    forwarded = RESOURCES["StreamToQueuePipe"]["Properties"]["TargetParameters"]["InputTemplate"]
+    assert re.findall(r"<\$\.([^>]+)>", forwarded) == ["dynamodb.Keys.pk.S", "dynamodb.Keys.sk.S"]
+    assert RESOURCES["Table"]["Properties"]["DeletionProtectionEnabled"] is True
+
+
 def test_every_function_logs_to_a_group_with_retention() -> None:
     groups = {
         v["Properties"]["LogGroupName"]["Fn::Sub"]: v["Properties"]
         for v in RESOURCES.values()
-        if v["Type"] == "AWS::Logs::LogGroup"
+        if v["Type"] == "AWS::Logs::LogGroup" and "LogGroupName" in v["Properties"]
     }
     for name in FUNCTIONS:
         assert groups[f"/aws/lambda/${{{name}}}"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}

@@ -233,6 +233,7 @@ def _pipes(stop: threading.Event, queue_url: str) -> threading.Thread:
     ]
     to_queue = template.pipe_filters("StreamToQueuePipe")
     to_events = template.pipe_filters("TransitionsToEventsPipe")
+    to_queue_input = template.pipe_target_parameters("StreamToQueuePipe")["InputTemplate"]
     target = template.pipe_target_parameters("TransitionsToEventsPipe")
     bus_params = target["EventBridgeEventBusParameters"]
     # Where each shard has been read to (its last sequence number; "" for nothing yet). Each poll asks for
@@ -255,7 +256,10 @@ def _pipes(stop: threading.Event, queue_url: str) -> threading.Thread:
     def deliver(record: dict[str, Any]) -> None:
         plain = json.loads(json.dumps(record, default=str))
         if template.matches_any(to_queue, plain):
-            sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(plain))
+            # Only the keys, as StreamToQueuePipe's input template forwards them.
+            sqs.send_message(
+                QueueUrl=queue_url, MessageBody=template.render_input_template(to_queue_input, plain)
+            )
         if template.matches_any(to_events, plain):
             detail = template.render_input_template(target["InputTemplate"], plain)
             detail_type = template.json_path(plain, bus_params["DetailType"])
