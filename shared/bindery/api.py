@@ -21,8 +21,15 @@ from bindery.storage import Book, Chapter, StorageError
 JSON = "application/json"
 # A request for an export is a few dozen bytes; anything near this is not one.
 SMALL_BODY_LIMIT = 16 * 1024
-# The manuscript limit plus room for JSON escaping of a manuscript at the limit.
-BOOK_BODY_OVERHEAD = 1024 * 1024
+# A body with a manuscript inline, in encoded bytes. Lambda takes at most 6 MB of event, the body inside it
+# a JSON string, so its quotes and backslashes are escaped once more: this stays under 6 MB unless a fifth
+# of the body is escapes. Larger manuscripts go through POST /books/{bookId}/uploads.
+INLINE_BODY_LIMIT = 5_000_000
+# A book's answer lists at most this many chapters (titles are at most 500 characters): far under Lambda's
+# 6 MB answer. `chapters_next` names where the next page starts.
+CHAPTERS_PAGE = 1_000
+# Every answer is one caller's own, and some carry a presigned URL, which is a bearer credential.
+NO_STORE = {"Cache-Control": "no-store"}
 
 STATUS: dict[type[errors.BinderyError], int] = {
     errors.BadRequest: 400,
@@ -44,7 +51,7 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Resp
         status_code=status,
         content_type=JSON,
         body=json.dumps(body, ensure_ascii=False, separators=(",", ":")),
-        headers=headers,
+        headers={**NO_STORE, **(headers or {})},
     )
 
 
@@ -94,16 +101,26 @@ def _exports(app: APIGatewayHttpResolver) -> Exports:
 
 
 def _body(
-    app: APIGatewayHttpResolver, limit: int, fields: dict[str, type], *, one_of: bool = False
+    app: APIGatewayHttpResolver,
+    limit: int,
+    fields: dict[str, type],
+    *,
+    one_of: bool = False,
+    too_large: errors.BinderyError | None = None,
 ) -> dict[str, Any]:
     """The JSON object body, with exactly the named fields of the named types (or, with `one_of`, exactly
     one of them). Anything else is a 4xx that names the problem, raised before anything is written."""
     event = app.current_event
-    raw: bytes = (event.body or "").encode("utf-8")
+    try:
+        raw: bytes = (event.body or "").encode("utf-8")
+    except UnicodeEncodeError as exc:  # a body that reached us holding a lone surrogate
+        raise errors.BadRequest(f"request body is not valid UTF-8: {exc}", code="invalid_json") from None
     if event.is_base64_encoded:
         raw = base64.b64decode(raw)
     if len(raw) > limit:
-        raise errors.PayloadTooLarge(f"request body is over {limit} bytes", code="body_too_large")
+        raise too_large or errors.PayloadTooLarge(
+            f"request body is over {limit:,} bytes", code="body_too_large"
+        )
     try:
         data = json.loads(raw.decode("utf-8"))
     except ValueError as exc:  # UnicodeDecodeError included: a body that is not UTF-8 is not JSON
@@ -122,19 +139,46 @@ def _body(
             raise errors.BadRequest(f"missing field: {name}", code="missing_field")
         if kind is str and not isinstance(data[name], str):
             raise errors.BadRequest(f"field {name} must be a string", code="invalid_field")
+        if isinstance(data[name], str) and not _is_unicode(data[name]):
+            # JSON's \ud800 escape decodes to a lone surrogate, which no UTF-8 can hold.
+            raise errors.BadRequest(
+                f"field {name} holds a lone surrogate (an unpaired \\ud800-\\udfff escape): "
+                "text must be valid Unicode",
+                code="invalid_unicode",
+            )
     return data
 
 
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _manuscript_too_large() -> errors.PayloadTooLarge:
+    return errors.PayloadTooLarge(
+        f"a manuscript sent inline may be at most {INLINE_BODY_LIMIT:,} bytes of JSON; upload a larger one "
+        'with POST /books/{bookId}/uploads and then PUT /books/{bookId}/manuscript with {"upload_id": ...}',
+        code="manuscript_too_large",
+        limit=INLINE_BODY_LIMIT,
+    )
+
+
 def _book_reply(
-    status: int, book: Book, chapters: list[Chapter], headers: dict[str, str] | None = None
+    status: int, book: Book, chapters: list[Chapter], headers: dict[str, str] | None = None, after: int = 0
 ) -> Response:
     # The revision is the book's ETag: what If-Match on a manuscript replacement compares against.
-    return _json(status, _book_view(book, chapters), {"ETag": f'"{book.revision}"', **(headers or {})})
+    view = _book_view(book, chapters, after)
+    return _json(status, view, {"ETag": f'"{book.revision}"', **(headers or {})})
 
 
-def _book_view(book: Book, chapters: list[Chapter]) -> dict[str, Any]:
+def _book_view(book: Book, chapters: list[Chapter], after: int = 0) -> dict[str, Any]:
     from bindery.exports import iso
 
+    page = [c for c in chapters if c.ordinal > after][:CHAPTERS_PAGE]
+    more = bool(page) and page[-1].ordinal < chapters[-1].ordinal
     return {
         "id": book.id,
         "title": book.title,
@@ -142,7 +186,9 @@ def _book_view(book: Book, chapters: list[Chapter]) -> dict[str, Any]:
         "manuscript_bytes": book.manuscript_bytes,
         "created_at": iso(book.created_at),
         "updated_at": iso(book.updated_at),
-        "chapters": [{"ordinal": c.ordinal, "title": c.title, "size_bytes": c.size_bytes} for c in chapters],
+        "chapters": [{"ordinal": c.ordinal, "title": c.title, "size_bytes": c.size_bytes} for c in page],
+        "chapters_total": len(chapters),
+        "chapters_next": page[-1].ordinal if more else None,
     }
 
 
@@ -153,8 +199,9 @@ def _book_view(book: Book, chapters: list[Chapter]) -> dict[str, Any]:
 def create_book() -> Response:
     caller = _caller(writes)
     exports = _exports(writes)
-    limit = exports.settings.max_manuscript_bytes + BOOK_BODY_OVERHEAD
-    body = _body(writes, limit, {"title": str, "manuscript": str})
+    body = _body(
+        writes, INLINE_BODY_LIMIT, {"title": str, "manuscript": str}, too_large=_manuscript_too_large()
+    )
     key = writes.current_event.headers.get("idempotency-key")
     book, chapters, created = exports.books.create_book(caller, body["title"], body["manuscript"], key)
     headers = {"Location": f"/books/{book.id}"}
@@ -167,8 +214,13 @@ def create_book() -> Response:
 def replace_manuscript(book_id: str) -> Response:
     caller = _caller(writes)
     exports = _exports(writes)
-    limit = exports.settings.max_manuscript_bytes + BOOK_BODY_OVERHEAD
-    body = _body(writes, limit, {"manuscript": str, "upload_id": str}, one_of=True)
+    body = _body(
+        writes,
+        INLINE_BODY_LIMIT,
+        {"manuscript": str, "upload_id": str},
+        one_of=True,
+        too_large=_manuscript_too_large(),
+    )
     book, chapters = exports.books.replace_manuscript(
         caller,
         book_id,
@@ -217,8 +269,14 @@ def cancel_export(book_id: str, export_id: str) -> Response:
 @reads.get("/books/<book_id>")
 def get_book(book_id: str) -> Response:
     caller = _caller(reads)
+    after = (reads.current_event.query_string_parameters or {}).get("chapters_after", "0")
+    if not after.isdigit() or len(after) > 9:
+        raise errors.BadRequest(
+            "chapters_after must be a chapter's ordinal (a whole number), as chapters_next gives it",
+            code="invalid_chapters_after",
+        )
     book, chapters = _exports(reads).books.get_book(caller, book_id)
-    return _book_reply(200, book, chapters)
+    return _book_reply(200, book, chapters, after=int(after))
 
 
 @reads.get("/books/<book_id>/exports")

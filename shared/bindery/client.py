@@ -28,7 +28,15 @@ import urllib3
 from urllib3.exceptions import HTTPError as TransportError
 from urllib3.util.retry import Retry
 
-INLINE_LIMIT = 5 * 1024 * 1024  # the API takes a manuscript this large in the body; above it, an upload
+# The API takes a body of this many encoded bytes (bindery.api.INLINE_BODY_LIMIT), with room here for the
+# title and the JSON around the manuscript; a manuscript whose JSON is larger goes up as an upload.
+INLINE_LIMIT = 5_000_000 - 4096
+
+
+def _fits_inline(manuscript: str) -> bool:
+    return len(json.dumps(manuscript, ensure_ascii=False).encode("utf-8")) <= INLINE_LIMIT
+
+
 RETRIED = frozenset({429, 503})
 SAFE_TO_REPEAT = frozenset({"GET", "HEAD", "DELETE"})  # and a create that carries its Idempotency-Key
 TERMINAL = frozenset({"ready", "failed", "cancelled", "expired"})
@@ -62,6 +70,8 @@ class Book(TypedDict):
     created_at: str
     updated_at: str
     chapters: list[dict[str, Any]]
+    chapters_total: int
+    chapters_next: int | None
 
 
 class Export(TypedDict, total=False):
@@ -174,18 +184,17 @@ class Client:
 
     def create_book(self, title: str, manuscript: str) -> Book:
         """A new book. A manuscript over 5 MB is created empty, then uploaded and adopted."""
-        data = manuscript.encode("utf-8")
-        if len(data) <= INLINE_LIMIT:
+        if _fits_inline(manuscript):
             book: Book = self._call("POST", "/books", {"title": title, "manuscript": manuscript}, create=True)
             return book
         book = self._call("POST", "/books", {"title": title, "manuscript": ""}, create=True)
-        return self.replace_manuscript(book["id"], data)
+        return self.replace_manuscript(book["id"], manuscript.encode("utf-8"))
 
     def replace_manuscript(self, book_id: str, data: bytes, if_revision: int | None = None) -> Book:
         headers = {"If-Match": f'"{if_revision}"'} if if_revision is not None else {}
         path = f"/books/{_id(book_id)}/manuscript"
-        if len(data) <= INLINE_LIMIT:
-            book: Book = self._call("PUT", path, {"manuscript": data.decode("utf-8")}, headers=headers)
+        if len(data) <= INLINE_LIMIT and _fits_inline(text := data.decode("utf-8")):
+            book: Book = self._call("PUT", path, {"manuscript": text}, headers=headers)
             return book
         upload = self._call("POST", f"/books/{_id(book_id)}/uploads", None, create=True)
         # The same bytes to the same key: repeating the upload changes nothing.
@@ -196,7 +205,12 @@ class Client:
         return book
 
     def get_book(self, book_id: str) -> Book:
+        """The book with all its chapters: the API pages them (a thousand an answer), this follows."""
         book: Book = self._call("GET", f"/books/{_id(book_id)}")
+        while book.get("chapters_next") is not None:
+            page = self._call("GET", f"/books/{_id(book_id)}?chapters_after={book['chapters_next']}")
+            book["chapters"] += page["chapters"]
+            book["chapters_next"] = page["chapters_next"]
         return book
 
     def delete_book(self, book_id: str) -> None:
@@ -291,7 +305,7 @@ class Client:
             sent["Idempotency-Key"] = key or uuid.uuid4().hex
         data = None
         if body is not None:
-            data = json.dumps(body).encode("utf-8")
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")  # UTF-8: CJK is not 6 bytes a char
             sent["Content-Type"] = "application/json"
         repeatable = method in SAFE_TO_REPEAT or "Idempotency-Key" in sent
         answer = self._send(method, self.api + path, body=data, headers=sent, repeatable=repeatable)

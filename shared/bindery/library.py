@@ -28,6 +28,9 @@ MAX_TITLE = 500
 # A chapter's title is kept in its chapter item (and in a build's skipped list), and an item is at most
 # 400 KB: a heading longer than this is refused, naming the chapter, before anything is written.
 MAX_CHAPTER_TITLE = 500
+# A manuscript of nothing but `# a` lines would be 1.3 million chapter items from 5 MiB. Books have tens or
+# hundreds; reference works a few thousand.
+MAX_CHAPTERS = 5_000
 MAX_UPLOAD_BYTES = 500 * 1024 * 1024
 UPLOAD_URL_SECONDS = 900
 # How long a staged cut may wait to be adopted before the GC removes it: past the API's 30 s with room.
@@ -319,6 +322,13 @@ class Library:
     def _stage(self, book_id: str, cut_id: str, lines: Iterable[bytes], now: float) -> list[Chapter]:
         chapters = []
         for n, section in enumerate(cut(lines), start=1):
+            if n > MAX_CHAPTERS:
+                raise errors.Unprocessable(
+                    f"the manuscript has more than {MAX_CHAPTERS:,} chapters (level-1 headings), the most "
+                    "a book may have",
+                    code="too_many_chapters",
+                    limit=MAX_CHAPTERS,
+                )
             if len(section.title) > MAX_CHAPTER_TITLE:
                 raise errors.Unprocessable(
                     f"chapter {n}'s title is {len(section.title):,} characters; "

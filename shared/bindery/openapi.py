@@ -48,7 +48,17 @@ SCHEMAS: dict[str, Any] = {
             "manuscript_bytes": {"type": "integer"},
             "created_at": TIME,
             "updated_at": TIME,
-            "chapters": {"type": "array", "items": {"$ref": "#/components/schemas/Chapter"}},
+            "chapters": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/Chapter"},
+                "maxItems": 1000,
+                "description": "a page of the chapters, in order: at most 1,000",
+            },
+            "chapters_total": {"type": "integer", "description": "how many chapters the book has"},
+            "chapters_next": {
+                "type": ["integer", "null"],
+                "description": "pass as chapters_after for the next page; null on the last",
+            },
         },
     },
     "Export": {
@@ -156,6 +166,13 @@ BOOK_ID = {"name": "bookId", "in": "path", "required": True, "schema": {"type": 
 EXPORT_ID = {"name": "exportId", "in": "path", "required": True, "schema": {"type": "string"}}
 IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"}}
 IF_MATCH = {"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"}}
+CHAPTERS_AFTER = {
+    "name": "chapters_after",
+    "in": "query",
+    "required": False,
+    "description": "list the chapters after this ordinal (the last page's chapters_next)",
+    "schema": {"type": "integer", "minimum": 0, "maximum": 999_999_999},
+}
 PAGE = [
     {
         "name": "limit",
@@ -177,8 +194,9 @@ OPERATIONS: dict[str, dict[str, Any]] = {
                       **_errors(400, 409, 413, 422, 503)},
     },
     "GET /books/{bookId}": {
-        "operationId": "getBook", "summary": "A book and its chapters", "parameters": [BOOK_ID],
-        "responses": {"200": {"description": "the book", **_json("Book")}, **_errors(404, 503)},
+        "operationId": "getBook", "summary": "A book and its chapters, a page at a time",
+        "parameters": [BOOK_ID, CHAPTERS_AFTER],
+        "responses": {"200": {"description": "the book", **_json("Book")}, **_errors(400, 404, 503)},
     },
     "PUT /books/{bookId}/manuscript": {
         "operationId": "replaceManuscript", "summary": "Replace the manuscript: re-cut, revision + 1",
