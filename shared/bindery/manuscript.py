@@ -4,10 +4,11 @@ A manuscript is first *normalised* (`Normalised`), so that what Bindery keeps of
 markdown export: the export is then a server-side copy, never a download and a re-upload.
 
 A manuscript may be 500 MB, so it is never parsed whole. Lines stream through; a line that could open a
-level-1 heading (ATX `# ...`, or a setext `===` underline) outside a fenced code block is a candidate,
-and markdown-it-py decides, by parsing the candidate with the lines just before it: a `#` line inside a
-list item, a block quote or an HTML block is not a cut. What comes out is each chapter's title and its
-byte range in the manuscript, so the chapter text is never copied: it is read back by range.
+level-1 heading (ATX `# ...`, or a setext `===` underline) outside a top-level fenced code block is a
+candidate, and markdown-it-py decides, by parsing the candidate with every line since the last point where
+nothing was open (see `cut`): a `#` line inside a list item or a block quote is not a cut. What comes out
+is each chapter's title and its byte range in the manuscript, so the chapter text is never copied: it is
+read back by range.
 """
 
 from __future__ import annotations
@@ -20,15 +21,19 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 OPENING_TITLE = "Opening"
-# Lines of context markdown-it sees before a candidate. Enough for any list or quote that could swallow it.
-CONTEXT_LINES = 40
+# The most context a candidate is judged with (see `cut`): a list item or block quote longer than this, with
+# a candidate heading inside it, is the one case where the cut could differ from a whole-document parse.
+MAX_CONTEXT_BYTES = 1024 * 1024
 
 _ATX = re.compile(rb"^ {0,3}#(?:[ \t]|\r?\n|$)")
 _SETEXT = re.compile(rb"^ {0,3}=+[ \t]*\r?\n?$")
 _FENCE = re.compile(rb"^ {0,3}(`{3,}|~{3,})")
 _MARKER_STARTS = frozenset((b" ", b"#", b"=", b"`", b"~"))
+# A list item's first line: a bullet, or a number and '.' or ')', then a space, a tab or the line's end.
+_LIST_MARKER = re.compile(rb"^(?:[-+*]|[0-9]{1,9}[.)])(?:[ \t]|\r?\n|$)")
 
 
 BOM = b"\xef\xbb\xbf"
@@ -112,15 +117,55 @@ def _heading_ending_here(parser: MarkdownIt, window: list[bytes]) -> tuple[int, 
     return None
 
 
+def _starts_afresh(line: bytes) -> bool:
+    """Whether a line that follows a blank line starts at the top level with nothing open: it begins in
+    column 0, and neither a block quote nor a list item. A blank line ends every paragraph; a list item
+    continues past one only onto a line indented to its content (two columns at least), a block quote
+    only onto a `>` line; an indented code block needs four spaces. So nothing before such a line can
+    change how the lines from it on are read, except a fenced code block left open, which the caller
+    tracks."""
+    return line[:1] not in b" \t\r\n>" and not _LIST_MARKER.match(line)
+
+
+def _closes(fence: bytes, line: bytes) -> bool:
+    """CommonMark's closing fence: up to three spaces, then at least as many of the same character as
+    the opening, then only spaces or tabs."""
+    text = line.rstrip(b"\r\n")
+    rest = text.lstrip(b" ")
+    if len(text) - len(rest) > 3:
+        return False
+    run = len(rest) - len(rest.lstrip(fence[:1]))
+    return run >= len(fence) and not rest[run:].strip(b" \t")
+
+
+def _top_level_fence_opening_here(parser: MarkdownIt, window: list[bytes]) -> bytes | None:
+    """The fence markup (```, ~~~~ ...) if markdown-it reads a fenced code block at the top level opening
+    on the window's last line: one inside a list item is not the caller's to track."""
+    tokens: list[Token] = []
+    parser.block.parse(b"".join(window).decode("utf-8", errors="replace"), parser, {}, tokens)  # blocks only
+    for token in tokens:
+        if token.type == "fence" and token.level == 0 and token.map and token.map[0] == len(window) - 1:
+            return token.markup.encode()
+    return None
+
+
 def cut(lines: Iterable[bytes]) -> Iterator[Section]:
-    """Sections of a UTF-8 manuscript given as lines (each with its line ending), in order."""
+    """Sections of a UTF-8 manuscript given as lines (each with its line ending), in order.
+
+    A candidate is judged by markdown-it with every line since the last point where nothing was open:
+    the line after a top-level fenced code block closes, the line after a heading, or a line that starts
+    afresh after a blank one (`_starts_afresh`). Parsing from such a point reads the lines after it as a
+    whole-document parse does, so the two agree, whatever the length of a list or a quote, up to one
+    bound: the context is capped at MAX_CONTEXT_BYTES, so only a single list item or block quote longer
+    than that, with a candidate inside, could be read differently."""
     parser = _parser()
-    # The last CONTEXT_LINES lines and their offsets, for markdown-it to judge a candidate by.
-    recent: deque[tuple[bytes, int]] = deque(maxlen=CONTEXT_LINES)
-    fence: bytes | None = None
+    window: deque[tuple[bytes, int]] = deque()  # the lines since the last fresh start, with their offsets
+    window_bytes = 0
+    fence: bytes | None = None  # the markup of the top-level fenced code block we are inside, if any
     start, title = 0, None  # the open section: where it starts, and its title (None: the opening)
     first_text: int | None = None  # where the opening's first non-blank line starts
     position = 0
+    after_blank = True
 
     def close(end: int) -> Section | None:
         if title is None and (first_text is None or first_text >= end):
@@ -128,32 +173,42 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
         return Section(title or OPENING_TITLE, start, end - start)
 
     for line in lines:
-        candidate = False
+        if title is None and first_text is None and line.strip():
+            first_text = position
+        if fence is not None:
+            # Nothing inside a top-level fence cuts, and nothing before it matters after it.
+            if _closes(fence, line):
+                fence = None
+                window.clear()
+                window_bytes = 0
+            position += len(line)
+            after_blank = False
+            continue
+        if after_blank and _starts_afresh(line):
+            window.clear()
+            window_bytes = 0
+        window.append((line, position))
+        window_bytes += len(line)
+        while window_bytes > MAX_CONTEXT_BYTES and len(window) > 1:
+            window_bytes -= len(window.popleft()[0])
         # Every block marker that matters here starts with a space, '#', '=', '`' or '~': any other line
         # is plain text, and skips the regular expressions (most lines of a book).
         if line[:1] in _MARKER_STARTS:
-            if fence is not None:
-                if line.lstrip(b" ").startswith(fence) and not line.strip().strip(fence[:1]):
-                    fence = None
-            elif (opened := _FENCE.match(line)) is not None:
-                fence = opened.group(1)
-            elif _ATX.match(line) or (_SETEXT.match(line) and recent and recent[-1][0].strip()):
-                candidate = True
-        recent.append((line, position))
-        if candidate:
-            window = list(recent)
-            found = _heading_ending_here(parser, [text for text, _ in window])
-            if found is not None:
-                candidate_at, found_title = found
-                section_start = window[candidate_at][1]
-                if section_start > start or title is not None:
-                    closed = close(section_start)
-                    if closed is not None:
-                        yield closed
-                start, title = section_start, found_title
-                recent = deque(window[candidate_at:], maxlen=CONTEXT_LINES)
-        if title is None and first_text is None and line.strip():
-            first_text = position
+            if _FENCE.match(line):
+                fence = _top_level_fence_opening_here(parser, [text for text, _ in window])
+            elif _ATX.match(line) or (_SETEXT.match(line) and len(window) > 1 and window[-2][0].strip()):
+                found = _heading_ending_here(parser, [text for text, _ in window])
+                if found is not None:
+                    candidate_at, found_title = found
+                    section_start = window[candidate_at][1]
+                    if section_start > start or title is not None:
+                        closed = close(section_start)
+                        if closed is not None:
+                            yield closed
+                    start, title = section_start, found_title
+                    window.clear()  # after a heading nothing is open
+                    window_bytes = 0
+        after_blank = not line.strip()
         position += len(line)
     closed = close(position)
     if closed is not None:

@@ -122,6 +122,34 @@ def test_any_manuscript_is_cut_as_a_whole_parse_would_cut_it(lines: list[str]) -
     assert _streamed(manuscript) == _whole_parse(manuscript)
 
 
+# Blocks that run long: a list item, a block quote or a fence of many lines, so that a candidate can sit
+# further from what opened its container than any fixed window (the cutter once looked back 40 lines).
+_LONG = st.tuples(
+    st.sampled_from(["- item", "1. one", "> quote", "```", "  ```", "~~~~", "text", "    code"]),
+    st.sampled_from(["  continued", "continued", "> more", "", "   more", "text"]),
+    st.integers(0, 120),
+).map(lambda t: [t[0], *[t[1]] * t[2]])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(_LINES.map(lambda line: [line]), _LONG), max_size=12))
+def test_a_manuscript_of_long_blocks_is_cut_as_a_whole_parse_would_cut_it(blocks: list[list[str]]) -> None:
+    manuscript = "\n".join(line for block in blocks for line in block)
+    assert _streamed(manuscript) == _whole_parse(manuscript)
+
+
+@pytest.mark.parametrize("continued", [5, 45, 500])
+def test_a_heading_deep_inside_a_long_list_item_does_not_cut(continued: int) -> None:
+    # With 45 continuation lines the item's first line was out of the cutter's old 40-line window, and the
+    # indented heading cut a chapter "inside the item" that a whole parse does not make.
+    manuscript = (
+        "- item\n" + "".join(f"  continued {n}\n" for n in range(continued)) + "\n  # inside the item\n"
+        "\n# Real\n\ntext\n"
+    )
+    assert [title for title, _ in _streamed(manuscript)] == [OPENING_TITLE, "Real"]
+    assert _streamed(manuscript) == _whole_parse(manuscript)
+
+
 def test_an_uploads_lines_stream_as_a_whole_text_split_would_cut_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
