@@ -261,6 +261,7 @@ class Exports:
         if not isinstance(outcome, Claimed):
             if outcome.reason == "held":
                 raise RetryLater("another attempt holds the lease")
+            logger.info("claim refused", extra={"export_id": export_id, "reason": outcome.reason})
             return f"refused:{outcome.reason}"
         export = outcome.export
         state_change(export.id, book_id, "export claimed", attempt=export.attempt)

@@ -115,6 +115,10 @@ def _client(api: str, n: int, window: dict[str, float], tally: Tally, barrier: t
     session.close()
 
 
+def found_ids(found: list[str]) -> list[str]:
+    return [word for line in found for word in line.split() if len(word) == 21 and word.startswith("1a")]
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -177,4 +181,8 @@ def test_64_concurrent_clients_get_every_answer_no_5xx_and_the_promises_hold(sta
     record(f"load, {CLIENTS} clients: promises broken once its builds ended", len(found))
     retried = [line for line in stack.lines if "build will be retried" in line]
     record(f"load, {CLIENTS} clients: builds that asked for a retry", len(retried))
-    assert found == [], "\n".join([*found, "builds that asked for a retry:", *retried[:20]])
+    stuck = [line for line in stack.lines if any(f in line for f in found_ids(found))]
+    refused = [line for line in stack.lines if "claim refused" in line or "dropping a message" in line]
+    assert found == [], "\n".join(
+        [*found, "retries:", *retried[:10], "refusals:", *refused[:10], "their lines:", *stuck[:30]]
+    )

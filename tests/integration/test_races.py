@@ -47,6 +47,7 @@ def _book(exports: Exports, caller: str = "user-alice") -> str:
 def test_of_32_concurrent_claimers_exactly_one_holds_the_lease(exports: Exports) -> None:
     book = _book(exports)
     winners: Counter[int] = Counter()
+    wrong: list[Any] = []  # trials that broke the promise, kept for the message: the figures come first
     for _trial in range(CLAIM_TRIALS):
         view, _ = exports.submit("user-alice", book, "markdown", None)
         export_id = view["id"]
@@ -58,14 +59,17 @@ def test_of_32_concurrent_claimers_exactly_one_holds_the_lease(exports: Exports)
             ),
         )
         claimed = [o for o in outcomes if isinstance(o, Claimed)]
-        winners[len(claimed)] += 1
-        assert len(claimed) == 1 and claimed[0].export.attempt == 1
         [row] = [e for e in exports.store.all_exports() if e.id == export_id]
-        assert row.attempt == 1 and len(row.paths) == 1
+        one = (
+            len(claimed) == 1 and claimed[0].export.attempt == 1 and row.attempt == 1 and len(row.paths) == 1
+        )
+        winners[len(claimed) if one else -1] += 1
+        if not one:
+            wrong.append((outcomes, row))
         exports.cancel("user-alice", book, export_id)  # free the live slot for the next trial
-    assert winners == {1: CLAIM_TRIALS}
     record("race: 32 concurrent claimers: trials", CLAIM_TRIALS)
     record("race: 32 concurrent claimers: trials with exactly one lease holder", winners[1])
+    assert winners == {1: CLAIM_TRIALS}, wrong[:3]
 
 
 def test_16_concurrent_submits_with_one_idempotency_key_make_one_export(exports: Exports) -> None:
@@ -75,12 +79,12 @@ def test_16_concurrent_submits_with_one_idempotency_key_make_one_export(exports:
 
     ids = {view["id"] for view, _ in answers}
     created = [c for _, c in answers if c]
-    assert len(ids) == 1 and len(created) == 1
     rows = list(exports.store.all_exports())
-    assert [r.id for r in rows] == list(ids)
-    assert exports.store.live_ids("user-alice") == ids
     record("race: 16 submits with one Idempotency-Key: exports made", len(rows))
     record("race: 16 submits with one Idempotency-Key: distinct ids answered", len(ids))
+    assert len(ids) == 1 and len(created) == 1
+    assert [r.id for r in rows] == list(ids)
+    assert exports.store.live_ids("user-alice") == ids
 
 
 def test_4x_cap_concurrent_submits_never_leave_more_than_cap_live(exports: Exports) -> None:
@@ -97,11 +101,11 @@ def test_4x_cap_concurrent_submits_never_leave_more_than_cap_live(exports: Expor
 
     accepted = [o for o in outcomes if isinstance(o, str)]
     refused = [o for o in outcomes if isinstance(o, errors.TooManyLiveExports)]
+    record("race: 4 x cap (40) concurrent submits: accepted (cap 10)", len(accepted))
+    record("race: 4 x cap (40) concurrent submits: refused with 429", len(refused))
     assert len(accepted) == cap and len(refused) == 3 * cap
     assert exports.store.live_ids("user-alice") == set(accepted)
     assert len(list(exports.store.all_exports())) == cap
-    record("race: 4 x cap (40) concurrent submits: accepted (cap 10)", len(accepted))
-    record("race: 4 x cap (40) concurrent submits: refused with 429", len(refused))
 
 
 RACE_TRIALS = 100
@@ -122,7 +126,7 @@ def test_a_book_delete_racing_a_finishing_build_leaves_none_of_the_books_bytes_a
     exports: Exports,
 ) -> None:
     endings: Counter[str] = Counter()
-    left_behind = 0
+    left_behind, wrong = 0, []
     span, delays = _build_seconds(exports), random.Random(7)
     for _trial in range(RACE_TRIALS):
         book = _book(exports)
@@ -142,12 +146,14 @@ def test_a_book_delete_racing_a_finishing_build_leaves_none_of_the_books_bytes_a
         exports.collect_garbage()
         left = exports.objects.keys(f"books/{book}/") + exports.objects.keys(f"artifacts/{book}/")
         [row] = [e for e in exports.store.all_exports() if e.id == view["id"]]
-        left_behind += bool(left) or row.state in ("pending", "ready")
-        assert left == [] and row.state in ("cancelled", "expired"), (outcomes, row)
+        bad = bool(left) or row.state not in ("cancelled", "expired")
+        left_behind += bad
+        if bad:
+            wrong.append((outcomes, row, left))
     record("race: book delete against a finishing build: trials", RACE_TRIALS)
     record("race: book delete against a finishing build: trials with bytes left after one GC", left_behind)
     record("race: book delete against a finishing build: builds that finished first", endings["ready"])
-    assert left_behind == 0
+    assert left_behind == 0, wrong[:3]
 
 
 @pytest.mark.slow(15)
@@ -156,7 +162,7 @@ def test_a_cancel_racing_a_finish_ends_in_one_consistent_ending_and_never_a_read
 ) -> None:
     book = _book(exports)
     endings: Counter[str] = Counter()
-    inconsistent = 0
+    inconsistent, wrong = 0, []
     span, delays = _build_seconds(exports), random.Random(11)
     for _trial in range(RACE_TRIALS):
         view, _ = exports.submit("user-alice", book, "markdown", None)
@@ -182,11 +188,13 @@ def test_a_cancel_racing_a_finish_ends_in_one_consistent_ending_and_never_a_read
         consistent = consistent and keys <= set(row.paths)
         inconsistent += not consistent
         endings[row.state] += 1
-        assert consistent, (cancelled, built, row, keys)
+        if not consistent:
+            wrong.append((cancelled, built, row, keys))
     record("race: cancel against a finish: trials", RACE_TRIALS)
     record("race: cancel against a finish: trials with an inconsistent ending", inconsistent)
     record(
         "race: cancel against a finish: cancel first / finish first",
         f"{endings['cancelled']} / {endings['expired']}",
     )
+    assert inconsistent == 0, wrong[:3]
     assert violations(exports.store, exports.objects, after_gc=False) == []

@@ -15,7 +15,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
 from bindery.local import template
-from bindery.local.aws import EmbeddedAws
+from bindery.local.aws import EmbeddedAws, streams_read_the_live_table
 from tests.servers import free_port
 
 TABLE = "atomicity"
@@ -116,3 +116,38 @@ def test_a_cancelled_transaction_leaves_no_record_in_the_stream_and_a_committed_
         records = [record.record for record in table.stream_shard.items]
         inserted = [r["dynamodb"]["Keys"]["pk"]["S"] for r in records if r["eventName"] == "INSERT"]
         assert inserted == ["P#1", "P#3"]
+
+
+def test_an_iterator_taken_before_a_cancelled_transaction_reads_no_phantom_and_skips_nothing() -> None:
+    # moto's iterator kept the shard it was made from; a cancelled transaction then replaced the table with
+    # its copy, and the old iterator read the discarded one: a record for a put that was rolled back, at a
+    # sequence number the next real record takes. The pipe delivered the phantom and skipped the real one.
+    streams_read_the_live_table()
+    with mock_aws():
+        client = _client()
+        template.create_table(client, TABLE)
+        client.transact_write_items(TransactItems=[_put(1)])
+        streams = boto3.client(
+            "dynamodbstreams", region_name="us-east-1", config=Config(account_id_endpoint_mode="disabled")
+        )
+        arn = client.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+        shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+        first = streams.get_records(
+            ShardIterator=streams.get_shard_iterator(
+                StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+        )["Records"][-1]["dynamodb"]["SequenceNumber"]
+        after = streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard, ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=first
+        )["ShardIterator"]
+        with pytest.raises(client.exceptions.TransactionCanceledException):
+            client.transact_write_items(
+                TransactItems=[_put(2), _refused()]
+            )  # the put applies, then rolls back
+        assert streams.get_records(ShardIterator=after)["Records"] == []  # no phantom P#2
+        client.transact_write_items(TransactItems=[_put(3)])
+        again = streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard, ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=first
+        )["ShardIterator"]
+        keys = [r["dynamodb"]["Keys"]["pk"]["S"] for r in streams.get_records(ShardIterator=again)["Records"]]
+        assert keys == ["P#3"]

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
 from bindery.local import template
 from bindery.states import FailureCode
@@ -18,11 +19,9 @@ SCHEMA_KEYS = {"id", "export_id", "book_id", "owner", "format", "state", "attemp
 
 def _events(stack: Stack) -> list[tuple[str, dict[str, Any]]]:
     """What the events pipe would put on the bus, for every stream record so far, in order."""
-    # moto routes this client in-process only with its endpoint spelled out.
+    # Not botocore's account-based endpoint (the account id in the host), which moto does not route.
     streams = boto3.client(
-        "dynamodbstreams",
-        region_name="us-east-1",
-        endpoint_url="https://streams.dynamodb.us-east-1.amazonaws.com",
+        "dynamodbstreams", region_name="us-east-1", config=Config(account_id_endpoint_mode="disabled")
     )
     arn = boto3.client("dynamodb", region_name="us-east-1").describe_table(TableName=TABLE)["Table"][
         "LatestStreamArn"

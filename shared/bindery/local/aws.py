@@ -1,12 +1,13 @@
-"""The embedded AWS: moto's server on 127.0.0.1, with DynamoDB made atomic under concurrent requests.
+"""The embedded AWS: moto's server on 127.0.0.1, made safe under concurrent requests where Bindery needs it.
 
 moto's DynamoDB is not atomic across threads. A transaction copies the whole table when it starts and,
 when it is cancelled, puts that copy back, so every write another request made in between is undone:
 under 64 concurrent clients, finishes and submits that had answered 200 vanished, leaving exports pending
 with their queue message gone. Real DynamoDB applies each request atomically, and Bindery's guards rely on
 that, so here DynamoDB's requests (and its stream's, which read the same tables) take one lock and run one
-at a time. moto's work holds the GIL anyway, so the lock costs little; S3, SQS and EventBridge run
-concurrently, as before.
+at a time. moto's work holds the GIL anyway, so the lock costs little. A stream iterator reads the live
+table (`streams_read_the_live_table`), and SQS's writes take a lock of their own (`_lock_for`); S3 and
+EventBridge run concurrently.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from moto.dynamodb.models.table import StreamRecord
+from moto.dynamodbstreams.models import ShardIterator
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
@@ -28,17 +30,52 @@ def records_are_not_copied() -> None:
     StreamRecord.__deepcopy__ = lambda self, memo: self  # type: ignore[attr-defined]
 
 
-# The X-Amz-Target prefixes of DynamoDB's and DynamoDB Streams' JSON protocols.
-_ATOMIC_TARGETS = ("DynamoDB_", "DynamoDBStreams_")
+def streams_read_the_live_table() -> None:
+    """A shard iterator reads the table's stream as it is when GetRecords runs. moto's iterator keeps the
+    shard object it was made from, and a transaction cancelled in between replaces the table with its
+    copy: the iterator then read the discarded table, with the cancelled transaction's records in it (an
+    export that never was), and the pipe, having moved past their sequence numbers, skipped the real
+    records that took those numbers next. Under load the build queue lost jobs that way."""
+    if getattr(ShardIterator.get, "reads_live_table", False):
+        return
+    read = ShardIterator.get
+
+    def get(self: ShardIterator, limit: int = 1000) -> dict[str, Any]:
+        live = self.streams_backend.dynamodb.get_table(self.stream_shard.table.name).stream_shard
+        if live is not None:
+            self.stream_shard = live
+        return read(self, limit)
+
+    get.reads_live_table = True  # type: ignore[attr-defined]
+    ShardIterator.get = get  # type: ignore[method-assign]
+
+
+# The X-Amz-Target prefixes of DynamoDB's and DynamoDB Streams' JSON protocols, and SQS's.
+_DYNAMODB_TARGETS = ("DynamoDB_", "DynamoDBStreams_")
+_SQS_TARGET = "AmazonSQS."
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-def one_dynamodb_request_at_a_time(app: WsgiApp) -> WsgiApp:
-    lock = threading.Lock()
+def _lock_for(target: str, dynamodb: threading.Lock, sqs: threading.Lock) -> threading.Lock | None:
+    if target.startswith(_DYNAMODB_TARGETS):
+        return dynamodb
+    # moto's SQS rebuilds a queue's message list on each DeleteMessage, and assigns it after the loop: a
+    # SendMessage appended in that window is lost. (Read in its code; no test here has caught it in the
+    # act.) A ReceiveMessage runs free: it never replaces the list, and it may wait (long polling) for a
+    # send that a lock would hold back.
+    if target.startswith(_SQS_TARGET) and target != f"{_SQS_TARGET}ReceiveMessage":
+        return sqs
+    return None
+
+
+def one_request_at_a_time(app: WsgiApp) -> WsgiApp:
+    """DynamoDB's requests run one at a time, and SQS's writes one at a time (each service its own lock)."""
+    dynamodb, sqs = threading.Lock(), threading.Lock()
 
     def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if not environ.get("HTTP_X_AMZ_TARGET", "").startswith(_ATOMIC_TARGETS):
+        lock = _lock_for(environ.get("HTTP_X_AMZ_TARGET", ""), dynamodb, sqs)
+        if lock is None:
             return app(environ, start_response)
         with lock:
             # The body is read inside the lock too: a lazy one would be computed after it was released.
@@ -52,7 +89,7 @@ class _Handler(MotoRequestHandler):
 
 
 class EmbeddedAws:
-    """moto's ThreadedMotoServer, with the DynamoDB lock in front of its application."""
+    """moto's ThreadedMotoServer, with the locks in front of its application."""
 
     def __init__(self, port: int) -> None:
         self.port = port
@@ -65,7 +102,8 @@ class EmbeddedAws:
 
     def start(self) -> None:
         records_are_not_copied()
-        app = one_dynamodb_request_at_a_time(DomainDispatcherApplication(create_backend_app))
+        streams_read_the_live_table()
+        app = one_request_at_a_time(DomainDispatcherApplication(create_backend_app))
         self._server = make_server("127.0.0.1", self.port, app, threaded=True, request_handler=_Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="aws", daemon=True)
         self._thread.start()
