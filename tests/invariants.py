@@ -1,25 +1,32 @@
 """The five promises, checked against what is in the table and the bucket once the system is quiescent.
 
-1. Every accepted export has ended (ready, failed, cancelled or expired), a failed one with its code.
+1. Every accepted export has a row, and has ended (ready, failed, cancelled or expired), a failed one
+   with its code.
 2. Every ready export's object exists; every object under artifacts/ is named by a row that is ready or
-   still waiting for its unlink; after the GC nothing else remains, and no multipart upload is left open.
+   still waiting for its unlink; every manuscript under books/ is its book's current cut, or one waiting
+   to be retired; after the GC nothing else remains, and no multipart upload is left open.
 3. Each caller's live set is exactly that caller's pending exports.
-4. No Idempotency-Key answered with two different exports.
+4. No Idempotency-Key answered with two different exports, and the table holds at most one export per
+   key and window (its rows carry the key's digest).
 5. A poll made no write.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import pairwise
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from bindery.objects import ARTIFACT_PREFIX
+from bindery.objects import ARTIFACT_PREFIX, BOOK_PREFIX, UPLOAD_PREFIX
 from bindery.states import ENDED, Queue, State
 
 # What the checks read of each item: one projected Scan, so that checking after every step stays cheap.
-_PROJECTION = "pk, sk, export_id, #state, failure_code, #path, paths, #queue, counted_against, live_ids"
+_PROJECTION = (
+    "pk, sk, export_id, #state, failure_code, #path, paths, #queue, counted_against, live_ids, cut,"
+    " key_digest, requested_at"
+)
 _NAMES = {"#state": "state", "#path": "path", "#queue": "queue"}
 
 
@@ -30,10 +37,18 @@ def items_of(store: Any) -> list[dict[str, Any]]:
         "ConsistentRead": True,
         "ProjectionExpression": _PROJECTION,
         "ExpressionAttributeNames": _NAMES,
-        # Exports and live sets only: moto's cost is in serialising what it returns, and chapters, markers,
-        # keys and audit rows are most of a table.
-        "FilterExpression": "begins_with(sk, :export) OR sk = :live",
-        "ExpressionAttributeValues": {":export": {"S": "EXPORT#"}, ":live": {"S": "LIVE"}},
+        # Exports, live sets, books and their retire and purge markers: moto's cost is in serialising what
+        # it returns, and chapters, keys and audit rows are most of a table.
+        "FilterExpression": (
+            "begins_with(sk, :export) OR sk IN (:live, :book, :purge) OR begins_with(sk, :retire)"
+        ),
+        "ExpressionAttributeValues": {
+            ":export": {"S": "EXPORT#"},
+            ":live": {"S": "LIVE"},
+            ":book": {"S": "BOOK"},
+            ":purge": {"S": "PURGE"},
+            ":retire": {"S": "RETIRE#"},
+        },
     }
     found = []
     while True:
@@ -50,11 +65,16 @@ def violations(
     *,
     key_answers: dict[str, set[str]] | None = None,
     poll_writes: list[str] | None = None,
+    accepted: set[str] | None = None,
     after_gc: bool = True,
 ) -> list[str]:
     found: list[str] = []
     items = items_of(store)
     rows = [i for i in items if i["sk"].startswith("EXPORT#")]
+
+    # 1. an accepted export has a row (it is never forgotten before its answer could matter)
+    for export_id in sorted((accepted or set()) - {r["export_id"] for r in rows}):
+        found.append(f"1: accepted export {export_id} has no row")
 
     # 1. ended, with a reason
     for row in rows:
@@ -82,6 +102,22 @@ def violations(
                 found.append(
                     f"2: ended export {row['export_id']} still waits for its unlink after the GC ran"
                 )
+    # ...and under books/: each manuscript is its book's current cut, or a cut waiting to be retired
+    books = {i["pk"].removeprefix("BOOK#"): i.get("cut") for i in items if i["sk"] == "BOOK"}
+    retiring = {
+        (i["pk"].removeprefix("BOOK#"), i["sk"].removeprefix("RETIRE#"))
+        for i in items
+        if i["sk"].startswith("RETIRE#")
+    }
+    purging = {i["pk"].removeprefix("BOOK#") for i in items if i["sk"] == "PURGE"}
+    for key in objects.keys(BOOK_PREFIX):
+        if key.startswith(UPLOAD_PREFIX):
+            continue  # a caller's upload: adopted and removed, or expired by the bucket's lifecycle rule
+        book, _, name = key.removeprefix(BOOK_PREFIX).partition("/")
+        cut = name.removesuffix(".md")
+        if books.get(book) == cut or (book, cut) in retiring or book in purging:
+            continue
+        found.append(f"2: manuscript {key} belongs to no book's current cut nor one waiting to be retired")
     uploads = objects.client.list_multipart_uploads(Bucket=objects.settings.bucket).get("Uploads", [])
     for upload in uploads:
         found.append(f"2: multipart upload left open: {upload['Key']}")
@@ -103,10 +139,19 @@ def violations(
                 f"{sorted(pending.get(caller, set()))}"
             )
 
-    # 4. one export per key
+    # 4. one export per key: as the callers were answered, and as the table holds them
     for key, ids in (key_answers or {}).items():
         if len(ids) > 1:
             found.append(f"4: Idempotency-Key {key} answered with {sorted(ids)}")
+    window = store.settings.idempotency_ttl_seconds
+    by_key: dict[str, list[Any]] = defaultdict(list)
+    for row in rows:
+        if row.get("key_digest"):
+            by_key[row["key_digest"]].append(row["requested_at"])
+    for digest, times in by_key.items():
+        times.sort()
+        if any(later - earlier < window for earlier, later in pairwise(times)):
+            found.append(f"4: one key ({digest[:12]}...) made {len(times)} exports within one window")
 
     # 5. polls read only
     for op in poll_writes or []:

@@ -197,8 +197,9 @@ class Client:
             book: Book = self._call("PUT", path, {"manuscript": text}, headers=headers)
             return book
         upload = self._call("POST", f"/books/{_id(book_id)}/uploads", None, create=True)
-        # The same bytes to the same key: repeating the upload changes nothing.
-        sent = self._send("PUT", upload["upload_url"], body=data, repeatable=True)
+        # The same bytes to the same key: repeating the upload changes nothing. A form POST, the file last.
+        form = {**upload["fields"], "file": ("manuscript.md", data, "text/markdown")}
+        sent = self._send("POST", upload["upload_url"], fields=form, repeatable=True)
         if sent.status >= 300:
             raise ApiError(sent.status, f"http_{sent.status}", "the upload URL refused the manuscript")
         book = self._call("PUT", path, {"upload_id": upload["upload_id"]}, headers=headers)

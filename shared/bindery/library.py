@@ -32,7 +32,7 @@ MAX_CHAPTER_TITLE = 500
 # hundreds; reference works a few thousand.
 MAX_CHAPTERS = 5_000
 MAX_UPLOAD_BYTES = 500 * 1024 * 1024
-UPLOAD_URL_SECONDS = 900
+UPLOAD_URL_SECONDS = 600
 # How long a staged cut may wait to be adopted before the GC removes it: past the API's 30 s with room.
 STAGE_GRACE_SECONDS = 300
 PUBLISH_TRIES = 5
@@ -181,13 +181,17 @@ class Library:
     def create_upload(self, caller: str, book_id: str) -> dict[str, Any]:
         self._owned(caller, book_id)
         upload_id = secrets.token_hex(12)
-        url = self.objects.presign_upload(upload_key(book_id, upload_id), UPLOAD_URL_SECONDS)
+        post = self.objects.presign_upload(
+            upload_key(book_id, upload_id), MAX_UPLOAD_BYTES, UPLOAD_URL_SECONDS
+        )
         from bindery.exports import iso
 
+        # A form POST: send `fields` as they are, then the manuscript as the form's `file`, last.
         return {
             "upload_id": upload_id,
-            "upload_url": url,
-            "method": "PUT",
+            "upload_url": post["url"],
+            "method": "POST",
+            "fields": post["fields"],
             "expires_at": iso(self.clock() + UPLOAD_URL_SECONDS),
             "max_bytes": MAX_UPLOAD_BYTES,
         }

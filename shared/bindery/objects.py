@@ -122,12 +122,16 @@ class Objects:
             **extra,
         )
 
-    def presign_upload(self, key: str, expires_in: int) -> str:
-        return str(
-            self.client.generate_presigned_url(
-                "put_object", Params={"Bucket": self.settings.bucket, "Key": key}, ExpiresIn=expires_in
-            )
+    def presign_upload(self, key: str, max_bytes: int, expires_in: int) -> dict[str, Any]:
+        """A presigned POST for exactly this key. Its policy, which S3 enforces, bounds the size to 1 byte
+        .. max_bytes (a presigned PUT took up to 5 GB)."""
+        post: dict[str, Any] = self.client.generate_presigned_post(
+            Bucket=self.settings.bucket,
+            Key=key,
+            Conditions=[["content-length-range", 1, max_bytes]],
+            ExpiresIn=expires_in,
         )
+        return post
 
     def writer(self, key: str, content_type: str) -> ArtifactWriter:
         return ArtifactWriter(self.client, self.settings.bucket, key, content_type)

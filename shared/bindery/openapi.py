@@ -99,11 +99,16 @@ SCHEMAS: dict[str, Any] = {
     },
     "Upload": {
         "type": "object",
-        "required": ["upload_id", "upload_url", "method", "expires_at", "max_bytes"],
+        "required": ["upload_id", "upload_url", "method", "fields", "expires_at", "max_bytes"],
         "properties": {
             "upload_id": ID,
             "upload_url": {"type": "string"},
-            "method": {"const": "PUT"},
+            "method": {"const": "POST"},
+            "fields": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "form fields to send as they are, before the manuscript as the form's `file`",
+            },
             "expires_at": TIME,
             "max_bytes": {"type": "integer"},
         },
@@ -206,7 +211,7 @@ OPERATIONS: dict[str, dict[str, Any]] = {
                       **_errors(400, 404, 409, 412, 413, 422, 503)},
     },
     "POST /books/{bookId}/uploads": {
-        "operationId": "createUpload", "summary": "A presigned PUT URL for a manuscript of up to 500 MB",
+        "operationId": "createUpload", "summary": "A presigned POST for a manuscript of 1 byte to 500 MiB",
         "parameters": [BOOK_ID],
         "responses": {"201": {"description": "where to upload", **_json("Upload")}, **_errors(404, 503)},
     },

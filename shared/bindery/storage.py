@@ -255,6 +255,9 @@ class _ExportItem(_Item):
     requested_at = NumberAttribute()
     # Whose live set this export occupies while pending. Not an owner: authorization reads the book.
     counted_against = UnicodeAttribute()
+    # The digest of the Idempotency-Key that made it, if one did: what lets a check of the table alone
+    # see that one key, in one window, made one export.
+    key_digest = UnicodeAttribute(null=True)
     attempt = NumberAttribute(default=0)
     started_at = NumberAttribute(null=True)
     lease_until = NumberAttribute(null=True)
@@ -717,6 +720,7 @@ class Store:
             state=State.PENDING.value,
             requested_at=export.requested_at,
             counted_against=caller,
+            key_digest=idempotency[0] if idempotency is not None else None,
             attempt=0,
             queue=Queue.STALE.value,
             due_at=now + self.settings.queue_grace_seconds,

@@ -156,7 +156,8 @@ def round_trips() -> None:
         clock.advance(settings.queue_grace_seconds + 1)
         with recording(*clients) as calls:
             ex.fail_stale_exports()
-        rows.append(("each stale row swept (writes per row)", calls.count()["TransactWriteItems"] // 3, 1))
+        # Totals over the rows, not a quotient: a division would hide an extra call.
+        rows.append(("3 stale rows swept (TransactWriteItems)", calls.count()["TransactWriteItems"], 3))
         clock.advance(settings.link_ttl_seconds + settings.lease_seconds + 1)
         ex.expire_lapsed_links()  # clear the rows above out of the GC's queues, so the figures below are
         ex.unlink_ended_artifacts()  # one link's alone
@@ -175,13 +176,9 @@ def round_trips() -> None:
             assert ex.expire_lapsed_links().done == 2
             assert ex.unlink_ended_artifacts().done == 2
         rows.append(
-            (
-                "a lapsed link: expire + forget (DynamoDB writes)",
-                calls.count("dynamodb")["UpdateItem"] // 2,
-                2,
-            )
+            ("2 lapsed links: expire + forget (DynamoDB writes)", calls.count("dynamodb")["UpdateItem"], 4)
         )
-        rows.append(("a lapsed link: S3 deletes", calls.count("s3")["DeleteObject"] // 2, 1))
+        rows.append(("2 lapsed links: S3 deletes", calls.count("s3")["DeleteObject"], 2))
     for name, measured, minimum in rows:
         record("round trips", name, str(measured), f"minimum {minimum}", measured == minimum)
 
@@ -189,10 +186,22 @@ def round_trips() -> None:
 # ---- 2. cold start ---------------------------------------------------------------------------------
 
 
-def _init_seconds(target: str) -> float:
+# The sample event each cold start is invoked with (events/), so that the first invoke builds its clients.
+COLD_EVENTS = {
+    "floor": "poll_get_book.json",
+    "submit": "submit_create_export.json",
+    "poll": "poll_get_book.json",
+    "build_worker": "build_worker_sqs.json",
+    "expiry_gc": "expiry_gc_schedule.json",
+    "stale_sweep": "stale_sweep_schedule.json",
+    "usual": "poll_get_book.json",
+}
+
+
+def _init_seconds(target: str, name: str, aws: dict[str, str]) -> float:
     out = subprocess.run(
-        [PY, str(ROOT / "tests/bench/coldstart_probe.py"), target],
-        env=_env(),
+        [PY, str(ROOT / "tests/bench/coldstart_probe.py"), target, str(ROOT / "events" / COLD_EVENTS[name])],
+        env=_env(**aws),
         capture_output=True,
         text=True,
         check=True,
@@ -202,7 +211,26 @@ def _init_seconds(target: str) -> float:
 
 
 def cold_start() -> None:
-    say(f"\n2. Cold start: init of a fresh process, median of {COLD_RUNS}")
+    say(f"\n2. Cold start: a fresh process's import and first invoke, median of {COLD_RUNS}")
+    import boto3
+
+    from bindery.local.aws import EmbeddedAws
+    from bindery.local.template import create_table
+    from tests.servers import free_port
+
+    embedded = EmbeddedAws(free_port())
+    embedded.start()
+    aws = {"AWS_ENDPOINT_URL": embedded.endpoint, "BINDERY_TABLE": "cold", "BINDERY_BUCKET": "cold"}
+    os.environ.update(_env(**aws))
+    create_table(boto3.client("dynamodb", endpoint_url=embedded.endpoint), "cold")
+    boto3.client("s3", endpoint_url=embedded.endpoint).create_bucket(Bucket="cold")
+    try:
+        _cold_starts(aws)
+    finally:
+        embedded.stop()
+
+
+def _cold_starts(aws: dict[str, str]) -> None:
     targets = {"floor": "floor", **{name: f"functions.{name}.app" for name in HANDLERS}}
     targets["usual"] = "tests.bench.usual_handler"
     samples: dict[str, list[float]] = {name: [] for name in targets}
@@ -210,7 +238,7 @@ def cold_start() -> None:
     for _ in range(COLD_RUNS):
         for name, target in targets.items():
             try:
-                samples[name].append(_init_seconds(target))
+                samples[name].append(_init_seconds(target, name, aws))
             except subprocess.CalledProcessError as exc:
                 if name != "usual":
                     raise
@@ -220,7 +248,7 @@ def cold_start() -> None:
                 break
     median = {name: statistics.median(runs) for name, runs in samples.items()}
     floor = median["floor"]
-    record("cold start", "floor: import boto3; boto3.client('dynamodb')", f"{floor * 1000:.0f} ms")
+    record("cold start", "floor: import boto3, a DynamoDB client, one GetItem", f"{floor * 1000:.0f} ms")
     for name in HANDLERS:
         ratio = median[name] / floor
         record("cold start", f"{name} / floor", f"{ratio:.2f}", "≤ 1.25", ratio <= 1.25)
@@ -844,6 +872,9 @@ def _against_weasyprint(aws: Aws, table: str, tmp: Path) -> None:
     )
 
 
+BUDGET_SECONDS = 600
+
+
 def write(path: Path, seconds: float) -> None:
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     lines = [
@@ -851,7 +882,8 @@ def write(path: Path, seconds: float) -> None:
         "",
         f"Written by `make bench` on {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}, on {machine}.",
         "Every figure below is from that one run: timings as ratios taken in the same run, counts exact.",
-        f"The whole run took {seconds:.0f} s (budget: under 10 minutes on a 2-core machine).",
+        f"The whole run took {seconds:.0f} s (budget: under {BUDGET_SECONDS // 60} minutes on a 2-core "
+        "machine, checked: the last row).",
         os.environ.get("BINDERY_BENCH_NOTE", ""),
         "",
     ]
@@ -884,9 +916,12 @@ def main() -> int:
     with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
         for name in chosen:
             sections[name]()
-    say(f"\n{len(FIGURES)} figures in {time.perf_counter() - started:.0f} s")
+    seconds = time.perf_counter() - started
+    say(f"\n{len(FIGURES)} figures in {seconds:.0f} s")
     if set(chosen) == set(sections):
-        write(ROOT / "docs" / "BENCHMARKS.md", time.perf_counter() - started)
+        # The run's own budget is a figure like the others, and fails the run like them.
+        record("run", "the whole run, s", f"{seconds:.0f}", f"< {BUDGET_SECONDS}", seconds < BUDGET_SECONDS)
+        write(ROOT / "docs" / "BENCHMARKS.md", seconds)
     return 1 if any(f.verdict == "FAIL" for f in FIGURES) else 0
 
 

@@ -70,16 +70,34 @@ class Recorder:
     """A botocore hook: each API call (and each presigned URL) made while a function is acting."""
 
     calls: dict[str, list[tuple[str, dict[str, Any]]]] = field(default_factory=dict)
+    presigning_post: bool = False
 
     def __call__(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         function = ACTING.get()
-        if function is not None:
+        if function is not None and not self.presigning_post:
             self.calls.setdefault(function, []).append((model.name, dict(params)))
 
     def attach(self, *clients: Any) -> None:
         for client in clients:
             # Before the parameters are built: once per call (not per resend), and presigning fires it too.
             client.meta.events.register("before-parameter-build", self)
+
+    def presigned_posts(self, objects: Any) -> None:
+        """A presigned POST is the PutObject its holder will make with the role's credentials. botocore
+        builds it on CreateBucket's model, with no key, so the key is taken here instead."""
+        presign = objects.presign_upload
+
+        def recorded(key: str, *args: Any, **kwargs: Any) -> Any:
+            function = ACTING.get()
+            if function is not None:
+                self.calls.setdefault(function, []).append(("PutObject", {"Key": key}))
+            self.presigning_post = True
+            try:
+                return presign(key, *args, **kwargs)
+            finally:
+                self.presigning_post = False
+
+        objects.presign_upload = recorded
 
     def detach(self, *clients: Any) -> None:
         for client in clients:

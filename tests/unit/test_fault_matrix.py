@@ -27,7 +27,7 @@ import botocore.endpoint
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
-from bindery.objects import ARTIFACT_PREFIX
+from bindery.objects import ARTIFACT_PREFIX, artifact_key
 from bindery.states import State
 from tests.calls import recording
 from tests.figures import record
@@ -64,7 +64,7 @@ FAULTS: dict[str, Callable[[str], BaseException]] = {
     "crash": _crash,
 }
 LOST_ANSWER = "applied_then_lost"
-SCENARIOS = ("exports", "replacements", "book_delete")
+SCENARIOS = ("exports", "replacements", "book_delete", "stale")
 KINDS = [*sorted(FAULTS), LOST_ANSWER]
 
 
@@ -191,6 +191,7 @@ Claim = Callable[[Snapshot, Reply], list[str]]
 class Run:
     stack: Stack
     key_answers: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    accepted: set[str] = field(default_factory=set)  # every export id a 202 answered with
     poll_writes: list[str] = field(default_factory=list)
     untrue: list[str] = field(default_factory=list)  # answers that said what did not happen, and steps after
     # which a ready row had no object
@@ -211,6 +212,8 @@ class Run:
                 continue
             after = self._step()
             status = getattr(result, "status", 200)
+            if status == 202 and isinstance(getattr(result, "body", None), dict) and "id" in result.body:
+                self.accepted.add(result.body["id"])
             if claim is not None and after is not None:
                 if 200 <= status < 300:
                     self.untrue += [f"{status} although {v}" for v in claim(after, result)]
@@ -377,6 +380,29 @@ class Run:
         self.attempt(lambda: s.submit(book, "html"), claim=self._export_exists(book))
         self.attempt(lambda: s.http("DELETE", f"/books/{book}"), claim=self._book_gone(book))
 
+    def _stale(self) -> None:
+        """An export nobody builds, and one whose worker claimed it and died: past their bounds the stale
+        sweep ends the first (queue_timeout) and takes the second back from its lost worker."""
+        s = self.stack
+        made = self.attempt(
+            lambda: s.http("POST", "/books", body={"title": "Stale", "manuscript": "# S\n\ns\n"}),
+            claim=self._book_exists,
+        )
+        if made is None or made.status != 201:
+            return
+        book = made.body["id"]
+        self.attempt(lambda: s.submit(book, "html"), claim=self._export_exists(book))
+        lost = self.attempt(lambda: s.submit(book, "markdown"), claim=self._export_exists(book))
+        if lost is not None and lost.status == 202:
+            export_id = lost.body["id"]
+            path = artifact_key(book, export_id, "died")
+            self.attempt(lambda: s.store.claim_build(book, export_id, path, s.clock()))
+        settings = s.exports.settings
+        s.clock.advance(
+            max(settings.queue_grace_seconds, settings.lease_seconds + settings.retry_grace_seconds) + 1
+        )
+        self.attempt(s.sweep)
+
     def _build_until_done(self, book: str, export_id: str) -> Any:
         result = self.stack.build(book, export_id)
         if result["batchItemFailures"]:
@@ -423,7 +449,11 @@ def _checked_run(stack: Stack) -> Run:
 
 def _found(stack: Stack, run: Run) -> list[str]:
     return run.untrue + violations(
-        stack.store, stack.objects, key_answers=run.key_answers, poll_writes=run.poll_writes
+        stack.store,
+        stack.objects,
+        key_answers=run.key_answers,
+        poll_writes=run.poll_writes,
+        accepted=run.accepted,
     )
 
 

@@ -203,6 +203,7 @@ class Lifecycle(RuleBasedStateMachine):
                 self.stack.objects,
                 key_answers=self.key_answers,
                 poll_writes=self.poll_writes,
+                accepted={export_id for _, _, export_id in self.exports},
                 after_gc=False,
             )
         finally:
@@ -216,7 +217,11 @@ class Lifecycle(RuleBasedStateMachine):
         self._disarm()
         self.run.quiesce()
         found = violations(
-            self.stack.store, self.stack.objects, key_answers=self.key_answers, poll_writes=self.poll_writes
+            self.stack.store,
+            self.stack.objects,
+            key_answers=self.key_answers,
+            poll_writes=self.poll_writes,
+            accepted={export_id for _, _, export_id in self.exports},
         )
         drop_table(self.stack.exports.settings.table)
         assert found == []

@@ -1,0 +1,82 @@
+"""The checker (tests/invariants.py) can fail: each promise, broken by hand in the table or the bucket, is
+named, and a clean system names nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+import pytest
+
+from bindery.objects import artifact_key
+from tests.invariants import violations
+from tests.unit.conftest import Stack
+
+
+def _ready_book(stack: Stack) -> tuple[str, str]:
+    book = stack.create_book()
+    export = stack.submit(book, "markdown", key="k1").body["id"]
+    stack.build(book, export)
+    return book, export
+
+
+def _table(stack: Stack) -> Any:
+    return boto3.resource("dynamodb").Table(stack.exports.settings.table)
+
+
+def _stray_manuscript(stack: Stack, book: str, _: str) -> None:
+    stack.objects.put_bytes(f"books/{book}/not-a-cut.md", b"# stray\n")
+
+
+def _ready_without_bytes(stack: Stack, book: str, export: str) -> None:
+    row = _table(stack).get_item(Key={"pk": f"BOOK#{book}", "sk": f"EXPORT#{export}"})["Item"]
+    stack.objects.delete([row["path"]])
+
+
+def _stray_artifact(stack: Stack, book: str, export: str) -> None:
+    stack.objects.put_bytes(artifact_key(book, export, "nobody"), b"x")
+
+
+def _second_export_for_one_key(stack: Stack, book: str, export: str) -> None:
+    row = _table(stack).get_item(Key={"pk": f"BOOK#{book}", "sk": f"EXPORT#{export}"})["Item"]
+    twin = {**row, "sk": "EXPORT#twin", "export_id": "twin", "requested_at": row["requested_at"] + 60}
+    _table(stack).put_item(Item={k: v for k, v in twin.items() if k not in ("path", "paths")})
+
+
+def _pending_outside_the_live_set(stack: Stack, book: str, export: str) -> None:
+    _table(stack).update_item(
+        Key={"pk": f"BOOK#{book}", "sk": f"EXPORT#{export}"},
+        UpdateExpression="SET #s = :p",
+        ExpressionAttributeNames={"#s": "state"},
+        ExpressionAttributeValues={":p": "pending"},
+    )
+
+
+BREAKS: dict[str, tuple[Callable[[Stack, str, str], None], str]] = {
+    "a manuscript no cut names": (_stray_manuscript, "2: manuscript books/"),
+    "a ready row without its object": (_ready_without_bytes, "2: ready export"),
+    "an artifact no row names": (_stray_artifact, "2: object artifacts/"),
+    "two exports for one key in one window": (_second_export_for_one_key, "4: one key"),
+    "a pending export outside its caller's live set": (_pending_outside_the_live_set, "3: user-alice's live"),
+}
+
+
+def test_a_clean_system_breaks_no_promise(stack: Stack) -> None:
+    _, export = _ready_book(stack)
+    assert violations(stack.store, stack.objects, accepted={export}, after_gc=False) == []
+
+
+@pytest.mark.parametrize("broken", sorted(BREAKS))
+def test_each_broken_promise_is_named(stack: Stack, broken: str) -> None:
+    book, export = _ready_book(stack)
+    breaking, named = BREAKS[broken]
+    breaking(stack, book, export)
+    found = violations(stack.store, stack.objects, accepted={export}, after_gc=False)
+    assert any(line.startswith(named) for line in found), found
+
+
+def test_an_accepted_export_without_a_row_is_named(stack: Stack) -> None:
+    _ready_book(stack)
+    found = violations(stack.store, stack.objects, accepted={"1a0000000000000000000"}, after_gc=False)
+    assert found == ["1: accepted export 1a0000000000000000000 has no row"]
