@@ -7,6 +7,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+# The operations that change nothing; every other call may write.
+READ_ONLY = frozenset(
+    {
+        "GetItem",
+        "Query",
+        "Scan",
+        "TransactGetItems",
+        "BatchGetItem",
+        "GetObject",
+        "HeadObject",
+        "ListObjectsV2",
+        "ListMultipartUploads",
+        "DescribeTable",
+    }
+)
+
 
 class Calls:
     def __init__(self) -> None:
@@ -19,18 +35,7 @@ class Calls:
         return Counter(op for svc, op in self.made if service is None or svc == service)
 
     def writes(self) -> list[str]:
-        read_only = {
-            "GetItem",
-            "Query",
-            "Scan",
-            "TransactGetItems",
-            "BatchGetItem",
-            "GetObject",
-            "HeadObject",
-            "ListObjectsV2",
-            "DescribeTable",
-        }
-        return [op for _, op in self.made if op not in read_only]
+        return [op for _, op in self.made if op not in READ_ONLY]
 
 
 @contextmanager

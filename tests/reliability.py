@@ -28,7 +28,7 @@ LOAD_SECONDS = "60"  # `make test` runs the load test for 5 s; this publishes a 
 # missing) or stopped early publishes fewer, and the run fails rather than print a shorter table.
 EXPECTED = {
     "fault matrix: ": 15,
-    "stateful property test, shard ": 8,
+    "stateful property test, shard ": 12,
     "IAM: ": 15,
     "race: ": 12,
     "duplicate delivery": 3,
