@@ -96,3 +96,34 @@ def token(user: str) -> str:
         [str(ROOT / ".venv/bin/bindery"), "token", user], capture_output=True, text=True, check=True
     )
     return out.stdout.strip()
+
+
+def promises_broken(stack: RunningStack, key_answers: dict[str, set[str]] | None = None) -> list[str]:
+    """The promises (tests/invariants.py), read through the stack's own AWS once every build it started
+    has ended. The one local worker builds a backlog one export at a time, so this waits while it makes
+    progress, and for a build that asked for a retry, until its message can come back (the build queue's
+    visibility timeout). Clients of its own, not the process's environment: PynamoDB's session would keep
+    the stack's credentials."""
+    import types
+
+    import boto3
+
+    from bindery.config import Settings
+    from bindery.local import template
+    from bindery.local.stack import BUCKET, TABLE
+    from bindery.objects import Objects
+    from tests.invariants import items_of, violations
+
+    aws = {"endpoint_url": stack.aws, "aws_access_key_id": "local", "aws_secret_access_key": "local"}
+    settings = Settings(table=TABLE, bucket=BUCKET)
+    store = types.SimpleNamespace(settings=settings, client=boto3.client("dynamodb", **aws))
+    objects = Objects(settings)
+    objects._client = boto3.client("s3", **aws)
+    patience = float(template.queue_attributes("BuildQueue")["VisibilityTimeout"]) + 30
+    pending, stalled_since = -1, time.monotonic()
+    while pending != 0 and time.monotonic() - stalled_since < patience:
+        left = sum(1 for i in items_of(store) if i.get("state") == "pending")
+        if left != pending:
+            pending, stalled_since = left, time.monotonic()
+        time.sleep(0.5)
+    return violations(store, objects, key_answers=key_answers, after_gc=False)

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from bindery.local import tokens
-from tests.e2e.stack import RunningStack, auth
+from tests.e2e.stack import RunningStack, auth, promises_broken
 from tests.figures import record
 
 BOOK = "{book}"
@@ -298,9 +298,11 @@ def test_at_least_40_hostile_requests_get_their_4xx_and_write_nothing(stack: Run
             wrong.append(f"{name}: got {reply.status_code} {got_code}, want {status} {code}")
     after = _snapshot(stack)
     wrote = after != before
+    broken = promises_broken(stack)
     record("hostile requests sent through the HTTP API", len(CASES))
     record("hostile requests answered other than documented, or that wrote", len(wrong) + wrote)
-    assert wrong == []
+    record("hostile requests: promises broken afterwards", len(broken))
+    assert wrong == [] and broken == []
     assert not wrote, (set(after[0]) ^ set(before[0]), set(after[1]) ^ set(before[1]))
 
 

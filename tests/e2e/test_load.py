@@ -11,24 +11,18 @@ from __future__ import annotations
 import os
 import threading
 import time
-import types
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
 import pytest
 import requests
 
-from bindery.config import Settings
-from bindery.local import template, tokens
-from bindery.local.stack import BUCKET, TABLE
-from bindery.objects import Objects
-from tests.e2e.stack import RunningStack, start
+from bindery.local import tokens
+from tests.e2e.stack import RunningStack, promises_broken, start
 from tests.figures import record
-from tests.invariants import items_of, violations
 from tests.servers import free_port
 
 CLIENTS = 64
@@ -161,23 +155,8 @@ def test_64_concurrent_clients_get_every_answer_no_5xx_and_the_promises_hold(sta
     assert len(tally.latencies["POST /books"]) == CLIENTS  # every client was answered its book
     assert total >= 2 * CLIENTS  # and got at least one answer in the window
 
-    # Once every build it started has ended, the promises hold, read through the stack's own AWS. (Clients
-    # of their own, not the process's environment: PynamoDB's session would keep the stack's credentials.)
-    aws = {"endpoint_url": stack.aws, "aws_access_key_id": "local", "aws_secret_access_key": "local"}
-    settings = Settings(table=TABLE, bucket=BUCKET)
-    store = types.SimpleNamespace(settings=settings, client=boto3.client("dynamodb", **aws))
-    objects = Objects(settings)
-    objects._client = boto3.client("s3", **aws)
-    # The one local worker builds the backlog one export at a time: wait while it makes progress, and for a
-    # build that asked for a retry, until its message comes back (the queue's visibility timeout).
-    patience = float(template.queue_attributes("BuildQueue")["VisibilityTimeout"]) + 30
-    pending, stalled_since = -1, time.monotonic()
-    while pending != 0 and time.monotonic() - stalled_since < patience:
-        left = sum(1 for i in items_of(store) if i.get("state") == "pending")
-        if left != pending:
-            pending, stalled_since = left, time.monotonic()
-        time.sleep(0.5)
-    found = violations(store, objects, key_answers=tally.keyed, after_gc=False)
+    # Once every build it started has ended, the promises hold.
+    found = promises_broken(stack, key_answers=tally.keyed)
     record(f"load, {CLIENTS} clients: promises broken once its builds ended", len(found))
     retried = [line for line in stack.lines if "build will be retried" in line]
     record(f"load, {CLIENTS} clients: builds that asked for a retry", len(retried))

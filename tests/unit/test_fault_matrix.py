@@ -64,7 +64,7 @@ FAULTS: dict[str, Callable[[str], BaseException]] = {
     "crash": _crash,
 }
 LOST_ANSWER = "applied_then_lost"
-SCENARIOS = ("exports", "replacements", "book_delete", "stale")
+SCENARIOS = ("exports", "replacements", "book_delete", "stale", "released")
 KINDS = [*sorted(FAULTS), LOST_ANSWER]
 
 
@@ -399,6 +399,35 @@ class Run:
             max(settings.queue_grace_seconds, settings.lease_seconds + settings.retry_grace_seconds) + 1
         )
         self.attempt(s.sweep)
+
+    def _released(self) -> None:
+        """A build whose storage fails under it: the worker gives its lease back (release_claim) and asks
+        for a redelivery, which builds it. (The failure is the workload's own, so the clean run records the
+        release as a call point, and the faults strike it too.)"""
+        s = self.stack
+        made = self.attempt(
+            lambda: s.http("POST", "/books", body={"title": "Released", "manuscript": "# R\n\nr\n"}),
+            claim=self._book_exists,
+        )
+        if made is None or made.status != 201:
+            return
+        book = made.body["id"]
+        export = self.attempt(lambda: s.submit(book, "markdown"), claim=self._export_exists(book))
+        if export is None or export.status != 202:
+            return
+        struck = {"done": False}
+
+        def copy_fails_once(model: Any, **_: Any) -> None:
+            if model.name == "CopyObject" and not struck["done"]:
+                struck["done"] = True
+                raise ClientError({"Error": {"Code": "InternalError", "Message": "scripted"}}, "CopyObject")
+
+        s.objects.client.meta.events.register("before-call", copy_fails_once)
+        try:
+            self.attempt(lambda: s.build(book, export.body["id"]), tries=1)
+        finally:
+            s.objects.client.meta.events.unregister("before-call", copy_fails_once)
+        self.attempt(lambda: self._build_until_done(book, export.body["id"]))
 
     def _build_until_done(self, book: str, export_id: str) -> Any:
         result = self.stack.build(book, export_id)

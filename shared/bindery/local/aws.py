@@ -12,6 +12,7 @@ EventBridge run concurrently.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -101,6 +102,7 @@ class EmbeddedAws:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server would log every call
         records_are_not_copied()
         streams_read_the_live_table()
         app = one_request_at_a_time(DomainDispatcherApplication(create_backend_app))
