@@ -66,6 +66,7 @@ def main() -> int:
         f"Written by `make reliability` on {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}, on "
         f"{platform.machine()}, {os.cpu_count()} cores. Every figure is what that run measured; the suites "
         f"{summary}.",
+        os.environ.get("BINDERY_RELIABILITY_NOTE", ""),
         "",
         "The promises (tests/invariants.py). Every suite below runs the checker: the fault matrix, the",
         "stateful test, the duplicate deliveries and the load test at quiescence; the stateful test after",
