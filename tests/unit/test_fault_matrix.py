@@ -340,13 +340,9 @@ class Run:
     def _replacements(self) -> None:
         """A manuscript replaced with If-Match and without."""
         s = self.stack
-        reply = self.attempt(
-            lambda: s.http("POST", "/books", body={"title": "Revised", "manuscript": "# A\n\nx\n"}),
-            claim=self._book_exists,
-        )
-        if reply is None or reply.status != 201:
+        book = self._new_book("Revised", "# A\n\nx\n")
+        if book is None:
             return
-        book = reply.body["id"]
         self.attempt(
             lambda: s.http(
                 "PUT",
@@ -364,13 +360,9 @@ class Run:
     def _book_delete(self) -> None:
         """A book with one ready export and one pending, deleted: both end, and the bytes go at once."""
         s = self.stack
-        made = self.attempt(
-            lambda: s.http("POST", "/books", body={"title": "Doomed", "manuscript": "# D\n\nd\n"}),
-            claim=self._book_exists,
-        )
-        if made is None or made.status != 201:
+        book = self._new_book("Doomed", "# D\n\nd\n")
+        if book is None:
             return
-        book = made.body["id"]
         ready = self.attempt(lambda: s.submit(book, "markdown"), claim=self._export_exists(book))
         if ready is not None and ready.status == 202:
             self.attempt(lambda: self._build_until_done(book, ready.body["id"]))
@@ -381,13 +373,9 @@ class Run:
         """An export nobody builds, and one whose worker claimed it and died: past their bounds the stale
         sweep ends the first (queue_timeout) and takes the second back from its lost worker."""
         s = self.stack
-        made = self.attempt(
-            lambda: s.http("POST", "/books", body={"title": "Stale", "manuscript": "# S\n\ns\n"}),
-            claim=self._book_exists,
-        )
-        if made is None or made.status != 201:
+        book = self._new_book("Stale", "# S\n\ns\n")
+        if book is None:
             return
-        book = made.body["id"]
         self.attempt(lambda: s.submit(book, "html"), claim=self._export_exists(book))
         lost = self.attempt(lambda: s.submit(book, "markdown"), claim=self._export_exists(book))
         if lost is not None and lost.status == 202:
@@ -405,13 +393,9 @@ class Run:
         for a redelivery, which builds it. (The failure is the workload's own, so the clean run records the
         release as a call point, and the faults strike it too.)"""
         s = self.stack
-        made = self.attempt(
-            lambda: s.http("POST", "/books", body={"title": "Released", "manuscript": "# R\n\nr\n"}),
-            claim=self._book_exists,
-        )
-        if made is None or made.status != 201:
+        book = self._new_book("Released", "# R\n\nr\n")
+        if book is None:
             return
-        book = made.body["id"]
         export = self.attempt(lambda: s.submit(book, "markdown"), claim=self._export_exists(book))
         if export is None or export.status != 202:
             return
@@ -428,6 +412,14 @@ class Run:
         finally:
             s.objects.client.meta.events.unregister("before-call", copy_fails_once)
         self.attempt(lambda: self._build_until_done(book, export.body["id"]))
+
+    def _new_book(self, title: str, manuscript: str) -> str | None:
+        """A book of the scenario's own, or None when its create never got a 201 (the scenario stops)."""
+        made = self.attempt(
+            lambda: self.stack.http("POST", "/books", body={"title": title, "manuscript": manuscript}),
+            claim=self._book_exists,
+        )
+        return str(made.body["id"]) if made is not None and made.status == 201 else None
 
     def _build_until_done(self, book: str, export_id: str) -> Any:
         result = self.stack.build(book, export_id)
