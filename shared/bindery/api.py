@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -106,7 +107,7 @@ def _body(
     fields: dict[str, type],
     *,
     one_of: bool = False,
-    too_large: errors.BinderyError | None = None,
+    too_large: Callable[[], errors.BinderyError] | None = None,
 ) -> dict[str, Any]:
     """The JSON object body, with exactly the named fields of the named types (or, with `one_of`, exactly
     one of them). Anything else is a 4xx that names the problem, raised before anything is written."""
@@ -118,8 +119,10 @@ def _body(
     if event.is_base64_encoded:
         raw = base64.b64decode(raw)
     if len(raw) > limit:
-        raise too_large or errors.PayloadTooLarge(
-            f"request body is over {limit:,} bytes", code="body_too_large"
+        raise (
+            too_large()
+            if too_large
+            else errors.PayloadTooLarge(f"request body is over {limit:,} bytes", code="body_too_large")
         )
     try:
         data = json.loads(raw.decode("utf-8"))
@@ -200,7 +203,7 @@ def create_book() -> Response:
     caller = _caller(writes)
     exports = _exports(writes)
     body = _body(
-        writes, INLINE_BODY_LIMIT, {"title": str, "manuscript": str}, too_large=_manuscript_too_large()
+        writes, INLINE_BODY_LIMIT, {"title": str, "manuscript": str}, too_large=_manuscript_too_large
     )
     key = writes.current_event.headers.get("idempotency-key")
     book, chapters, created = exports.books.create_book(caller, body["title"], body["manuscript"], key)
@@ -219,7 +222,7 @@ def replace_manuscript(book_id: str) -> Response:
         INLINE_BODY_LIMIT,
         {"manuscript": str, "upload_id": str},
         one_of=True,
-        too_large=_manuscript_too_large(),
+        too_large=_manuscript_too_large,
     )
     book, chapters = exports.books.replace_manuscript(
         caller,
@@ -270,7 +273,7 @@ def cancel_export(book_id: str, export_id: str) -> Response:
 def get_book(book_id: str) -> Response:
     caller = _caller(reads)
     after = (reads.current_event.query_string_parameters or {}).get("chapters_after", "0")
-    if not after.isdigit() or len(after) > 9:
+    if not (after.isascii() and after.isdigit()) or len(after) > 9:  # isdigit alone takes "²"
         raise errors.BadRequest(
             "chapters_after must be a chapter's ordinal (a whole number), as chapters_next gives it",
             code="invalid_chapters_after",

@@ -100,7 +100,7 @@ def test_a_books_chapters_come_a_page_at_a_time(stack: Stack) -> None:
     # The answers that make a book show its first page too.
     made = stack.http("PUT", f"/books/{book}/manuscript", body={"manuscript": "# only\n"})
     assert (len(made.body["chapters"]), made.body["chapters_next"]) == (1, None)
-    for bad in ["-1", "x", "1e3", "9999999999"]:
+    for bad in ["-1", "x", "1e3", "9999999999", "\u00b2"]:
         reply = stack.http("GET", f"/books/{book}", query={"chapters_after": bad})
         assert _code(reply) == (400, "invalid_chapters_after"), bad
 
