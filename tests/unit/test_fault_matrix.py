@@ -15,6 +15,7 @@ means the change is there, a 4xx that nothing changed).
 
 from __future__ import annotations
 
+import contextlib
 import types
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -24,9 +25,11 @@ from urllib.parse import unquote, urlsplit
 
 import boto3
 import botocore.endpoint
+import moto.s3.models
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 
+import bindery.objects
 from bindery.objects import ARTIFACT_PREFIX, artifact_key
 from bindery.states import State
 from tests.calls import recording
@@ -64,7 +67,7 @@ FAULTS: dict[str, Callable[[str], BaseException]] = {
     "crash": _crash,
 }
 LOST_ANSWER = "applied_then_lost"
-SCENARIOS = ("exports", "replacements", "book_delete", "stale", "released")
+SCENARIOS = ("exports", "replacements", "book_delete", "stale", "released", "multipart")
 KINDS = [*sorted(FAULTS), LOST_ANSWER]
 
 
@@ -399,19 +402,31 @@ class Run:
         export = self.attempt(lambda: s.submit(book, "markdown"), claim=self._export_exists(book))
         if export is None or export.status != 202:
             return
-        struck = {"done": False}
-
-        def copy_fails_once(model: Any, **_: Any) -> None:
-            if model.name == "CopyObject" and not struck["done"]:
-                struck["done"] = True
-                raise ClientError({"Error": {"Code": "InternalError", "Message": "scripted"}}, "CopyObject")
-
-        s.objects.client.meta.events.register("before-call", copy_fails_once)
-        try:
+        with _scripted(s.objects.client, "CopyObject", _client_error):
             self.attempt(lambda: s.build(book, export.body["id"]), tries=1)
-        finally:
-            s.objects.client.meta.events.unregister("before-call", copy_fails_once)
         self.attempt(lambda: self._build_until_done(book, export.body["id"]))
+
+    def _multipart(self) -> None:
+        """A book whose html goes up in parts. One build's part fails: its writer aborts the upload and the
+        worker gives the build back. The next worker dies between two parts, so its upload stays open until
+        the GC, past the lease, aborts it. The third build goes through. (Parts are small here: see
+        `_small_parts`.)"""
+        s = self.stack
+        book = self._new_book("Parts", MULTIPART_MANUSCRIPT)
+        if book is None:
+            return
+        export = self.attempt(lambda: s.submit(book, "html"), claim=self._export_exists(book))
+        if export is None or export.status != 202:
+            return
+        export_id = export.body["id"]
+        with _scripted(s.objects.client, "UploadPart", _client_error):
+            self.attempt(lambda: s.build(book, export_id), tries=1)
+        with _scripted(s.objects.client, "UploadPart", _crash, skip=1):
+            self.attempt(lambda: s.build(book, export_id), tries=1)
+        settings = s.exports.settings
+        s.clock.advance(settings.lease_seconds + settings.retry_grace_seconds + 1)
+        self.attempt(s.gc)
+        self.attempt(lambda: self._build_until_done(book, export_id))
 
     def _new_book(self, title: str, manuscript: str) -> str | None:
         """A book of the scenario's own, or None when its create never got a 201 (the scenario stops)."""
@@ -458,6 +473,38 @@ def _no_retry_sleep(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+@contextlib.contextmanager
+def _scripted(client: Any, op: str, fault: Callable[[str], BaseException], skip: int = 0) -> Iterator[None]:
+    """The workload's own failure: the (`skip`+1)-th call to `op` on `client` fails with `fault`, once."""
+    seen = {"calls": 0}
+
+    def strike(model: Any, **_: Any) -> None:
+        if model.name == op:
+            seen["calls"] += 1
+            if seen["calls"] == skip + 1:
+                raise fault(op)
+
+    client.meta.events.register("before-call", strike)
+    try:
+        yield
+    finally:
+        client.meta.events.unregister("before-call", strike)
+
+
+# A part of 8 KiB on both sides (Bindery's writer and moto's floor, 5 MiB each in earnest), so that a 40 KiB
+# book's html goes up as a multipart upload of several parts and the matrix strikes each of its calls.
+SMALL_PART = 8 * 1024
+MULTIPART_MANUSCRIPT = "".join(
+    f"# Part {n}\n\n" + "Many words, each in its place. " * 130 + "\n\n" for n in range(10)
+)
+
+
+@pytest.fixture(autouse=True)
+def _small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bindery.objects, "PART_BYTES", SMALL_PART)
+    monkeypatch.setattr(moto.s3.models, "S3_UPLOAD_PART_MIN_SIZE", SMALL_PART)
+
+
 def _checked_run(stack: Stack) -> Run:
     run = Run(stack, truth=Truth(stack))
     run.workload()
@@ -487,9 +534,14 @@ def _call_points(stack: Stack, scenario: str | None = None) -> list[tuple[str, s
 def test_the_clean_run_keeps_every_promise_and_tells_only_the_truth(stack: Stack) -> None:
     points = _call_points(stack)
     assert len(points) > 60
+    # Every S3 call a build or the GC can make is among the points the matrix strikes.
+    multipart = {"CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload", "AbortMultipartUpload"}
+    reached = {op for _, op in points}
+    assert multipart | {"ListMultipartUploads", "CopyObject", "PutObject"} <= reached
+    assert [op for _, op in points].count("AbortMultipartUpload") == 2  # the writer's and the GC's
 
 
-@pytest.mark.slow(45)
+@pytest.mark.slow(85)
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_fault_at_every_call_point_loses_nothing(stack_factory: Callable[[], Any], kind: str) -> None:
     failures: list[str] = []
