@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from bindery.storage import _ExportItem, _Item
+from bindery.storage.table import ExportItem as _ExportItem
+from bindery.storage.table import Item as _Item
 from tests.calls import recording
 from tests.unit.conftest import Stack
 

@@ -13,7 +13,7 @@ from bindery import engine
 from bindery.engine import Source
 from bindery.objects import cut_key, upload_key
 from bindery.states import State
-from bindery.storage import _Item
+from bindery.storage.table import Item as _Item
 from tests.calls import recording
 from tests.unit.conftest import Stack
 

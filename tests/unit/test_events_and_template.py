@@ -6,7 +6,8 @@ import json
 
 from bindery.objects import cut_key
 from bindery.states import State
-from bindery.storage import DUE_PROJECTION, Book, Chapter, Export, _ExportItem
+from bindery.storage import DUE_PROJECTION, Book, Chapter, Export
+from bindery.storage.table import ExportItem as _ExportItem
 from functions.build_worker import app as build_worker
 from functions.expiry_gc import app as expiry_gc
 from functions.poll import app as poll

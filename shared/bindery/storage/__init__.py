@@ -1,0 +1,97 @@
+"""The table: every DynamoDB call Bindery makes, and the guards that make them safe.
+
+One table holds books, chapters, exports, idempotency keys and each caller's live set. The package is split
+by what it stores, one module each, over one module of models and keys:
+
+    table        the PynamoDB models, the key layout, the named transaction and the single-item refusal
+    types        the frozen types and outcomes the rest of the code sees (never a PynamoDB model)
+    books        books, cuts, chapters, and the markers that owe the GC a chore
+    exports      submit, read, list, cancel and revoke; ending a deleted book's exports
+    claims       the worker's claim, progress, lease release, and the attempt's ending
+    idempotency  taking an Idempotency-Key in the write it guards, and reading it back from a refusal
+    sweeps       the by_due queues, the orphan cursor and the GC's audit rows
+
+A refused conditional write comes back as a domain outcome ("claim refused", "already ended"), never as a
+botocore error; any other AWS error leaves as StorageError.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bindery.config import Settings
+from bindery.faults import StorageError
+from bindery.storage.books import BookRows
+from bindery.storage.claims import ClaimRows
+from bindery.storage.exports import ExportRows
+from bindery.storage.sweeps import SweepRows
+from bindery.storage.table import DUE_PROJECTION, MODELS, SKIPPED_KEPT, ExportItem, chunks
+from bindery.storage.types import (
+    Accepted,
+    Book,
+    CancelOutcome,
+    Chapter,
+    Claimed,
+    ClaimRefused,
+    Due,
+    Ending,
+    Export,
+    KeyReused,
+    Marker,
+    NotFound,
+    OverCap,
+    Replayed,
+    Revoked,
+    SubmitOutcome,
+)
+
+__all__ = [
+    "DUE_PROJECTION",
+    "SKIPPED_KEPT",
+    "Accepted",
+    "Book",
+    "CancelOutcome",
+    "Chapter",
+    "ClaimRefused",
+    "Claimed",
+    "Due",
+    "Ending",
+    "Export",
+    "KeyReused",
+    "Marker",
+    "NotFound",
+    "OverCap",
+    "Replayed",
+    "Revoked",
+    "StorageError",
+    "Store",
+    "SubmitOutcome",
+    "chunks",
+]
+
+
+class Store(BookRows, ExportRows, ClaimRows, SweepRows):
+    """The table, through PynamoDB: each aggregate's rows, composed on one connection. Construct one per
+    process; it builds its client on first use.
+
+    Every public method lets an AWS fault out only as StorageError (`bindery.faults`): a refused condition
+    is decoded in the aggregate's module, into an outcome, and nothing else is."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        for model in MODELS:
+            # The one place the table's name and region are set: read from config, never at import.
+            model.Meta.table_name = settings.table
+            model.Meta.region = settings.region
+            model._connection = None
+        # PynamoDB gives each model class a connection, and each connection a botocore client of its own.
+        # Every model here lives in the same table, so they share one: one client to build at cold start,
+        # and one place to count calls. (Building the TableConnection makes no call and no client yet.)
+        shared = ExportItem._get_connection()
+        for model in MODELS:
+            model._connection = shared
+
+    # The botocore client PynamoDB talks through; tests hang call counters and fault hooks on it.
+    @property
+    def client(self) -> Any:
+        return self._connection().client

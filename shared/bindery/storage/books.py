@@ -1,0 +1,225 @@
+"""Books and their cuts: a book item, the chapters of each cut, and the markers that owe the GC a chore.
+
+Every revision is an immutable cut. Its chapters are staged before anything names them, behind a retire
+marker written first, and one conditional write makes a cut current: a reader that finds the book finds
+every chapter of its cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pynamodb.exceptions import DoesNotExist
+
+from bindery.faults import StorageError, translate_faults
+from bindery.states import Queue
+from bindery.storage.idempotency import key_seen, take_key
+from bindery.storage.table import (
+    PURGE_SK,
+    BookItem,
+    ChapterItem,
+    MarkerItem,
+    MarkersDue,
+    Rows,
+    Tx,
+    book_pk,
+    chapter_prefix,
+    retire_sk,
+    to_book,
+)
+from bindery.storage.types import Book, Chapter, KeyReused, Marker, Replayed
+
+
+@translate_faults
+class BookRows(Rows):
+    def stage_cut(self, book_id: str, cut: str, chapters: Sequence[Chapter], retire_at: float) -> None:
+        """Write a cut's chapters before anything names them, behind a retire marker written FIRST.
+
+        Should the caller die before :meth:`create_book` or :meth:`publish_cut` adopts the cut, the marker
+        is what makes the GC remove the stranded chapters and text; adopting the cut deletes the marker in
+        the same transaction that makes the cut current.
+        """
+        MarkerItem(book_pk(book_id), retire_sk(cut), queue=Queue.RETIRE.value, due_at=retire_at).save()
+        with ChapterItem.batch_write() as batch:
+            for chapter in chapters:
+                batch.save(
+                    ChapterItem(
+                        book_pk(book_id),
+                        f"{chapter_prefix(cut)}{chapter.ordinal:06d}",
+                        title=chapter.title,
+                        offset=chapter.offset,
+                        size_bytes=chapter.size_bytes,
+                    )
+                )
+
+    def create_book(
+        self, book: Book, idempotency: tuple[str, str] | None = None, now: float = 0.0
+    ) -> Replayed | KeyReused | None:
+        """Make a staged cut a book. The book item is the commit point: a reader that finds the book finds
+        every chapter of its cut, because they were all written before it.
+
+        With `idempotency` (the caller's key digest, the request's hash), the key is taken in the same
+        write: a retry of a create that went through answers with the book it made (Replayed), and the
+        retry's own staged cut keeps its retire marker, so the GC removes it. None: this call made it."""
+        tx = Tx()
+        tx.delete("marker", MarkerItem(book_pk(book.id), retire_sk(book.cut)))
+        # attribute_not_exists: ids are random, but a retried create must never overwrite a book.
+        tx.put("book", self._book_item(book), BookItem.pk.does_not_exist(), old=True)
+        if idempotency is not None:
+            take_key(
+                tx,
+                idempotency,
+                export_id="",
+                response={"book_id": book.id},
+                now=now,
+                ttl_seconds=self.settings.idempotency_ttl_seconds,
+            )
+        refused = tx.commit(self._connection())
+        if refused is None:
+            return None
+        # A book holding this very cut is this create's own, applied by a try whose answer was lost.
+        made = refused.old(BookItem, "book")
+        if made is not None and made.cut == book.cut:
+            return None
+        seen = key_seen(refused, idempotency)
+        if seen is None:
+            raise StorageError(f"book {book.id} exists already (an id collision)")
+        return seen
+
+    @staticmethod
+    def _book_item(book: Book) -> BookItem:
+        return BookItem(
+            book_pk(book.id),
+            "BOOK",
+            owner=book.owner,
+            title=book.title,
+            revision=book.revision,
+            cut=book.cut,
+            chapter_count=book.chapter_count,
+            manuscript_bytes=book.manuscript_bytes,
+            created_at=book.created_at,
+            updated_at=book.updated_at,
+        )
+
+    def publish_cut(
+        self,
+        current: Book,
+        *,
+        cut: str,
+        chapter_count: int,
+        manuscript_bytes: int,
+        now: float,
+        retire_at: float,
+    ) -> Book | None:
+        """Make a staged cut the book's next revision, if the book is still at `current.revision`.
+
+        One transaction moves the book to the new cut, drops the new cut's retire marker, and marks the old
+        cut for retirement once no build can still be reading it (`retire_at`, a lease from now). None means
+        the book moved on (or was deleted) meanwhile: the caller decides between 412 and another try.
+        """
+        pk = book_pk(current.id)
+        tx = Tx()
+        tx.update(
+            "book",
+            BookItem(pk, "BOOK"),
+            [
+                BookItem.revision.add(1),
+                BookItem.cut.set(cut),
+                BookItem.chapter_count.set(chapter_count),
+                BookItem.manuscript_bytes.set(manuscript_bytes),
+                BookItem.updated_at.set(now),
+            ],
+            # `revision = read`: the If-Match gate, and the guard that a concurrent replacement is not
+            # silently overwritten by a writer that never saw it.
+            (BookItem.owner == current.owner)
+            & (BookItem.revision == current.revision)
+            & (BookItem.cut == current.cut),
+            old=True,
+        )
+        tx.delete("new_cut_marker", MarkerItem(pk, retire_sk(cut)))
+        tx.put(
+            "old_cut_marker",
+            MarkerItem(pk, retire_sk(current.cut), queue=Queue.RETIRE.value, due_at=retire_at),
+        )
+        refused = tx.commit(self._connection())
+        if refused is not None:
+            # The book already on this very cut, one revision on, is this publish's own earlier try.
+            seen = refused.old(BookItem, "book")
+            if seen is not None and seen.cut == cut and int(seen.revision) == current.revision + 1:
+                return to_book(seen)
+            return None
+        return Book(
+            **{
+                **current.__dict__,
+                "revision": current.revision + 1,
+                "cut": cut,
+                "chapter_count": chapter_count,
+                "manuscript_bytes": manuscript_bytes,
+                "updated_at": now,
+            }
+        )
+
+    def delete_book(self, book: Book, now: float) -> bool:
+        """Delete the book and owe the GC the rest, in one transaction: the book item goes, its cut is
+        marked for retirement, and a purge marker says its exports are still to be ended. A crash after
+        this leaves chores the GC finishes, never a half-deleted book. False: it changed (or went)
+        meanwhile; the caller reads it again to tell which."""
+        pk = book_pk(book.id)
+        tx = Tx()
+        # `cut = read`: a replacement published meanwhile must not be deleted by a writer that never saw it.
+        tx.delete("book", BookItem(pk, "BOOK"), (BookItem.owner == book.owner) & (BookItem.cut == book.cut))
+        tx.put("retire", MarkerItem(pk, retire_sk(book.cut), queue=Queue.RETIRE.value, due_at=now))
+        tx.put("purge", MarkerItem(pk, PURGE_SK, queue=Queue.PURGE.value, due_at=now))
+        return tx.commit(self._connection()) is None
+
+    def read_book(self, book_id: str) -> Book | None:
+        """The book, whoever owns it. Callers' reads go through :meth:`read_book_for_owner`."""
+        try:
+            return to_book(BookItem.get(book_pk(book_id), "BOOK", consistent_read=True))
+        except DoesNotExist:
+            return None
+
+    def read_book_for_owner(self, book_id: str, owner: str) -> Book | None:
+        book = self.read_book(book_id)
+        # A stranger's book answers exactly as a missing one does (API1, BOLA).
+        return book if book is not None and book.owner == owner else None
+
+    def read_chapters(self, book_id: str, cut: str) -> list[Chapter]:
+        prefix = chapter_prefix(cut)
+        return [
+            Chapter(
+                ordinal=int(item.sk.removeprefix(prefix)),
+                title=item.title,
+                offset=int(item.offset),
+                size_bytes=int(item.size_bytes),
+            )
+            for item in ChapterItem.query(
+                book_pk(book_id), ChapterItem.sk.startswith(prefix), consistent_read=True
+            )
+        ]
+
+    def due_markers(self, queue: Queue, now: float, limit: int) -> list[Marker]:
+        found = []
+        for item in MarkerItem.by_due.query(queue.value, MarkersDue.due_at <= now, limit=limit):
+            book_id = item.pk.removeprefix("BOOK#")
+            found.append(
+                Marker(book_id, item.sk.removeprefix("RETIRE#") if item.sk.startswith("RETIRE#") else None)
+            )
+        return found
+
+    def retire_cut_chapters(self, marker: Marker) -> bool:
+        """Delete a retired cut's chapter items. False, and nothing deleted, if the cut is the book's
+        current one: a marker must never take a live revision's chapters."""
+        assert marker.cut is not None
+        book = self.read_book(marker.book_id)
+        if book is not None and book.cut == marker.cut:
+            return False
+        pk = book_pk(marker.book_id)
+        with ChapterItem.batch_write() as batch:
+            for item in ChapterItem.query(pk, ChapterItem.sk.startswith(chapter_prefix(marker.cut))):
+                batch.delete(item)
+        return True
+
+    def drop_marker(self, marker: Marker) -> None:
+        sk = PURGE_SK if marker.cut is None else retire_sk(marker.cut)
+        MarkerItem(book_pk(marker.book_id), sk).delete()

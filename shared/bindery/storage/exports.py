@@ -1,0 +1,285 @@
+"""Exports as callers see them: submit, read, list, cancel and revoke; and ending a deleted book's exports.
+
+A submit is one transaction of the export row, its Idempotency-Key and the caller's live set. Ownership lives
+on the book item and nowhere else (the seed's "one carrier of that fact"): every caller read or write of an
+export checks the book's `owner` in the same round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from pynamodb.exceptions import DoesNotExist
+from pynamodb.expressions.condition import size
+from pynamodb.transactions import TransactGet
+
+from bindery.faults import StorageError, translate_faults
+from bindery.states import Queue, State
+from bindery.storage.idempotency import key_seen, take_key
+from bindery.storage.table import (
+    BookItem,
+    ExportItem,
+    LiveItem,
+    Rows,
+    Tx,
+    book_pk,
+    end_actions,
+    end_pending,
+    expired_ttl,
+    export_sk,
+    future_value,
+    revoke_actions,
+    to_book,
+    to_export,
+)
+from bindery.storage.types import (
+    Accepted,
+    Book,
+    CancelOutcome,
+    Export,
+    NotFound,
+    OverCap,
+    Revoked,
+    SubmitOutcome,
+)
+
+
+@translate_faults
+class ExportRows(Rows):
+    def submit_export(
+        self,
+        export: Export,
+        *,
+        caller: str,
+        now: float,
+        idempotency: tuple[str, str, dict[str, Any]] | None,
+    ) -> SubmitOutcome:
+        """Accept an export: ONE TransactWriteItems writes the export row, the idempotency key and the
+        caller's live set, so none of the three can exist without the others.
+
+        `idempotency` is (key digest, request hash, the response to replay) or None.
+        """
+        cap = self.settings.max_live_exports
+        export_item = ExportItem(
+            book_pk(export.book_id),
+            export_sk(export.id),
+            export_id=export.id,
+            book_id=export.book_id,
+            format=export.format,
+            state=State.PENDING.value,
+            requested_at=export.requested_at,
+            counted_against=caller,
+            key_digest=idempotency[0] if idempotency is not None else None,
+            attempt=0,
+            queue=Queue.STALE.value,
+            due_at=now + self.settings.queue_grace_seconds,
+        )
+        tx = Tx()
+        # The caller must own the book. Nothing else about the book can refuse an export (the canon: the
+        # request is always accepted, and its outcome is the export's own).
+        tx.check("book", BookItem, book_pk(export.book_id), "BOOK", BookItem.owner == caller)
+        key = None
+        if idempotency is not None:
+            key = idempotency[:2]
+            take_key(
+                tx,
+                key,
+                export_id=export.id,
+                response=idempotency[2],
+                now=now,
+                ttl_seconds=self.settings.idempotency_ttl_seconds,
+            )
+        # A fresh random id; the guard turns a (vanishingly rare) collision into a refusal, not an
+        # overwrite of someone's export.
+        tx.put("export", export_item, ExportItem.pk.does_not_exist(), old=True)
+        # The cap is checked against the set it counts, in the same write that grows it, so 4 x cap
+        # concurrent submits can never leave more than cap live.
+        tx.update(
+            "live",
+            LiveItem(f"CALLER#{caller}", "LIVE"),
+            [LiveItem.live_ids.add({export.id})],
+            LiveItem.live_ids.does_not_exist() | (size(LiveItem.live_ids) < cap),
+            old=True,
+        )
+        refused = tx.commit(self._connection())
+        if refused is None:
+            return Accepted(export)
+        # The row under this fresh id, with this request's time, is this submit's own, applied by a try
+        # whose answer was lost: botocore's resend was refused by the conditions that try made true.
+        mine = refused.old(ExportItem, "export")
+        if mine is not None and mine.requested_at == export.requested_at and mine.counted_against == caller:
+            return Accepted(export)
+        if refused.failed("book"):
+            return NotFound()
+        seen = key_seen(refused, key)
+        if seen is not None:
+            return seen
+        if refused.failed("live"):
+            old_live = refused.old(LiveItem, "live")
+            return OverCap(tuple(sorted(old_live.live_ids or ())) if old_live is not None else ())
+        raise StorageError(f"export {export.id} exists already (an id collision)")
+
+    def read_export_for_owner(
+        self, book_id: str, export_id: str, owner: str, now: float
+    ) -> tuple[Export, Book] | None:
+        """The export and its book in ONE TransactGetItems: the owner check and the book's revision
+        come from the same snapshot as the export, so they cannot be a transaction apart."""
+        with TransactGet(connection=self._connection()) as tx:
+            book_f = tx.get(BookItem, book_pk(book_id), "BOOK")
+            export_f = tx.get(ExportItem, book_pk(book_id), export_sk(export_id))
+        book_item = future_value(book_f)
+        export_item = future_value(export_f)
+        if book_item is None or export_item is None or book_item.owner != owner:
+            return None
+        if expired_ttl(export_item.ttl, now):
+            return None
+        return to_export(export_item), to_book(book_item)
+
+    def list_exports(
+        self, book_id: str, *, limit: int, start_after: str | None, now: float
+    ) -> tuple[list[Export], str | None]:
+        """One page of a book's exports, newest first (ids sort by time). The caller checked ownership.
+
+        Returns the page and the id to start after for the next page, or None at the end.
+        """
+        last_key = None
+        if start_after is not None:
+            last_key = {"pk": {"S": book_pk(book_id)}, "sk": {"S": export_sk(start_after)}}
+        results = ExportItem.query(
+            book_pk(book_id),
+            ExportItem.sk.startswith("EXPORT#"),
+            scan_index_forward=False,
+            consistent_read=True,
+            limit=limit,
+            last_evaluated_key=last_key,
+            page_size=limit,
+        )
+        page = [to_export(item) for item in results if not expired_ttl(item.ttl, now)]
+        next_after = None
+        if results.last_evaluated_key is not None:
+            next_after = results.last_evaluated_key["sk"]["S"].removeprefix("EXPORT#")
+        return page, next_after
+
+    def cancel_export(self, book_id: str, export_id: str, owner: str, now: float) -> CancelOutcome:
+        """pending -> cancelled, with the live set shrinking in the same write; or ready -> expired at once.
+
+        Returns "cancelled", a Revoked (a ready link ended now: its bytes are to go at once), "ended" (it
+        had already ended; nothing to do) or NotFound. A pending export costs one transaction. A ready one
+        costs a second, because only the first one's ALL_OLD tells us the row was ready, not pending.
+        """
+        tx = Tx()
+        tx.check("book", BookItem, book_pk(book_id), "BOOK", BookItem.owner == owner)
+        end_pending(
+            tx,
+            book_id,
+            export_id,
+            owner,
+            end_actions(State.CANCELLED, now),
+            # `state = pending` refuses a row the worker finished or the sweep ended meanwhile. Only the
+            # owner can submit and a book never changes hands, so the live set this row occupies is the
+            # owner's; the second guard says so rather than assuming it.
+            (ExportItem.state == State.PENDING.value) & (ExportItem.counted_against == owner),
+        )
+        refused = tx.commit(self._connection())
+        if refused is None:
+            return "cancelled"
+        old = refused.old(ExportItem, "export")
+        if refused.failed("book") or old is None or expired_ttl(old.ttl, now):
+            return NotFound()
+        if old.state == State.CANCELLED.value and old.finished_at == now:
+            return "cancelled"  # this cancel's own earlier try, whose answer was lost
+        if old.state == State.EXPIRED.value and old.queue == Queue.UNLINK.value and old.paths:
+            # Revoked (or lapsed) already, its bytes not yet deleted: a cancel that revoked it and could not
+            # delete them, retried, deletes them now rather than leave a URL handed out earlier working.
+            return Revoked(book_id, export_id, frozenset(old.paths))
+        if old.state != State.READY.value:
+            return "ended"
+        return self._revoke(old, now, owner=owner)
+
+    def _revoke(self, seen: ExportItem, now: float, *, owner: str | None) -> Revoked | Literal["ended"]:
+        """ready -> expired now, the row keeping its paths so that the unlink (done at once by the caller,
+        and by the GC should that fail) can find them."""
+        tx = Tx()
+        if owner is not None:
+            tx.check("book", BookItem, seen.pk, "BOOK", BookItem.owner == owner)
+        # `state = ready`: the GC may have expired it first, and then there is nothing to revoke.
+        tx.update(
+            "export",
+            ExportItem(seen.pk, seen.sk),
+            revoke_actions(now),
+            ExportItem.state == State.READY.value,
+            old=True,
+        )
+        refused = tx.commit(self._connection())
+        if refused is None:
+            return Revoked(seen.book_id, seen.export_id, frozenset(seen.paths or ()))
+        old = refused.old(ExportItem, "export")
+        if old is not None and old.state == State.EXPIRED.value and old.expires_at == now:
+            return Revoked(old.book_id, old.export_id, frozenset(old.paths or ()))  # our own lost answer
+        return "ended"
+
+    def book_exports(self, book_id: str) -> Iterator[Export]:
+        """Every export of a book, read consistently: a purge must see a finish that committed before it."""
+        for item in ExportItem.query(
+            book_pk(book_id), ExportItem.sk.startswith("EXPORT#"), consistent_read=True
+        ):
+            yield to_export(item)
+
+    def end_for_deleted_book(self, export: Export, now: float) -> Revoked | bool:
+        """End a deleted book's export, whatever it became meanwhile: pending is cancelled (its live slot
+        freed), ready expires now (a Revoked: its bytes go at once), and one already ended is left alone.
+        No owner check: the book, and so its owner, is gone.
+
+        A write refused because the row moved on (a finish or a cancel landed between the read and the
+        write) is tried again on the row as the refusal shows it (ALL_OLD, so no second read). True: ended,
+        now or before. False: it kept moving; the purge marker stays and the GC tries again."""
+        pk, sk = book_pk(export.book_id), export_sk(export.id)
+        state = export.state
+        for _ in range(4):
+            if state == State.READY:
+                seen = ExportItem(
+                    pk, sk, book_id=export.book_id, export_id=export.id, paths=set(export.paths) or None
+                )
+                outcome = self._revoke(seen, now, owner=None)
+                if isinstance(outcome, Revoked):
+                    return outcome
+            elif state == State.PENDING:
+                tx = Tx()
+                end_pending(
+                    tx,
+                    export.book_id,
+                    export.id,
+                    export.counted_against,
+                    end_actions(State.CANCELLED, now),
+                    ExportItem.state == State.PENDING.value,
+                )
+                if tx.commit(self._connection()) is None:
+                    return True
+            else:
+                return True
+            current = self._read_export(export.book_id, export.id)
+            if current is None:
+                return True
+            export, state = current, current.state
+            if state == State.CANCELLED and current.finished_at == now:
+                return True  # this purge's own cancel, whose answer was lost
+        return False
+
+    def _read_export(self, book_id: str, export_id: str) -> Export | None:
+        try:
+            return to_export(ExportItem.get(book_pk(book_id), export_sk(export_id), consistent_read=True))
+        except DoesNotExist:
+            return None
+
+    def live_ids(self, caller: str) -> frozenset[str]:
+        try:
+            item = LiveItem.get(f"CALLER#{caller}", "LIVE", consistent_read=True)
+        except DoesNotExist:
+            return frozenset()
+        return frozenset(item.live_ids or ())
+
+    def all_exports(self) -> Iterator[Export]:
+        """Every export row, by Scan. For tests and operators only; no request path calls it."""
+        for item in ExportItem.scan(ExportItem.sk.startswith("EXPORT#")):
+            yield to_export(item)

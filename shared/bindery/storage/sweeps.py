@@ -1,0 +1,194 @@
+"""The schedules' rows: the sparse `by_due` queues (expire, unlink, stale), the orphan cursor, and the
+GC's audit rows.
+
+A sweep reads its queue from the index, which lags, so every write re-checks in its condition what the
+index showed; and each write recognises its own earlier try, applied with its answer lost.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from pynamodb.exceptions import DoesNotExist
+
+from bindery.faults import translate_faults
+from bindery.states import ENDED, FailureCode, Queue, State
+from bindery.storage.table import (
+    AUDIT_PK,
+    CURSOR_PK,
+    AuditItem,
+    ByDue,
+    CursorItem,
+    ExportItem,
+    Refused,
+    Rows,
+    Tx,
+    becomes,
+    book_pk,
+    end_actions,
+    end_pending,
+    expired_ttl,
+    export_sk,
+    put_if,
+    update_if,
+)
+from bindery.storage.types import Due
+
+AUDIT_RETENTION_SECONDS = 90 * 86_400
+
+
+@translate_faults
+class SweepRows(Rows):
+    def due(self, queue: Queue, now: float, limit: int) -> list[Due]:
+        """Rows waiting in `queue` whose time has come; the sparse index holds only waiting rows."""
+        found = []
+        for item in ExportItem.by_due.query(queue.value, ByDue.due_at <= now, limit=limit):
+            found.append(
+                Due(
+                    export_id=item.export_id,
+                    book_id=item.book_id,
+                    state=State(item.state),
+                    attempt=int(item.attempt or 0),
+                    counted_against=item.counted_against,
+                    due_at=item.due_at,
+                    paths=frozenset(item.paths or ()),
+                )
+            )
+        return found
+
+    def expire_link(self, due: Due, now: float) -> bool:
+        """ready -> expired: the link stops working when it was promised to, and the ROW says so.
+
+        `path` is KEPT. Clearing it in the same write would make the unlink a one-shot act: a failed delete
+        would leave bytes no row could ever name again. :meth:`forget_paths` drops it after the unlink.
+        """
+        try:
+            update_if(
+                ExportItem,
+                book_pk(due.book_id),
+                export_sk(due.export_id),
+                [
+                    *becomes(State.EXPIRED.value),
+                    ExportItem.queue.set(Queue.UNLINK.value),
+                    ExportItem.due_at.set(now),
+                ],
+                # Re-checked in the write: the index lags, and only a ready row past its promise expires.
+                (ExportItem.state == State.READY.value) & (ExportItem.expires_at <= now),
+            )
+        except Refused as refused:
+            old = refused.old
+            # Expired into the unlink queue at this very instant: this write's own lost answer.
+            return old is not None and old.state == State.EXPIRED.value and old.due_at == now
+        return True
+
+    def forget_paths(self, book_id: str, export_id: str, now: float) -> bool:
+        """The bytes are gone; the row stops naming them and may now be deleted by TTL, 30 days on.
+
+        Only after the unlink, or the retry of a failed unlink would have nothing left to find.
+        """
+        ttl = now + self.settings.ended_retention_seconds
+        try:
+            update_if(
+                ExportItem,
+                book_pk(book_id),
+                export_sk(export_id),
+                [
+                    ExportItem.paths.remove(),
+                    ExportItem.path.remove(),
+                    ExportItem.queue.remove(),
+                    ExportItem.due_at.remove(),
+                    ExportItem.ttl.set(ttl),
+                ],
+                # Only a row still waiting for its unlink, whose keys are the ones we just deleted.
+                (ExportItem.queue == Queue.UNLINK.value)
+                & (ExportItem.state.is_in(*[s.value for s in ENDED])),
+            )
+        except Refused as refused:
+            old = refused.old
+            return old is not None and old.queue is None and old.ttl == ttl  # this write's own lost answer
+        return True
+
+    def fail_stale(self, due: Due, now: float) -> FailureCode | None:
+        """The seed's FailStalePendingExports, with its two clocks kept in one attribute.
+
+        `due_at` is the queue-grace deadline until a worker claims the row, and the lease (plus the retry
+        grace) after. A claim moves it, so the write's `due_at < now` re-checks whichever clock applies,
+        and `attempt = seen` pins the code we chose from what the index showed.
+        """
+        code = FailureCode.WORKER_LOST if due.attempt > 0 else FailureCode.QUEUE_TIMEOUT
+        tx = Tx()
+        end_pending(
+            tx,
+            due.book_id,
+            due.export_id,
+            due.counted_against,
+            [*end_actions(State.FAILED, now), ExportItem.failure_code.set(code.value)],
+            (ExportItem.state == State.PENDING.value)
+            & (ExportItem.due_at <= now)
+            & (ExportItem.attempt == due.attempt),
+        )
+        refused = tx.commit(self._connection())
+        if refused is None:
+            return code
+        old = refused.old(ExportItem, "export")
+        if old is not None and old.state == State.FAILED.value and old.finished_at == now:
+            return code  # this sweep's own earlier try, whose answer was lost
+        return None
+
+    def orphan_cursor(self) -> tuple[int, str]:
+        """(pass, key): the reconciliation resumes after `key` in pass `pass` (0, "" before any run)."""
+        try:
+            item = CursorItem.get(CURSOR_PK, "CURSOR", consistent_read=True)
+        except DoesNotExist:
+            return 0, ""
+        return int(item.pass_no), item.after
+
+    def set_orphan_cursor(self, pass_no: int, after: str) -> bool:
+        """Record how far a run read. A position at or before the recorded one is left alone (seed 004's
+        set_hook_cursor): a run that resumed from an older read, or two overlapping runs, must never walk
+        the cursor backwards and make the next run repeat work it thinks is new. False: left alone."""
+        newer = (
+            CursorItem.pk.does_not_exist()
+            | (CursorItem.pass_no < pass_no)
+            | ((CursorItem.pass_no == pass_no) & (CursorItem.after < after))
+        )
+        try:
+            put_if(CursorItem(CURSOR_PK, "CURSOR", pass_no=pass_no, after=after), newer)
+        except Refused:
+            return False
+        return True
+
+    def named_artifacts(self, keys: Sequence[str], now: float) -> set[str]:
+        """Which of these artifact keys a live row still names (ready, pending, or ended and waiting for its
+        unlink). One BatchGetItem per 100 keys; a row past its TTL names nothing."""
+        wanted: dict[tuple[str, str], list[str]] = {}
+        for key in keys:
+            parts = key.split("/")
+            if len(parts) == 4:
+                wanted.setdefault((book_pk(parts[1]), export_sk(parts[2])), []).append(key)
+        named: set[str] = set()
+        for item in ExportItem.batch_get(list(wanted)):
+            if expired_ttl(item.ttl, now):
+                continue
+            names = set(item.paths or ()) | ({item.path} if item.path else set())
+            named |= names & set(wanted[(item.pk, item.sk)])
+        return named
+
+    def record_audit(self, counts: dict[str, Any], now: float) -> None:
+        AuditItem(
+            AUDIT_PK,
+            f"{now:017.6f}#{uuid.uuid4().hex[:8]}",
+            ran_at=now,
+            counts=json.dumps(counts, sort_keys=True),
+            ttl=now + AUDIT_RETENTION_SECONDS,
+        ).save()
+
+    def audits(self, limit: int) -> list[dict[str, Any]]:
+        """The last `limit` GC runs, newest first."""
+        return [
+            {"ran_at": item.ran_at, **json.loads(item.counts)}
+            for item in AuditItem.query(AUDIT_PK, scan_index_forward=False, limit=limit)
+        ]

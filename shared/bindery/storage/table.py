@@ -1,0 +1,442 @@
+"""The table's items as PynamoDB models, their keys, and the two ways a conditional write is refused.
+
+Key layout (pk / sk):
+
+    BOOK#<book>    BOOK                       the book: owner, title, current revision and its cut
+    BOOK#<book>    CH#<cut>#<ordinal>         one chapter of one cut: its title and byte range in S3
+    BOOK#<book>    RETIRE#<cut>               a cut whose chapters and text are to be removed at due_at
+    BOOK#<book>    PURGE                      a deleted book whose exports are still to be ended
+    BOOK#<book>    EXPORT#<export>            an export, which is also the build job
+    IDEM#<digest>  IDEM                       a caller's Idempotency-Key and the answer it was given
+    CALLER#<sub>   LIVE                       the set of that caller's pending exports
+    GC#orphans     CURSOR                     how far the orphan reconciliation has read
+    GC#audit       <time>#<id>                one GC run and what it did
+
+A refused condition is decoded in one of two ways, and only here: a transaction's by the names its items
+were given (:class:`Tx`, :class:`Refusal`), and a single item's write as :class:`Refused`, carrying the old
+item an update refused (:func:`update_if`, :func:`put_if`). Every other AWS error leaves the package as
+StorageError.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from botocore.exceptions import ClientError
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.constants import ALL_NEW, ALL_OLD, UPDATE_ITEM
+from pynamodb.exceptions import CancellationReason, DoesNotExist, PutError, TransactWriteError
+from pynamodb.expressions.condition import Condition
+from pynamodb.indexes import GlobalSecondaryIndex, IncludeProjection
+from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite
+
+from bindery.config import Settings
+from bindery.faults import StorageError
+from bindery.states import Queue, State
+from bindery.storage.types import Book, Export
+
+# The attributes the sweeps need without a second read: the by_due index projects them.
+DUE_PROJECTION = ("export_id", "book_id", "state", "attempt", "counted_against", "paths", "expires_at")
+
+# A build records at most this many skipped chapters (and says how many there were): the row is one item,
+# and an item is at most 400 KB, whatever the manuscript.
+SKIPPED_KEPT = 100
+
+
+class Item(Model):
+    class Meta:
+        table_name = Settings.table
+        region = Settings.region
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+
+
+class ByDue(GlobalSecondaryIndex["ExportItem"]):
+    """Sparse: only rows with a `queue` are in it, so a sweep reads the work and not the table."""
+
+    class Meta:
+        index_name = "by_due"
+        projection = IncludeProjection(list(DUE_PROJECTION))
+
+    queue = UnicodeAttribute(hash_key=True)
+    due_at = NumberAttribute(range_key=True)
+
+
+class BookItem(Item):
+    owner = UnicodeAttribute()
+    title = UnicodeAttribute()
+    revision = NumberAttribute()
+    cut = UnicodeAttribute()
+    chapter_count = NumberAttribute()
+    manuscript_bytes = NumberAttribute(default=0)
+    created_at = NumberAttribute()
+    updated_at = NumberAttribute()
+
+
+class ChapterItem(Item):
+    title = UnicodeAttribute()
+    offset = NumberAttribute()
+    size_bytes = NumberAttribute()
+
+
+class MarkersDue(ByDue):
+    """The same sparse `by_due` index, read for book-level markers rather than exports."""
+
+
+class MarkerItem(Item):
+    queue = UnicodeAttribute()
+    due_at = NumberAttribute()
+    by_due = MarkersDue()
+
+
+class ExportItem(Item):
+    export_id = UnicodeAttribute()
+    book_id = UnicodeAttribute()
+    format = UnicodeAttribute()
+    state = UnicodeAttribute()
+    requested_at = NumberAttribute()
+    # Whose live set this export occupies while pending. Not an owner: authorization reads the book.
+    counted_against = UnicodeAttribute()
+    # The digest of the Idempotency-Key that made it, if one did: what lets a check of the table alone
+    # see that one key, in one window, made one export.
+    key_digest = UnicodeAttribute(null=True)
+    attempt = NumberAttribute(default=0)
+    started_at = NumberAttribute(null=True)
+    lease_until = NumberAttribute(null=True)
+    finished_at = NumberAttribute(null=True)
+    expires_at = NumberAttribute(null=True)
+    path = UnicodeAttribute(null=True)
+    # Every key an attempt may have written. The unlink removes them all, so a crash between an upload
+    # and the write that would have named it cannot leak the bytes.
+    paths = UnicodeSetAttribute(null=True)
+    size_bytes = NumberAttribute(null=True)
+    complete = NumberAttribute(null=True)  # 1 / 0; a number so the item stays plain to read
+    failure_code = UnicodeAttribute(null=True)
+    built_revision = NumberAttribute(null=True)
+    progress_done = NumberAttribute(null=True)
+    progress_total = NumberAttribute(null=True)
+    skipped = UnicodeAttribute(null=True)  # JSON: the first SKIPPED_KEPT skipped chapters
+    skipped_total = NumberAttribute(null=True)
+    queue = UnicodeAttribute(null=True)
+    due_at = NumberAttribute(null=True)
+    ttl = NumberAttribute(null=True)
+    # The name of the event the row's last terminal transition publishes (bindery.export.<state>). The
+    # table's stream carries the write, and the events pipe turns it into ONE EventBridge event: the row is
+    # the outbox, so a transition is published exactly when it happened, and a retried write that changes
+    # nothing publishes nothing.
+    transition = UnicodeAttribute(null=True)
+    by_due = ByDue()
+
+
+class IdemItem(Item):
+    export_id = UnicodeAttribute()
+    request_hash = UnicodeAttribute()
+    response = UnicodeAttribute()
+    ttl = NumberAttribute()
+
+
+class LiveItem(Item):
+    live_ids = UnicodeSetAttribute(null=True)
+
+
+class CursorItem(Item):
+    """How far the orphan reconciliation has read the artifact prefix: (pass, last key)."""
+
+    pass_no = NumberAttribute()
+    after = UnicodeAttribute()
+
+
+class AuditItem(Item):
+    """One GC run and what it did (the seed's ghost-sweep rows)."""
+
+    ran_at = NumberAttribute()
+    counts = UnicodeAttribute()  # JSON
+    ttl = NumberAttribute()
+
+
+MODELS: tuple[type[Item], ...] = (
+    Item, BookItem, ChapterItem, MarkerItem, ExportItem, IdemItem, LiveItem, CursorItem, AuditItem,
+)  # fmt: skip
+CURSOR_PK, AUDIT_PK = "GC#orphans", "GC#audit"
+
+M = TypeVar("M", bound=Item)
+
+
+def book_pk(book_id: str) -> str:
+    return f"BOOK#{book_id}"
+
+
+def export_sk(export_id: str) -> str:
+    return f"EXPORT#{export_id}"
+
+
+def chapter_prefix(cut: str) -> str:
+    return f"CH#{cut}#"
+
+
+def retire_sk(cut: str) -> str:
+    return f"RETIRE#{cut}"
+
+
+PURGE_SK = "PURGE"
+
+
+def to_export(item: ExportItem) -> Export:
+    return Export(
+        id=item.export_id,
+        book_id=item.book_id,
+        format=item.format,
+        state=State(item.state),
+        requested_at=item.requested_at,
+        counted_against=item.counted_against,
+        attempt=int(item.attempt or 0),
+        started_at=item.started_at,
+        lease_until=item.lease_until,
+        finished_at=item.finished_at,
+        expires_at=item.expires_at,
+        path=item.path,
+        paths=frozenset(item.paths or ()),
+        size_bytes=None if item.size_bytes is None else int(item.size_bytes),
+        complete=None if item.complete is None else bool(item.complete),
+        failure_code=item.failure_code,
+        built_revision=None if item.built_revision is None else int(item.built_revision),
+        progress_done=None if item.progress_done is None else int(item.progress_done),
+        progress_total=None if item.progress_total is None else int(item.progress_total),
+        skipped=tuple(json.loads(item.skipped)) if item.skipped else (),
+        skipped_total=int(item.skipped_total or 0),
+    )
+
+
+def to_book(item: BookItem) -> Book:
+    return Book(
+        id=item.pk.removeprefix("BOOK#"),
+        owner=item.owner,
+        title=item.title,
+        revision=int(item.revision),
+        cut=item.cut,
+        chapter_count=int(item.chapter_count),
+        manuscript_bytes=int(item.manuscript_bytes or 0),
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+    )
+
+
+def expired_ttl(ttl: float | None, now: float) -> bool:
+    # DynamoDB deletes TTL'd items days late; until it does, a read treats them as gone.
+    return ttl is not None and ttl <= now
+
+
+def becomes(state: str) -> list[Any]:
+    """The actions that move a row to `state`, naming the event its terminal states publish."""
+    actions = [ExportItem.state.set(state)]
+    if state != State.PENDING.value:
+        actions.append(ExportItem.transition.set(f"bindery.export.{state}"))
+    return actions
+
+
+def end_actions(state: State, now: float) -> list[Any]:
+    """How any ended row is written: it leaves the live set's accounting and joins the unlink queue.
+
+    It waits there until its last lease has run out, because until then an attempt may still upload;
+    an unlink before that could be followed by the upload it was meant to remove.
+    """
+    return [
+        *becomes(state.value),
+        ExportItem.finished_at.set(now),
+        ExportItem.queue.set(Queue.UNLINK.value),
+        # if_not_exists(lease_until, now): a lease that is still running holds the unlink back.
+        ExportItem.due_at.set(ExportItem.lease_until | now),
+    ]
+
+
+def revoke_actions(now: float) -> list[Any]:
+    """A ready link ended now: the row says expired from this second; its bytes join the unlink queue."""
+    return [
+        *becomes(State.EXPIRED.value),
+        ExportItem.expires_at.set(now),
+        ExportItem.queue.set(Queue.UNLINK.value),
+        ExportItem.due_at.set(now),
+    ]
+
+
+def end_pending(
+    tx: Tx, book_id: str, export_id: str, counted_against: str, actions: list[Any], condition: Any
+) -> None:
+    """Add to `tx` the one way a pending export ends: its row written with `actions` under `condition`
+    (ALL_OLD on refusal, by the name "export"), and its slot in the live set it occupies freed ("live"), in
+    the same transaction. Nothing else removes from a live set, so a slot is freed exactly when its export
+    stops being pending: the cap counts what is live, never more and never less."""
+    tx.update("export", ExportItem(book_pk(book_id), export_sk(export_id)), actions, condition, old=True)
+    tx.update("live", LiveItem(f"CALLER#{counted_against}", "LIVE"), [LiveItem.live_ids.delete({export_id})])
+
+
+_TRANSACTION_RETRIES = 8
+_CONDITION_FAILED = "ConditionalCheckFailed"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A transaction that DynamoDB cancelled because conditions failed: each item's reason, by the name
+    the transaction gave the item (None: that item's condition held)."""
+
+    reasons: dict[str, CancellationReason | None]
+
+    def failed(self, name: str) -> bool:
+        reason = self.reasons.get(name)
+        return reason is not None and reason.code == _CONDITION_FAILED
+
+    def old(self, model: type[M], name: str) -> M | None:
+        """The item as it was when its condition failed (the write asked for ALL_OLD), or None if absent."""
+        reason = self.reasons.get(name)
+        if reason is None or reason.raw_item is None:
+            return None
+        return model.from_raw_data(reason.raw_item)
+
+
+@dataclass
+class Tx:
+    """One TransactWriteItems whose items have names, so that a cancellation is read by name.
+
+    DynamoDB answers a cancellation with one reason per item, in the order the items were sent, and
+    PynamoDB sends a transaction's items grouped as condition checks, deletes, puts, then updates. The
+    names are kept in that same grouping here, so the reasons line up with them whatever order the
+    items were added in.
+    """
+
+    _items: dict[str, list[tuple[str, Callable[[TransactWrite], None]]]] = field(
+        default_factory=lambda: {"check": [], "delete": [], "put": [], "update": []}
+    )
+
+    def check(self, name: str, model: type[Item], hash_key: str, range_key: str, condition: Any) -> None:
+        self._add(
+            "check", name, lambda tx: tx.condition_check(model, hash_key, range_key, condition=condition)
+        )
+
+    def delete(self, name: str, item: Item, condition: Any = None) -> None:
+        self._add("delete", name, lambda tx: tx.delete(item, condition=condition))
+
+    def put(self, name: str, item: Item, condition: Any = None, *, old: bool = False) -> None:
+        returns = ALL_OLD if old else None
+        self._add("put", name, lambda tx: tx.save(item, condition=condition, return_values=returns))
+
+    def update(
+        self, name: str, item: Item, actions: list[Any], condition: Any = None, *, old: bool = False
+    ) -> None:
+        returns = ALL_OLD if old else None
+        self._add(
+            "update",
+            name,
+            lambda tx: tx.update(item, actions=actions, condition=condition, return_values=returns),
+        )
+
+    def _add(self, kind: str, name: str, add: Callable[[TransactWrite], None]) -> None:
+        self._items[kind].append((name, add))
+
+    def commit(self, connection: Any) -> Refusal | None:
+        """Run it; None when it committed, a Refusal when conditions refused it.
+
+        Each try carries a fresh ClientRequestToken: should DynamoDB apply a try and its answer be lost,
+        botocore resends that try, and DynamoDB answers the resend with the first one's success rather
+        than evaluating the conditions again. (Where the token is not honoured, as on moto, the resend
+        is refused by the conditions the first one made true, and each caller recognises its own write
+        in the ALL_OLD item.) A TransactionConflict (another writer touched an item at the same instant)
+        says nothing about our conditions, so the transaction is run again, with a new token; anything
+        else that is not a failed condition is a StorageError.
+        """
+        ordered = [entry for kind in ("check", "delete", "put", "update") for entry in self._items[kind]]
+        names = [name for name, _ in ordered]
+        for n in range(_TRANSACTION_RETRIES):
+            try:
+                with TransactWrite(connection=connection, client_request_token=uuid.uuid4().hex) as tx:
+                    for _, add in ordered:
+                        add(tx)
+                return None
+            except TransactWriteError as exc:
+                reasons = exc.cancellation_reasons
+                codes = {r.code for r in reasons if r is not None}
+                if "TransactionConflict" in codes and n < _TRANSACTION_RETRIES - 1:
+                    time.sleep(random.uniform(0, 0.01 * (2**n)))
+                    continue
+                # Throttled, timed out, or cancelled for anything but our conditions: not a refusal.
+                if len(reasons) != len(names) or not codes or codes != {_CONDITION_FAILED}:
+                    raise StorageError(f"TransactWriteItems: {exc}") from exc
+                return Refusal(dict(zip(names, reasons, strict=True)))
+        raise AssertionError("unreachable")
+
+
+class Rows:
+    """What every aggregate's rows share: the settings, and the one connection the Store binds."""
+
+    settings: Settings
+
+    def _connection(self) -> Any:
+        return ExportItem._get_connection().connection
+
+
+def future_value(future: Any) -> Any:
+    try:
+        return future.get()
+    except DoesNotExist:
+        return None
+
+
+class Refused(Exception):
+    def __init__(self, old: Any):
+        self.old = old
+
+
+def update_if(model: type[M], hash_key: str, range_key: str, actions: list[Any], condition: Condition) -> M:
+    """UpdateItem returning the new item, or raising :class:`Refused` carrying the OLD item.
+
+    PynamoDB's ``Model.update`` does not pass ``ReturnValuesOnConditionCheckFailure``, so this dispatches
+    the same operation itself. The loser learns why it lost from the failure, not from a second read.
+    """
+    table = model._get_connection()
+    kwargs = table.get_operation_kwargs(
+        hash_key,
+        range_key=range_key,
+        actions=actions,
+        condition=condition,
+        return_values=ALL_NEW,
+        return_values_on_condition_failure=ALL_OLD,
+    )
+    try:
+        data = table.connection.dispatch(UPDATE_ITEM, kwargs)
+    except ClientError as exc:
+        # PynamoDB re-raises botocore's error as its own, without the item: the original carries it.
+        cause = exc.__cause__ if isinstance(exc.__cause__, ClientError) else exc
+        response = cause.response or {}
+        if response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            raw = response.get("Item")
+            raise Refused(model.from_raw_data(raw) if raw else None) from exc
+        raise  # not a refusal: the Store's translation makes it a StorageError
+    return model.from_raw_data(data["Attributes"])
+
+
+def put_if(item: Item, condition: Condition) -> None:
+    """PutItem under `condition`, raising :class:`Refused` when the condition refuses it."""
+    try:
+        item.save(condition=condition)
+    except PutError as exc:
+        if exc.cause_response_code == "ConditionalCheckFailedException":
+            raise Refused(None) from exc
+        raise  # not a refusal: the Store's translation makes it a StorageError
+
+
+def chunks(items: Iterable[Any], n: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == n:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -1,0 +1,143 @@
+"""What the rest of the code sees of the table: small frozen types, and the outcomes of each write."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from bindery.states import State
+
+
+@dataclass(frozen=True)
+class Book:
+    """`cut` names one revision's immutable set of chapters and its text object; a new revision is a new
+    cut, so a build that read one cut can never see a mix of two."""
+
+    id: str
+    owner: str
+    title: str
+    revision: int
+    cut: str
+    chapter_count: int
+    manuscript_bytes: int
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """A chapter's title and where its text lies in its cut's manuscript object."""
+
+    ordinal: int
+    title: str
+    offset: int
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A book-level chore the GC owes: retire a cut, or purge a deleted book's exports."""
+
+    book_id: str
+    cut: str | None  # the cut to retire; None for a purge
+
+
+@dataclass(frozen=True)
+class Export:
+    id: str
+    book_id: str
+    format: str
+    state: State
+    requested_at: float
+    counted_against: str
+    attempt: int = 0
+    started_at: float | None = None
+    lease_until: float | None = None
+    finished_at: float | None = None
+    expires_at: float | None = None
+    path: str | None = None
+    paths: frozenset[str] = frozenset()
+    size_bytes: int | None = None
+    complete: bool | None = None
+    failure_code: str | None = None
+    built_revision: int | None = None
+    progress_done: int | None = None
+    progress_total: int | None = None
+    # Chapters the build could not render: [{"ordinal", "title", "reason"}], the first SKIPPED_KEPT of
+    # skipped_total. Empty when complete.
+    skipped: tuple[dict[str, Any], ...] = ()
+    skipped_total: int = 0
+
+
+@dataclass(frozen=True)
+class Due:
+    """A sweep candidate as the index saw it. The write re-checks every condition: GSIs lag."""
+
+    export_id: str
+    book_id: str
+    state: State
+    attempt: int
+    counted_against: str
+    due_at: float
+    paths: frozenset[str]
+
+
+# Outcomes of a submit.
+@dataclass(frozen=True)
+class Accepted:
+    export: Export
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """The Idempotency-Key was seen before with the same request: here is the answer it got then."""
+
+    response: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class KeyReused:
+    """The Idempotency-Key was seen before with a different request."""
+
+
+@dataclass(frozen=True)
+class OverCap:
+    live_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NotFound:
+    """No such book or export for this caller. A stranger's item reads exactly like a missing one."""
+
+
+SubmitOutcome = Accepted | Replayed | KeyReused | OverCap | NotFound
+
+
+@dataclass(frozen=True)
+class Revoked:
+    """A ready link ended now. Its row still names `paths`: the caller deletes them at once, so a URL
+    handed out earlier stops working, and then forgets them; the GC's unlink is the backstop."""
+
+    book_id: str
+    export_id: str
+    paths: frozenset[str]
+
+
+CancelOutcome = Literal["cancelled", "ended"] | Revoked | NotFound
+
+
+# Outcomes of a claim.
+@dataclass(frozen=True)
+class Claimed:
+    export: Export
+
+
+@dataclass(frozen=True)
+class ClaimRefused:
+    reason: Literal["gone", "ended", "held", "exhausted"]
+    export: Export | None
+
+
+# How an attempt's ending came out: it ended the row; the row was not its to end (ended, or re-claimed);
+# or (a finish only) the book was deleted while the row waited, and the row is still the attempt's.
+Ending = Literal["ended", "refused", "book_deleted"]
