@@ -216,12 +216,10 @@ class Exports:
             until = min(export.expires_at, now + self.settings.presign_max_seconds)
             seconds = int(until - now)
             if seconds >= 1:
-                ext = engine.extension_for(export.format)
+                # From the format table: a poll imports no renderer and no markdown parser.
+                fmt = engine.FORMATS[export.format]
                 body["download_url"] = self.objects.presign_download(
-                    export.path,
-                    download_name(book.title, ext),
-                    engine.renderer_for(export.format).content_type,
-                    seconds,
+                    export.path, download_name(book.title, fmt.extension), fmt.content_type, seconds
                 )
                 body["download_expires_at"] = iso(now + seconds)
         return body
@@ -294,11 +292,12 @@ class Exports:
         if limit is not None and book.manuscript_bytes > limit:
             # Fail early and say why, rather than die of memory halfway through.
             return self._fail(export, FailureCode.TOO_LARGE_FOR_FORMAT)
-        writer = self.objects.writer(path, renderer.content_type)
+        content_type = engine.FORMATS[export.format].content_type
+        writer = self.objects.writer(path, content_type)
         try:
             if copies:
                 # The revision's text is the artifact: no chapter is read, so neither are their rows.
-                self.objects.copy(cut_key(book.id, book.cut), path, renderer.content_type)
+                self.objects.copy(cut_key(book.id, book.cut), path, content_type)
                 skipped, size = [], book.manuscript_bytes
             else:
                 source = engine.Source(

@@ -26,7 +26,7 @@ def _build(book: str, fmt: str, tmp_path: Path) -> Path:
         source, [Text(n, s.title, text) for n, (s, text) in enumerate(sections, start=1)], out
     )
     assert skipped == []
-    path = tmp_path / f"{book}.{renderer_for(fmt).extension}"
+    path = tmp_path / f"{book}.{FORMATS[fmt].extension}"
     path.write_bytes(out.getvalue())
     return path
 
@@ -152,4 +152,4 @@ def test_markdown_is_the_manuscript_normalised(book: str, tmp_path: Path) -> Non
 
 def test_every_format_is_registered_with_its_own_module() -> None:
     assert sorted(FORMATS) == ["epub", "html", "markdown", "pdf"]
-    assert {renderer_for(f).extension for f in FORMATS} == {"epub", "html", "md", "pdf"}
+    assert {FORMATS[f].extension for f in FORMATS} == {"epub", "html", "md", "pdf"}

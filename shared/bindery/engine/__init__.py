@@ -12,12 +12,22 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import NamedTuple, Protocol
 
-# format -> module. Submit reads only the names; a build imports the one it needs.
-FORMATS: dict[str, str] = {
-    "markdown": "bindery.engine.markdown",
-    "html": "bindery.engine.html",
-    "epub": "bindery.engine.epub",
-    "pdf": "bindery.engine.pdf",
+
+@dataclass(frozen=True)
+class Format:
+    """What the rest of Bindery knows of a format without importing its renderer: a submit checks the name,
+    a poll names the download, and only a build imports `module`."""
+
+    module: str
+    extension: str
+    content_type: str
+
+
+FORMATS: dict[str, Format] = {
+    "markdown": Format("bindery.engine.markdown", "md", "text/markdown; charset=utf-8"),
+    "html": Format("bindery.engine.html", "html", "text/html; charset=utf-8"),
+    "epub": Format("bindery.engine.epub", "epub", "application/epub+zip"),
+    "pdf": Format("bindery.engine.pdf", "pdf", "application/pdf"),
 }
 # Formats whose artifact is the revision's normalised manuscript itself: a build copies it server-side and
 # reads no chapter.
@@ -52,21 +62,14 @@ class Sink(Protocol):
 
 
 class Renderer(Protocol):
-    extension: str
-    content_type: str
-
     def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> list[Skipped]:
         """Write the artifact; return the chapters that could not be rendered, and why."""
 
 
 def renderer_for(fmt: str) -> Renderer:
-    module = import_module(FORMATS[fmt])
+    module = import_module(FORMATS[fmt].module)
     renderer: Renderer = module.RENDERER
     return renderer
-
-
-def extension_for(fmt: str) -> str:
-    return renderer_for(fmt).extension
 
 
 def skipped(text: Text, exc: BaseException) -> Skipped:

@@ -73,9 +73,6 @@ def _cover_svg(title: str) -> str:
 
 
 class EpubRenderer:
-    extension = "epub"
-    content_type = "application/epub+zip"
-
     def __init__(self) -> None:
         self._md = markup.parser(xhtml=True)
 

@@ -22,9 +22,6 @@ nav.toc{break-after:page}a{color:inherit;text-decoration:none}pre{white-space:pr
 
 
 class HtmlRenderer:
-    extension = "html"
-    content_type = "text/html; charset=utf-8"
-
     def __init__(self) -> None:
         self._md = markup.parser()
 

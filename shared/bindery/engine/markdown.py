@@ -14,9 +14,6 @@ from bindery.engine import Sink, Skipped, Source, Text
 
 
 class MarkdownRenderer:
-    extension = "md"
-    content_type = "text/markdown; charset=utf-8"
-
     def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> list[Skipped]:
         for text in chapters:
             out.write(text.markdown.encode("utf-8"))

@@ -83,8 +83,6 @@ def _for_pdf(html: str) -> str:
 
 
 class PdfRenderer:
-    extension = "pdf"
-    content_type = "application/pdf"
     max_manuscript_bytes = MAX_MANUSCRIPT_BYTES
 
     def __init__(self) -> None:

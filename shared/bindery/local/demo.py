@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bindery.engine import FORMATS, extension_for
+from bindery.engine import FORMATS
 from bindery.local import tokens
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -72,7 +72,7 @@ def main() -> int:
                 print(f"\r  {fmt:<9} {export.get('state')}  {export.get('failure_code')}")
                 continue
             _, content = _fetch(export["download_url"])
-            path = out / f"{manuscript.stem}.{extension_for(fmt)}"
+            path = out / f"{manuscript.stem}.{FORMATS[fmt].extension}"
             path.write_bytes(content)
             took = time.monotonic() - started
             print(f"\r  {fmt:<9} ready    {took:4.1f}s  {len(content):>8,} bytes  -> {path}")

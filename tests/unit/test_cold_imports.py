@@ -1,0 +1,78 @@
+"""What a cold handler imports. A poll of a ready export needs the format's extension and content type, which
+the format table holds: it must not load a renderer, or markdown-it, to learn them (it used to load the
+html renderer and 68 modules of markdown-it on every cold poll)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from bindery.config import Settings
+from bindery.engine import FORMATS
+from bindery.exports import Exports
+from bindery.local.aws import EmbeddedAws
+from bindery.local.template import create_table
+from tests.events import http_event
+from tests.servers import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+POLL = """
+import json, sys
+from functions.poll import app
+
+class Context:
+    function_name, memory_limit_in_mb = "poll", 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:poll"
+    aws_request_id = "req-cold"
+
+answers = [app.handler(event, Context()) for event in json.load(open(sys.argv[1]))]
+loaded = [m for m in sys.modules if m.startswith(("bindery.engine.", "markdown_it", "fpdf"))]
+print(json.dumps({"answers": answers, "loaded": sorted(loaded)}))
+"""
+
+
+@pytest.fixture
+def aws() -> Iterator[str]:
+    server = EmbeddedAws(free_port())
+    server.start()
+    try:
+        yield server.endpoint
+    finally:
+        server.stop()
+
+
+def test_a_cold_poll_of_each_format_imports_no_renderer(
+    aws: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws)
+    create_table(boto3.client("dynamodb"), "cold")
+    boto3.client("s3").create_bucket(Bucket="cold")
+    exports = Exports.from_settings(Settings(table="cold", bucket="cold"))
+    book, _, _ = exports.books.create_book("user-alice", "Cold", "# One\n\ntext\n")
+    events = []
+    for fmt in FORMATS:
+        export_id = exports.submit("user-alice", book.id, fmt, None)[0]["id"]
+        assert exports.build(book.id, export_id) == "ready"
+        events.append(http_event("GET", f"/books/{book.id}/exports/{export_id}"))
+    (tmp_path / "events.json").write_text(json.dumps(events))
+
+    env = {**os.environ, "BINDERY_TABLE": "cold", "BINDERY_BUCKET": "cold", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", POLL, str(tmp_path / "events.json")],
+        env=env, capture_output=True, text=True, cwd=ROOT, timeout=60, check=True,
+    )  # fmt: skip
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+
+    bodies = [json.loads(answer["body"]) for answer in found["answers"]]
+    assert [(b["format"], b["state"], bool(b["download_url"])) for b in bodies] == [
+        (fmt, "ready", True) for fmt in FORMATS
+    ]
+    assert found["loaded"] == []
