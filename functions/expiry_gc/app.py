@@ -10,4 +10,7 @@ from bindery.observability import logger, metrics
 @logger.inject_lambda_context
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
-    return (exports or default_exports()).collect_garbage()
+    # The run shares the invocation's time among its chores and keeps a margin for its audit row.
+    return (exports or default_exports()).collect_garbage(
+        time_left=lambda: context.get_remaining_time_in_millis() / 1000
+    )

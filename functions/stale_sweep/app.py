@@ -9,7 +9,9 @@ from bindery.observability import logger, metrics
 @logger.inject_lambda_context
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
-    swept = (exports or default_exports()).fail_stale_exports()
+    swept = (exports or default_exports()).fail_stale_exports(
+        time_left=lambda: context.get_remaining_time_in_millis() / 1000
+    )
     result = {"failed": swept.done, "refused": swept.refused, "errors": swept.failed}
     if any(result.values()):
         logger.info("stale sweep done", extra=result)

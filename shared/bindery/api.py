@@ -15,6 +15,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from bindery import errors
+from bindery.common import iso
 from bindery.exports import RETRY_AFTER_PENDING, Exports
 from bindery.observability import logger
 from bindery.storage import Book, Chapter, StorageError
@@ -178,7 +179,6 @@ def _book_reply(
 
 
 def _book_view(book: Book, chapters: list[Chapter], after: int = 0) -> dict[str, Any]:
-    from bindery.exports import iso
 
     page = [c for c in chapters if c.ordinal > after][:CHAPTERS_PAGE]
     more = bool(page) and page[-1].ordinal < chapters[-1].ordinal

@@ -8,20 +8,17 @@ retired a lease later, once no build can still be reading it.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import secrets
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from bindery import errors
+from bindery.common import idempotency_for, iso, key_reused, new_cut, not_found, valid_id
 from bindery.config import Settings
 from bindery.manuscript import Normalised, cut, normalise
 from bindery.objects import Objects, cut_key, upload_key
 from bindery.observability import logger
-from bindery.states import Queue
 from bindery.storage import Book, Chapter, KeyReused, Marker, Replayed, Revoked, StorageError, Store
 
 MAX_TITLE = 500
@@ -36,47 +33,7 @@ UPLOAD_URL_SECONDS = 600
 # How long a staged cut may wait to be adopted before the GC removes it: past the API's 30 s with room.
 STAGE_GRACE_SECONDS = 300
 PUBLISH_TRIES = 5
-_ID = re.compile(r"^[0-9a-z]{8,40}$")
 _IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d{1,12})"?\s*$')
-
-
-_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
-
-
-def idempotency_for(caller: str, key: str, request: list[Any]) -> tuple[str, str]:
-    """(the key's digest, scoped to its caller; the request's hash). A key is the caller's own: the same
-    key from two callers is two keys. The same key for a different request is refused, not replayed."""
-    if not _IDEMPOTENCY_KEY.match(key):
-        raise errors.BadRequest(
-            "Idempotency-Key must be 1 to 255 printable ASCII characters", code="invalid_idempotency_key"
-        )
-    digest = hashlib.sha256(f"{caller}\n{key}".encode()).hexdigest()
-    return digest, hashlib.sha256(json.dumps(request).encode()).hexdigest()
-
-
-def key_reused() -> errors.Unprocessable:
-    return errors.Unprocessable(
-        "this Idempotency-Key was used for a different request", code="idempotency_key_reused"
-    )
-
-
-def valid_id(value: str) -> bool:
-    return bool(_ID.match(value))
-
-
-def not_found() -> errors.NotFound:
-    # One body for missing and for someone else's: the answer must not tell them apart.
-    return errors.NotFound("no such book or export", code="not_found")
-
-
-def new_cut(revision: int) -> str:
-    return f"r{revision:08d}-{secrets.token_hex(6)}"
-
-
-@dataclass(frozen=True)
-class ChoreCounts:
-    done: int = 0
-    failed: int = 0
 
 
 class Library:
@@ -184,8 +141,6 @@ class Library:
         post = self.objects.presign_upload(
             upload_key(book_id, upload_id), MAX_UPLOAD_BYTES, UPLOAD_URL_SECONDS
         )
-        from bindery.exports import iso
-
         # A form POST: send `fields` as they are, then the manuscript as the form's `file`, last.
         return {
             "upload_id": upload_id,
@@ -220,36 +175,11 @@ class Library:
         # Do the chores now too, so the caller's pending exports read cancelled and its links stop at once;
         # the GC finishes whatever this does not.
         try:
-            self._purge(Marker(book_id, None))
+            self.purge(Marker(book_id, None))
         except (StorageError, _NotAllEnded):
             logger.warning("purge left to the GC", extra={"book_id": book_id}, exc_info=True)
 
-    def unlink_now(self, revoked: Revoked) -> None:
-        """A ready link was just ended: delete its bytes now, then forget them (the seed's order: the row
-        ended first, keeping its paths, then the unlink, then the forget). Should the delete fail, the row
-        still waits in the unlink queue, and the GC deletes them on its next run."""
-        try:
-            self.objects.delete(revoked.paths)
-            self.store.forget_paths(revoked.book_id, revoked.export_id, self.clock())
-        except StorageError:
-            logger.warning("unlink left to the GC", extra={"export_id": revoked.export_id}, exc_info=True)
-
-    # ---- the GC's chores -------------------------------------------------------------------------
-
-    def retire_cuts(self) -> ChoreCounts:
-        """Remove superseded and stranded cuts: their chapter items, then their text, then the marker."""
-        return self._chores(Queue.RETIRE, self._retire)
-
-    def purge_deleted_books(self) -> ChoreCounts:
-        return self._chores(Queue.PURGE, self._purge)
-
-    def _retire(self, marker: Marker) -> None:
-        assert marker.cut is not None
-        if self.store.retire_cut_chapters(marker):
-            self.objects.delete([cut_key(marker.book_id, marker.cut)])
-        self.store.drop_marker(marker)
-
-    def _purge(self, marker: Marker) -> None:
+    def purge(self, marker: Marker) -> None:
         """End every export of a deleted book, then drop the marker, and only then: an export that kept
         moving (a finish or a cancel racing this one) keeps the marker, and the GC comes back for it."""
         now = self.clock()
@@ -264,18 +194,15 @@ class Library:
             raise _NotAllEnded(f"{left} export(s) of book {marker.book_id} could not be ended yet")
         self.store.drop_marker(marker)
 
-    def _chores(self, queue: Queue, act: Callable[[Marker], None]) -> ChoreCounts:
-        done = failed = 0
-        for marker in self.store.due_markers(queue, self.clock(), self.settings.sweep_batch):
-            try:
-                act(marker)
-                done += 1
-            except Exception:
-                failed += 1
-                logger.exception(
-                    "chore failed; the marker stays for the next run", extra={"book_id": marker.book_id}
-                )
-        return ChoreCounts(done, failed)
+    def unlink_now(self, revoked: Revoked) -> None:
+        """A ready link was just ended: delete its bytes now, then forget them (the seed's order: the row
+        ended first, keeping its paths, then the unlink, then the forget). Should the delete fail, the row
+        still waits in the unlink queue, and the GC deletes them on its next run."""
+        try:
+            self.objects.delete(revoked.paths)
+            self.store.forget_paths(revoked.book_id, revoked.export_id, self.clock())
+        except StorageError:
+            logger.warning("unlink left to the GC", extra={"export_id": revoked.export_id}, exc_info=True)
 
     # ---- helpers ---------------------------------------------------------------------------------
 

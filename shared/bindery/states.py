@@ -33,3 +33,48 @@ class Queue(StrEnum):
     UNLINK = "unlink"  # ended, and may still have bytes in S3 after `due_at`
     RETIRE = "retire"  # a cut no build can read after `due_at`: its chapters and text are removed
     PURGE = "purge"  # a deleted book whose exports are still to be ended
+
+
+class ClaimRefusal(StrEnum):
+    """Why a worker may not build: no such row; ended already; another attempt's lease is running; or the
+    last attempt has been spent (the stale sweep ends the row, not another build)."""
+
+    GONE = "gone"
+    ENDED = "ended"
+    HELD = "held"
+    EXHAUSTED = "exhausted"
+
+
+class Ending(StrEnum):
+    """How an attempt's ending came out: it ended the row; the row was not its to end (ended, or
+    re-claimed); or (a finish only) the book was deleted while the row waited, and the row is still the
+    attempt's."""
+
+    ENDED = "ended"
+    REFUSED = "refused"
+    BOOK_DELETED = "book_deleted"
+
+
+class BuildOutcome(StrEnum):
+    """What one delivery of a build message came to: what the worker logs and the tests read."""
+
+    READY = "ready"
+    FAILED_EMPTY_BOOK = "failed:empty_book"
+    FAILED_TOO_LARGE_FOR_FORMAT = "failed:too_large_for_format"
+    FAILED_RENDER_FAILED = "failed:render_failed"
+    FAIL_REFUSED = "fail_refused"  # another ending won
+    FINISH_REFUSED = "finish_refused"  # ended or re-claimed meanwhile: this attempt's bytes are removed
+    CANCELLED_BOOK_DELETED = "cancelled:book_deleted"
+    CANCEL_REFUSED = "cancel_refused"
+    REFUSED_GONE = "refused:gone"
+    REFUSED_ENDED = "refused:ended"
+    REFUSED_EXHAUSTED = "refused:exhausted"
+    DROPPED = "dropped"  # a message that names no export
+
+    @classmethod
+    def failed(cls, code: FailureCode) -> BuildOutcome:
+        return cls(f"failed:{code.value}")
+
+    @classmethod
+    def refused(cls, reason: ClaimRefusal) -> BuildOutcome:
+        return cls(f"refused:{reason.value}")

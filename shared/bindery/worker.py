@@ -10,8 +10,10 @@ import json
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from bindery.exports import Exports, RetryLater
+from bindery.builds import RetryLater
+from bindery.exports import Exports
 from bindery.observability import logger
+from bindery.states import BuildOutcome
 
 
 class BadMessage(ValueError):
@@ -30,12 +32,12 @@ def export_key(body: str) -> tuple[str, str]:
     return pk.removeprefix("BOOK#"), sk.removeprefix("EXPORT#")
 
 
-def build_from_record(exports: Exports, record: SQSRecord) -> str:
+def build_from_record(exports: Exports, record: SQSRecord) -> BuildOutcome:
     try:
         book_id, export_id = export_key(record.body)
     except BadMessage:
         logger.exception("dropping a message that names no export", extra={"message_id": record.message_id})
-        return "dropped"
+        return BuildOutcome.DROPPED
     logger.append_keys(export_id=export_id, book_id=book_id)
     try:
         outcome = exports.build(book_id, export_id)

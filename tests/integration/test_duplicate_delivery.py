@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from bindery.exports import Exports, RetryLater
+from bindery.builds import RetryLater
+from bindery.exports import Exports
 from tests.figures import record
 from tests.invariants import violations
 

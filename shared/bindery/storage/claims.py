@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bindery.faults import translate_faults
-from bindery.states import FailureCode, Queue, State
+from bindery.states import ClaimRefusal, Ending, FailureCode, Queue, State
 from bindery.storage.table import (
     SKIPPED_KEPT,
     BookItem,
@@ -29,7 +29,7 @@ from bindery.storage.table import (
     to_export,
     update_if,
 )
-from bindery.storage.types import Claimed, ClaimRefused, Ending, Export
+from bindery.storage.types import Claimed, ClaimRefused, Export
 
 
 @translate_faults
@@ -70,17 +70,17 @@ class ClaimRows(Rows):
         except Refused as refused:
             old = refused.old
             if old is None:
-                return ClaimRefused("gone", None)
+                return ClaimRefused(ClaimRefusal.GONE, None)
             export = to_export(old)
             if path in export.paths and export.state == State.PENDING and export.lease_until == lease_until:
                 # This claim's own earlier try, applied with its answer lost: the row names this attempt's
                 # key (fresh per attempt) and holds this lease. It is ours, exactly as if we had heard.
                 return Claimed(export)
             if export.state != State.PENDING:
-                return ClaimRefused("ended", export)
+                return ClaimRefused(ClaimRefusal.ENDED, export)
             if export.attempt >= s.max_attempts:
-                return ClaimRefused("exhausted", export)
-            return ClaimRefused("held", export)
+                return ClaimRefused(ClaimRefusal.EXHAUSTED, export)
+            return ClaimRefused(ClaimRefusal.HELD, export)
         return Claimed(to_export(new))
 
     def finish_export(
@@ -130,7 +130,7 @@ class ClaimRows(Rows):
         def mine(old: ExportItem) -> bool:
             return old.state == State.FAILED.value and old.failure_code == code and old.finished_at == now
 
-        return self._end_attempt(export, actions, mine) == "ended"
+        return self._end_attempt(export, actions, mine) == Ending.ENDED
 
     def cancel_attempt(self, export: Export, now: float) -> bool:
         """pending -> cancelled by the attempt that holds it: its book was deleted under it."""
@@ -138,7 +138,7 @@ class ClaimRows(Rows):
         def mine(old: ExportItem) -> bool:
             return old.state == State.CANCELLED.value and old.finished_at == now
 
-        return self._end_attempt(export, end_actions(State.CANCELLED, now), mine) == "ended"
+        return self._end_attempt(export, end_actions(State.CANCELLED, now), mine) == Ending.ENDED
 
     def _end_attempt(
         self,
@@ -167,13 +167,13 @@ class ClaimRows(Rows):
         )
         refused = tx.commit(self._connection())
         if refused is None:
-            return "ended"
+            return Ending.ENDED
         old = refused.old(ExportItem, "export")
         if old is not None and int(old.attempt or 0) == export.attempt and mine(old):
-            return "ended"
+            return Ending.ENDED
         if refused.failed("book") and not refused.failed("export"):
-            return "book_deleted"
-        return "refused"
+            return Ending.BOOK_DELETED
+        return Ending.REFUSED
 
     def record_progress(self, export: Export, done: int, total: int) -> None:
         """Chapters done out of total, for the poll. A refused write means the row moved on: nothing to do."""

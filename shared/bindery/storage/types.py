@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bindery.states import State
+from bindery.states import ClaimRefusal, State
 
 
 @dataclass(frozen=True)
@@ -134,10 +134,5 @@ class Claimed:
 
 @dataclass(frozen=True)
 class ClaimRefused:
-    reason: Literal["gone", "ended", "held", "exhausted"]
+    reason: ClaimRefusal
     export: Export | None
-
-
-# How an attempt's ending came out: it ended the row; the row was not its to end (ended, or re-claimed);
-# or (a finish only) the book was deleted while the row waited, and the row is still the attempt's.
-Ending = Literal["ended", "refused", "book_deleted"]

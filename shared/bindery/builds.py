@@ -1,0 +1,170 @@
+"""What the build worker does: claim an export exclusively, build it into S3, and finish it.
+
+Each attempt writes its own artifact key, named in the row before any byte is written, and every later
+write of the attempt is fenced by its attempt number (`bindery.storage.claims`). An outcome is a
+:class:`~bindery.states.BuildOutcome`, never a formatted string.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+
+from bindery import engine
+from bindery.common import Parts
+from bindery.faults import AWS_ERRORS
+from bindery.objects import artifact_key, cut_key
+from bindery.observability import logger, metrics, state_change
+from bindery.states import BuildOutcome, ClaimRefusal, Ending, FailureCode
+from bindery.storage import Book, Chapter, Claimed, Export, StorageError
+
+PROGRESS_SECONDS = 3.0
+
+
+class RetryLater(Exception):
+    """The build could not run now for a reason that may pass (a lease held, S3 throttling)."""
+
+
+class Builds(Parts):
+    def build(self, book_id: str, export_id: str) -> BuildOutcome:
+        """Claim the export, build it into S3, and finish it. Returns what happened, in one word.
+
+        Raises RetryLater when the message should come back: another attempt holds a live lease (it may
+        yet die), or AWS failed under us, in which case the lease is given back first so the redelivery
+        need not wait it out. Anything the engine raises fails the export instead, because building it
+        again would raise again.
+        """
+        now, started = self.clock(), time.perf_counter()
+        claim = secrets.token_hex(8)
+        path = artifact_key(book_id, export_id, claim)
+        outcome = self.store.claim_build(book_id, export_id, path, now)
+        if not isinstance(outcome, Claimed):
+            if outcome.reason == ClaimRefusal.HELD:
+                raise RetryLater("another attempt holds the lease")
+            logger.info("claim refused", extra={"export_id": export_id, "reason": outcome.reason})
+            return BuildOutcome.refused(outcome.reason)
+        export = outcome.export
+        state_change(export.id, book_id, "export claimed", attempt=export.attempt)
+        try:
+            return self._build_claimed(export, path, started)
+        except StorageError as exc:
+            try:
+                self.store.release_claim(export, self.clock())
+            except StorageError:
+                logger.warning("could not give the lease back; it runs out by itself", exc_info=True)
+            raise RetryLater(f"storage failed during the build: {exc}") from exc
+
+    def _build_claimed(self, export: Export, path: str, started: float) -> BuildOutcome:
+        book_id = export.book_id
+        book = self.store.read_book(book_id)
+        if book is None:
+            # The book was deleted after this export was accepted: it goes with its book.
+            ended = self.store.cancel_attempt(export, self.clock())
+            return BuildOutcome.CANCELLED_BOOK_DELETED if ended else BuildOutcome.CANCEL_REFUSED
+        if not book.chapter_count:
+            # A book with nothing cut has nothing to build from: never send it to the engine.
+            return self._fail(export, FailureCode.EMPTY_BOOK)
+
+        copies = export.format in engine.COPIES_MANUSCRIPT
+        # The chapter list is read before the renderer is imported: parsing it is the build's peak of memory
+        # outside the engine, and it peaks lower in the smaller process (10 MiB at 5,000 chapters).
+        chapters = [] if copies else self.store.read_chapters(book_id, book.cut)
+        renderer = engine.renderer_for(export.format)
+        limit = getattr(renderer, "max_manuscript_bytes", None)
+        if limit is not None and book.manuscript_bytes > limit:
+            # Fail early and say why, rather than die of memory halfway through.
+            return self._fail(export, FailureCode.TOO_LARGE_FOR_FORMAT)
+        content_type = engine.FORMATS[export.format].content_type
+        writer = self.objects.writer(path, content_type)
+        try:
+            if copies:
+                # The revision's text is the artifact: no chapter is read, so neither are their rows.
+                self.objects.copy(cut_key(book.id, book.cut), path, content_type)
+                skipped, size = [], book.manuscript_bytes
+            else:
+                source = engine.Source(
+                    book.id, book.title, book.revision, tuple(c.title for c in chapters), book.updated_at
+                )
+                progress = _Progress(self, export, len(chapters))
+                skipped = renderer.render(source, self._chapter_texts(book, chapters, progress), writer)
+                size = writer.commit()
+        except StorageError:
+            writer.abort()
+            raise
+        except Exception:
+            writer.abort()
+            logger.exception("engine failed", extra={"export_id": export.id})
+            return self._fail(export, FailureCode.RENDER_FAILED)
+
+        ending = self.store.finish_export(
+            export,
+            path=path,
+            size_bytes=size,
+            skipped=skipped,
+            built_revision=book.revision,
+            now=self.clock(),
+        )
+        if ending != Ending.ENDED:
+            # The row was ended meanwhile (cancelled, or swept), or its book was deleted: no row will
+            # publish these bytes, so this attempt removes what it wrote rather than leave it for
+            # reconciliation. (A finish whose own first try went through, answer lost, is "ended".)
+            self.objects.delete([path])
+            if ending == Ending.BOOK_DELETED:
+                ended = self.store.cancel_attempt(export, self.clock())
+                state_change(export.id, book_id, "book deleted during the build; artifact removed")
+                return BuildOutcome.CANCELLED_BOOK_DELETED if ended else BuildOutcome.CANCEL_REFUSED
+            state_change(export.id, book_id, "finish refused; artifact removed", attempt=export.attempt)
+            return BuildOutcome.FINISH_REFUSED
+        metrics.add_metric(name="ExportsReady", unit="Count", value=1)
+        metrics.add_metric(
+            name="BuildDuration", unit="Milliseconds", value=(time.perf_counter() - started) * 1000
+        )
+        metrics.add_metric(name="ArtifactBytes", unit="Bytes", value=size)
+        state_change(export.id, book_id, "export ready", size_bytes=size, attempt=export.attempt)
+        return BuildOutcome.READY
+
+    def _chapter_texts(
+        self, book: Book, chapters: list[Chapter], progress: _Progress
+    ) -> Iterator[engine.Text]:
+        """Each chapter's text, in order, from ONE streaming read of the cut's manuscript object: memory
+        holds one chapter, and the whole book costs a single GET. A read that fails mid-stream is a
+        StorageError, a reason to retry, not a reason to fail the export."""
+        body = self.objects.open(cut_key(book.id, book.cut))
+        position = 0
+        for done, chapter in enumerate(chapters, start=1):
+            try:
+                if chapter.offset > position:
+                    body.read(chapter.offset - position)
+                data = body.read(chapter.size_bytes)
+            except AWS_ERRORS as exc:
+                raise StorageError(f"reading the manuscript: {exc}") from exc
+            position = chapter.offset + chapter.size_bytes
+            yield engine.Text(chapter.ordinal, chapter.title, data.decode("utf-8", errors="replace"))
+            progress.chapter_done(done)
+
+    def _fail(self, export: Export, code: FailureCode) -> BuildOutcome:
+        if self.store.fail_export(export, code, self.clock()):
+            metrics.add_metric(name=f"ExportsFailed_{code.value}", unit="Count", value=1)
+            state_change(export.id, export.book_id, "export failed", failure_code=code.value)
+            return BuildOutcome.failed(code)
+        return BuildOutcome.FAIL_REFUSED
+
+
+class _Progress:
+    """Publishes chapters done out of total, at most once every PROGRESS_SECONDS: a poll shows it while the
+    export is pending, and a big book does not pay a write per chapter."""
+
+    def __init__(self, exports: Builds, export: Export, total: int):
+        self.exports, self.export, self.total = exports, export, total
+        self.last = exports.clock()
+
+    def chapter_done(self, done: int) -> None:
+        now = self.exports.clock()
+        if now - self.last >= PROGRESS_SECONDS and done < self.total:
+            self.last = now
+            try:
+                self.exports.store.record_progress(self.export, done, self.total)
+            except StorageError:
+                # Progress is a courtesy to the poll: a throttled write of it must not stop the build.
+                logger.warning("progress not recorded", exc_info=True)

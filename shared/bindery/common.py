@@ -1,0 +1,99 @@
+"""What every part of the service shares: ids, time and cursor formats, the Idempotency-Key's digest, the
+errors that must read alike everywhere, and the parts each service class is given.
+
+Nothing here imports another Bindery module but config, errors and (for types only) storage and objects, so
+any module may import it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+import secrets
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from bindery import errors
+from bindery.config import Settings
+
+if TYPE_CHECKING:
+    from bindery.library import Library
+    from bindery.objects import Objects
+    from bindery.storage import Store
+
+Clock = Callable[[], float]
+
+_ID = re.compile(r"^[0-9a-z]{8,40}$")
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+class Parts:
+    """What each part of the service works with; the composition root (`bindery.exports.Exports`) sets
+    them once, and every part reads the same ones."""
+
+    settings: Settings
+    store: Store
+    objects: Objects
+    clock: Clock
+    books: Library
+
+
+def iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_id(now: float) -> str:
+    """Time-ordered, so a book's exports list newest first by key alone: 11 hex digits of milliseconds,
+    then 10 random ones."""
+    return f"{int(now * 1000):011x}{secrets.token_hex(5)}"
+
+
+def new_cut(revision: int) -> str:
+    return f"r{revision:08d}-{secrets.token_hex(6)}"
+
+
+def valid_id(value: str) -> bool:
+    return bool(_ID.match(value))
+
+
+def not_found() -> errors.NotFound:
+    # One body for missing and for someone else's: the answer must not tell them apart.
+    return errors.NotFound("no such book or export", code="not_found")
+
+
+def idempotency_for(caller: str, key: str, request: list[Any]) -> tuple[str, str]:
+    """(the key's digest, scoped to its caller; the request's hash). A key is the caller's own: the same
+    key from two callers is two keys. The same key for a different request is refused, not replayed."""
+    if not _IDEMPOTENCY_KEY.match(key):
+        raise errors.BadRequest(
+            "Idempotency-Key must be 1 to 255 printable ASCII characters", code="invalid_idempotency_key"
+        )
+    digest = hashlib.sha256(f"{caller}\n{key}".encode()).hexdigest()
+    return digest, hashlib.sha256(json.dumps(request).encode()).hexdigest()
+
+
+def key_reused() -> errors.Unprocessable:
+    return errors.Unprocessable(
+        "this Idempotency-Key was used for a different request", code="idempotency_key_reused"
+    )
+
+
+def encode_cursor(export_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"after": export_id}).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        after = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))["after"]
+    except (ValueError, KeyError, TypeError, UnicodeError, binascii.Error):
+        after = None
+    if not isinstance(after, str) or not valid_id(after):
+        raise errors.BadRequest("cursor is not one this API issued", code="invalid_cursor")
+    return after

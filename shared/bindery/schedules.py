@@ -1,0 +1,237 @@
+"""What the schedules do: the GC (expire lapsed links, end deleted books' exports, unlink ended exports'
+bytes, retire superseded cuts, reconcile storage with the table) and the stale sweep.
+
+Each chore works a queue of the sparse `by_due` index, so a run reads the work and not the table. A GC run
+has a deadline: it takes the invocation's time left, keeps a margin for its audit row, and gives each
+chore a share of what is left when the chore starts, so that a backlog in one chore cannot starve the ones
+after it. What a run could not finish stays in its queue for the next run, and the audit row says which
+chores left work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bindery.common import Parts
+from bindery.objects import ARTIFACT_PREFIX, cut_key
+from bindery.observability import logger, metrics, state_change
+from bindery.states import Queue
+from bindery.storage import Due, Marker
+
+# Seconds of the invocation a GC run keeps for itself after its chores: the audit row and the reply.
+GC_MARGIN_SECONDS = 10.0
+
+TimeLeft = Callable[[], float]  # seconds left in the invocation
+OutOfTime = Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class SweepCounts:
+    done: int = 0
+    refused: int = 0
+    failed: int = 0
+    left: bool = False  # stopped at its deadline with due work still queued
+
+
+def _never() -> bool:
+    return False
+
+
+class Deadline:
+    """The time a run may spend, shared among its chores. Without `time_left` there is no deadline."""
+
+    def __init__(self, time_left: TimeLeft | None, margin: float = GC_MARGIN_SECONDS):
+        self.time_left, self.margin = time_left, margin
+
+    def share(self, chores_to_run: int) -> OutOfTime:
+        """The check a chore makes before each item: true once it has spent an equal share (with the chores
+        still to run after it) of the time left now, less the margin. A chore that finishes early leaves
+        its unspent time to the ones after it."""
+        time_left = self.time_left
+        if time_left is None:
+            return _never
+        now_left = time_left()
+        budget = max(0.0, (now_left - self.margin) / chores_to_run)
+        stop_at = now_left - budget
+        return lambda: time_left() <= stop_at
+
+
+class Schedules(Parts):
+    # ---- the sweeps' queues ------------------------------------------------------------------------
+
+    def _sweep(
+        self, queue: Queue, act: Callable[[Due, float], bool], out_of_time: OutOfTime = _never
+    ) -> SweepCounts:
+        """Work `queue` until no due row is left, a round makes no progress (every candidate refused or
+        failing), or its time is up. Each round re-reads the index, so batch size + 1 due rows all get
+        done."""
+        done = refused = failed = 0
+        batch = self.settings.sweep_batch
+        while True:
+            now = self.clock()
+            candidates = self.store.due(queue, now, batch)
+            progress = 0
+            for due in candidates:
+                if out_of_time():
+                    return SweepCounts(done, refused, failed, left=True)
+                try:
+                    if act(due, now):
+                        done += 1
+                        progress += 1
+                    else:
+                        refused += 1
+                except Exception:
+                    failed += 1
+                    logger.exception(
+                        "sweep step failed", extra={"export_id": due.export_id, "queue": queue.value}
+                    )
+            if len(candidates) < batch or progress == 0:
+                return SweepCounts(done, refused, failed)
+
+    def expire_lapsed_links(self, out_of_time: OutOfTime = _never) -> SweepCounts:
+        def expire(due: Due, now: float) -> bool:
+            ok = self.store.expire_link(due, now)
+            if ok:
+                state_change(due.export_id, due.book_id, "link expired")
+            return ok
+
+        counts = self._sweep(Queue.EXPIRE, expire, out_of_time)
+        metrics.add_metric(name="LinksExpired", unit="Count", value=counts.done)
+        return counts
+
+    def unlink_ended_artifacts(self, out_of_time: OutOfTime = _never) -> SweepCounts:
+        """Delete the bytes, then forget the path, in that order: a failed delete leaves the row in the
+        unlink queue, and the next run tries again."""
+
+        def unlink(due: Due, now: float) -> bool:
+            self.objects.delete(due.paths)
+            ok = self.store.forget_paths(due.book_id, due.export_id, now)
+            if ok:
+                state_change(due.export_id, due.book_id, "artifact unlinked", keys=len(due.paths))
+            return ok
+
+        counts = self._sweep(Queue.UNLINK, unlink, out_of_time)
+        metrics.add_metric(name="UnlinksDone", unit="Count", value=counts.done)
+        metrics.add_metric(name="UnlinksFailed", unit="Count", value=counts.failed)
+        return counts
+
+    def fail_stale_exports(self, time_left: TimeLeft | None = None) -> SweepCounts:
+        def fail(due: Due, now: float) -> bool:
+            code = self.store.fail_stale(due, now)
+            if code is not None:
+                metrics.add_metric(name=f"StaleSwept_{code.value}", unit="Count", value=1)
+                state_change(due.export_id, due.book_id, "export failed", failure_code=code.value)
+            return code is not None
+
+        return self._sweep(Queue.STALE, fail, Deadline(time_left).share(1))
+
+    # ---- the book-level chores ---------------------------------------------------------------------
+
+    def retire_cuts(self, out_of_time: OutOfTime = _never) -> SweepCounts:
+        """Remove superseded and stranded cuts: their chapter items, then their text, then the marker."""
+        return self._chores(Queue.RETIRE, self._retire, out_of_time)
+
+    def purge_deleted_books(self, out_of_time: OutOfTime = _never) -> SweepCounts:
+        return self._chores(Queue.PURGE, self.books.purge, out_of_time)
+
+    def _retire(self, marker: Marker) -> None:
+        assert marker.cut is not None
+        if self.store.retire_cut_chapters(marker):
+            self.objects.delete([cut_key(marker.book_id, marker.cut)])
+        self.store.drop_marker(marker)
+
+    def _chores(self, queue: Queue, act: Callable[[Marker], None], out_of_time: OutOfTime) -> SweepCounts:
+        done = failed = 0
+        for marker in self.store.due_markers(queue, self.clock(), self.settings.sweep_batch):
+            if out_of_time():
+                return SweepCounts(done, 0, failed, left=True)
+            try:
+                act(marker)
+                done += 1
+            except Exception:
+                failed += 1
+                logger.exception(
+                    "chore failed; the marker stays for the next run", extra={"book_id": marker.book_id}
+                )
+        return SweepCounts(done, 0, failed)
+
+    # ---- the GC --------------------------------------------------------------------------------------
+
+    def collect_garbage(self, time_left: TimeLeft | None = None) -> dict[str, Any]:
+        """One GC run, in the order that lets each step feed the next: lapsed links expire and deleted books'
+        exports end (both join the unlink queue), then bytes are unlinked, retired cuts removed, storage
+        reconciled with the table; and the run's counts are kept as an audit row, whatever happened.
+
+        `time_left` (seconds left in the invocation, from the Lambda context) gives the run its deadline."""
+        deadline = Deadline(time_left)
+        chores: list[tuple[str, Callable[[OutOfTime], SweepCounts]]] = [
+            ("expire", self.expire_lapsed_links),
+            ("purge", self.purge_deleted_books),
+            ("unlink", self.unlink_ended_artifacts),
+            ("retire", self.retire_cuts),
+        ]
+        counts: dict[str, SweepCounts] = {}
+        orphans: dict[str, int] | None = None
+        try:
+            for n, (name, chore) in enumerate(chores):
+                # The reconciliation after these is one bounded page: it counts as a chore to share with.
+                counts[name] = chore(deadline.share(len(chores) + 1 - n))
+            orphans = self.reconcile_orphans(deadline.share(1))
+        finally:
+            # Written even when a chore raised: the audit row says what the run did and what it left.
+            result = _gc_result([name for name, _ in chores], counts, orphans)
+            self.store.record_audit(result, self.clock())
+        if any(result[k] for k in result if k not in ("orphans_scanned", "cursor_pass")):
+            logger.info("expiry gc done", extra=result)
+        return result
+
+    def reconcile_orphans(self, out_of_time: OutOfTime = _never) -> dict[str, int] | None:
+        """Storage against the table: artifact objects older than the longest lease that no row names are
+        deleted and counted. Each run reads one bounded page of keys and moves a persisted cursor forward;
+        at the end of the prefix the pass number goes up and the next run starts over. None: no time left
+        to start."""
+        if out_of_time():
+            return None
+        now = self.clock()
+        pass_no, after = self.store.orphan_cursor()
+        page, more = self.objects.list_page(ARTIFACT_PREFIX, after, self.settings.reconcile_batch)
+        # Younger than the longest lease plus its retry grace, an object may belong to an attempt whose
+        # claim we have not seen yet: leave it for a later pass.
+        settled = now - (self.settings.lease_seconds + self.settings.retry_grace_seconds)
+        candidates = [key for key, modified in page if modified < settled]
+        named = self.store.named_artifacts(candidates, now)
+        orphans = [key for key in candidates if key not in named]
+        self.objects.delete(orphans)
+        for key in orphans:
+            logger.warning("orphan artifact deleted", extra={"key": key})
+        next_cursor = (pass_no, page[-1][0]) if more and page else (pass_no + 1, "")
+        self.store.set_orphan_cursor(*next_cursor)
+        aborted = self.objects.abort_stale_uploads(ARTIFACT_PREFIX, settled)
+        metrics.add_metric(name="OrphansReconciled", unit="Count", value=len(orphans))
+        return {
+            "orphans_scanned": len(page),
+            "orphans_deleted": len(orphans),
+            "uploads_aborted": aborted,
+            "cursor_pass": next_cursor[0],
+        }
+
+
+def _gc_result(
+    chores: list[str], counts: dict[str, SweepCounts], orphans: dict[str, int] | None
+) -> dict[str, Any]:
+    def of(name: str) -> SweepCounts:
+        return counts.get(name, SweepCounts())
+
+    left = [name for name in chores if name not in counts or counts[name].left]
+    return {
+        "expired": of("expire").done,
+        "unlinked": of("unlink").done,
+        "unlink_failures": of("unlink").failed,
+        "books_purged": of("purge").done,
+        "cuts_retired": of("retire").done,
+        "chore_failures": of("purge").failed + of("retire").failed,
+        **(orphans or {"orphans_scanned": 0, "orphans_deleted": 0, "uploads_aborted": 0}),
+        "left_for_next_run": left + ([] if orphans is not None else ["reconcile"]),
+    }
