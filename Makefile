@@ -38,7 +38,7 @@ $(SAM):
 	$(SAMVENV)/bin/pip install -q aws-sam-cli
 
 run: $(VENV)/.installed
-	$(PY) -m bindery.local
+	$(PY) -m bindery_local
 
 test: $(VENV)/.installed $(DDB_STAMP) $(IAM_STAMP) $(SAM) lint
 	$(VENV)/bin/cfn-lint template.yaml
@@ -77,7 +77,7 @@ clean:
 
 # The walk-through, against a stack `make run` started in another terminal.
 demo: $(VENV)/.installed
-	$(PY) -m bindery.local.demo
+	$(PY) -m bindery_local.demo
 
 # Every benchmark figure in one run, each beside its budget; writes docs/BENCHMARKS.md.
 bench: $(VENV)/.installed

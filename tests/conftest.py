@@ -7,8 +7,8 @@ import botocore.loaders
 import botocore.session
 import pynamodb.connection.base
 import pytest
-
-from bindery.local.aws import records_are_not_copied
+from bindery_local.aws import records_are_not_copied
+from bindery_local.context import LambdaContext
 
 # In-process moto too: without it every transaction copies each stream record its table ever wrote.
 records_are_not_copied()
@@ -45,16 +45,13 @@ os.environ.update(
 
 
 @dataclass
-class FakeContext:
-    """The parts of a Lambda context the handlers and Powertools read."""
+class FakeContext(LambdaContext):
+    """The local stack's Lambda context, named for tests, with Lambda's longest timeout: no test's GC run
+    is cut short by its deadline unless the test asks for it."""
 
     function_name: str = "bindery-test"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:bindery-test"
+    timeout_ms: int = 900_000
     aws_request_id: str = "req-00000000"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
 
 
 class FakeClock:

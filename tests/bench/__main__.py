@@ -86,11 +86,11 @@ def round_trips() -> None:
     say("\n1. AWS round trips per operation (exact; also asserted in tests/unit/test_round_trips.py)")
     os.environ.update(_env())
     import boto3
+    from bindery_local.template import create_table
     from moto import mock_aws
 
     from bindery.config import Settings
     from bindery.exports import Exports
-    from bindery.local.template import create_table
     from bindery.objects import Objects, artifact_key
     from bindery.states import FailureCode
     from bindery.storage import Claimed, Store
@@ -218,6 +218,9 @@ def cold_start() -> None:
     from tests.servers import free_port
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    # As the layer ships it (shared/Makefile): compiled. Otherwise every probe compiles Bindery from source
+    # (this machine sets PYTHONDONTWRITEBYTECODE), while boto3 came compiled by pip, an unfair floor.
+    subprocess.run([PY, "-m", "compileall", "-q", "shared/bindery", "functions"], cwd=ROOT, check=True)
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
@@ -302,6 +305,40 @@ def cold_start() -> None:
     record("cold start", "bindery poll / usual way poll", f"{poll / usual:.2f}", "< 1", poll < usual)
 
 
+def layer() -> None:
+    """The layer as `sam build` makes it (shared/Makefile, arm64 wheels), unzipped: what every function's
+    cold start pulls from S3 and unpacks. Needs python3.12 (pyenv's, here) and the package index."""
+    say("\n2. The layer, unzipped (shared/Makefile, as sam build runs it)")
+    env = {**os.environ, "PYENV_VERSION": os.environ.get("PYENV_VERSION", "3.11.7:3.12.1")}
+    with tempfile.TemporaryDirectory() as out:
+        made = subprocess.run(
+            ["make", "--no-print-directory", "-C", "shared", "build-BinderyLayer", f"ARTIFACTS_DIR={out}"],
+            cwd=ROOT, env=env, capture_output=True, text=True,
+        )  # fmt: skip
+        if made.returncode:
+            record("layer", "unzipped size (could not build it)", made.stderr.strip()[-60:])
+            return
+        python = Path(out) / "python"
+        sizes: dict[str, int] = {}
+        for path in python.rglob("*"):
+            if path.is_file():
+                top = path.relative_to(python).parts[0].split("-")[0].removesuffix(".libs")
+                sizes[top] = sizes.get(top, 0) + path.stat().st_size
+    total = sum(sizes.values())
+    record(
+        "layer",
+        "the layer, unzipped",
+        f"{total / 2**20:.1f} MiB",
+        "< 250 MiB (Lambda's limit)",
+        total < 250 * 2**20,
+    )
+    record("layer", "of which bindery", f"{sizes.get('bindery', 0) / 2**20:.1f} MiB")
+    shipped_dev = sorted(name for name in sizes if name.startswith("bindery_local"))
+    record("layer", "development code shipped (bindery_local)", str(len(shipped_dev)), "0", not shipped_dev)
+    largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:5]
+    record("layer", "the largest parts", ", ".join(f"{k} {v / 2**20:.1f}" for k, v in largest) + " MiB")
+
+
 # ---- 4. builds: memory -----------------------------------------------------------------------------
 
 
@@ -384,8 +421,9 @@ def build_memory() -> None:
         f"\n4. Builds: peak RSS of a {BIG_MB:g} MB, {BIG_CHAPTERS}-chapter book against a {SMALL_MB:g} MB one"
     )
 
+    from bindery_local.template import create_table
+
     from bindery.engine.pdf import MAX_MANUSCRIPT_BYTES
-    from bindery.local.template import create_table
     from tests.servers import dynamodb_local, free_port, wait_for_port
 
     # S3 is moto's server, in a process of its own; the table is DynamoDB Local's, whose transactions cost
@@ -495,10 +533,10 @@ def build_memory() -> None:
 
 def _local_service(ddb: str, s3: str, **settings_overrides: Any) -> Any:
     import boto3
+    from bindery_local.template import create_table
 
     from bindery.config import Settings
     from bindery.exports import Exports
-    from bindery.local.template import create_table
 
     os.environ.update(_env(AWS_ENDPOINT_URL_DYNAMODB=ddb, AWS_ENDPOINT_URL_S3=s3))
     name = f"bench-{uuid.uuid4().hex[:8]}"
@@ -696,7 +734,7 @@ def _cost(phases: dict[str, Any], *, submit_ms: float, poll_ms: float, build_s: 
     lifecycle (above), Lambda's GB-seconds from the measured durations, and the queue's requests (made by
     the pipe and the event source mapping, which run in AWS, not here) at 3 SQS requests and 1 pipe event."""
     say(f"\n6. Cost per 1,000 exports of a {mb:.1f} MB book (html), us-east-1 list prices of 2024-11")
-    from bindery.local.template import memory_gb
+    from bindery_local.template import memory_gb
 
     each = {name: phases[name] / LIFECYCLE_EXPORTS for name in ("submit", "poll", "build", "sweeps")}
     wru = sum(p.wru for p in each.values())
@@ -1029,6 +1067,7 @@ def main() -> int:
     sections = {
         "round_trips": round_trips,
         "cold_start": cold_start,
+        "layer": layer,
         "warm_and_cost": warm_and_scale,
         "sweeps": sweeps,
         "build_memory": build_memory,

@@ -9,15 +9,7 @@ import json
 import sys
 import time
 
-
-class Context:
-    function_name = "bindery-coldstart"
-    memory_limit_in_mb = 1024
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bindery-coldstart"
-    aws_request_id = "req-coldstart"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
+from bindery_local.context import LambdaContext  # imported before the clock starts: Lambda has its own
 
 
 def _plain(value: object) -> object:
@@ -86,7 +78,7 @@ if mode == "handler":
         _record(sys.argv[4])
     started = time.perf_counter()
     module = __import__(sys.argv[2], fromlist=["handler"])
-    module.handler(event, Context())
+    module.handler(event, LambdaContext("bindery-coldstart", timeout_ms=30_000))
 else:
     with open(sys.argv[2]) as f:
         calls = json.load(f)

@@ -107,10 +107,10 @@ def promises_broken(stack: RunningStack, key_answers: dict[str, set[str]] | None
     import types
 
     import boto3
+    from bindery_local import template
+    from bindery_local.stack import BUCKET, TABLE
 
     from bindery.config import Settings
-    from bindery.local import template
-    from bindery.local.stack import BUCKET, TABLE
     from bindery.objects import Objects
     from tests.invariants import items_of, violations
 

@@ -22,7 +22,7 @@ MANUSCRIPT = "".join(
 def _bindery(stack: RunningStack, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "BINDERY_API": stack.api, "BINDERY_TOKEN": token or stack.token}
     return subprocess.run(
-        [sys.executable, "-m", "bindery.cli", *args],
+        [sys.executable, "-m", "bindery_local.cli", *args],
         env=env,
         capture_output=True,
         text=True,

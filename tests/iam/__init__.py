@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from bindery.local import template
+from bindery_local import template
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 TABLE, BUCKET = "bindery", "bindery-artifacts"

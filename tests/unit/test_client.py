@@ -1,4 +1,4 @@
-"""bindery.client over real HTTP to a scripted server on 127.0.0.1: retries, idempotency keys, errors."""
+"""bindery_local.client over real HTTP to a scripted server on 127.0.0.1: retries, keys, errors."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-
-from bindery.client import ApiError, Client
+from bindery_local.client import ApiError, Client
 
 RESET, STALL = -1, -2
 

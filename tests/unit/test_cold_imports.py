@@ -13,12 +13,12 @@ from pathlib import Path
 
 import boto3
 import pytest
+from bindery_local.aws import EmbeddedAws
+from bindery_local.template import create_table
 
 from bindery.config import Settings
 from bindery.engine import FORMATS
 from bindery.exports import Exports
-from bindery.local.aws import EmbeddedAws
-from bindery.local.template import create_table
 from tests.events import http_event
 from tests.servers import free_port
 
@@ -26,14 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 POLL = """
 import json, sys
+from bindery_local.context import LambdaContext
 from functions.poll import app
 
-class Context:
-    function_name, memory_limit_in_mb = "poll", 512
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:poll"
-    aws_request_id = "req-cold"
-
-answers = [app.handler(event, Context()) for event in json.load(open(sys.argv[1]))]
+context = LambdaContext("poll", timeout_ms=30_000)
+answers = [app.handler(event, context) for event in json.load(open(sys.argv[1]))]
 loaded = [m for m in sys.modules if m.startswith(("bindery.engine.", "markdown_it", "fpdf"))]
 print(json.dumps({"answers": answers, "loaded": sorted(loaded)}))
 """

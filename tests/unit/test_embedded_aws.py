@@ -9,13 +9,13 @@ from typing import Any
 
 import boto3
 import pytest
+from bindery_local import template
+from bindery_local.aws import EmbeddedAws, streams_read_the_live_table
 from botocore.config import Config
 from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
-from bindery.local import template
-from bindery.local.aws import EmbeddedAws, streams_read_the_live_table
 from tests.servers import free_port
 
 TABLE = "atomicity"
@@ -102,7 +102,7 @@ def test_a_cancelled_transaction_undoes_no_write_that_other_requests_made_meanwh
 
 
 def test_a_cancelled_transaction_leaves_no_record_in_the_stream_and_a_committed_one_does() -> None:
-    # The rollback copy shares the table's stream records rather than copying them (bindery.local.aws),
+    # The rollback copy shares the table's stream records rather than copying them (bindery_local.aws),
     # so this pins that the records a cancelled transaction wrote still go with it.
     with mock_aws():
         client = _client()

@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 import boto3
+from bindery_local import template
 from botocore.config import Config
 
-from bindery.local import template
 from bindery.states import FailureCode
 from tests.unit.conftest import TABLE, Stack
 

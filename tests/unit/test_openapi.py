@@ -7,8 +7,9 @@ import json
 import re
 from pathlib import Path
 
+from bindery_local.template import routes
+
 from bindery.api import reads, writes
-from bindery.local.template import routes
 from bindery.openapi import OPERATIONS, document
 
 ROOT = Path(__file__).resolve().parents[2]

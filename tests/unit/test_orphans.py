@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from bindery import cli
+from bindery_local import cli
+
 from bindery.exports import Exports
 from bindery.objects import artifact_key
 from tests.unit.conftest import Stack

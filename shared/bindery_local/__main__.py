@@ -1,7 +1,7 @@
 import os
 import sys
 
-from bindery.local.stack import main
+from bindery_local.stack import main
 
 code = main()
 # The stop has already shut every server and thread (or cut them off at its deadline). Interpreter

@@ -1,6 +1,6 @@
 """A small typed client for any Bindery API, on the standard library alone.
 
-    from bindery.client import Client
+    from bindery_local.client import Client
     bindery = Client("http://127.0.0.1:3000", token)
     book = bindery.create_book("Lighthouse", Path("lighthouse.md").read_text())
     export = bindery.export(book["id"], "epub")

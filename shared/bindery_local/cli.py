@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, *, exports: Any = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "token":
-        from bindery.local import tokens
+        from bindery_local import tokens
 
         print(tokens.mint(args.user, args.ttl))
         return 0
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None, *, exports: Any = None) -> int:
 
 
 def _client_command(args: argparse.Namespace) -> int:
-    from bindery.client import ApiError, Client, ExportFailed
+    from bindery_local.client import ApiError, Client, ExportFailed
 
     if not args.api or not args.token:
         missing = " and ".join(
@@ -226,7 +226,8 @@ def _fail(message: str, as_json: bool, code: str = "usage") -> int:
 
 def _invoke(function: str, event_path: str, env_path: str | None) -> int:
     import importlib
-    import uuid
+
+    from bindery_local.context import LambdaContext
 
     if env_path:
         env = json.loads(Path(env_path).read_text())
@@ -235,17 +236,8 @@ def _invoke(function: str, event_path: str, env_path: str | None) -> int:
     event = json.loads(Path(event_path).read_text())
     module = importlib.import_module(f"functions.{function}.app")
 
-    class Context:
-        function_name = function
-        memory_limit_in_mb = 512
-        invoked_function_arn = f"arn:aws:lambda:us-east-1:000000000000:function:{function}"
-        aws_request_id = uuid.uuid4().hex
-
-        @staticmethod
-        def get_remaining_time_in_millis() -> int:
-            return 30_000
-
-    print(json.dumps(module.handler(event, Context()), indent=2, ensure_ascii=False))
+    context = LambdaContext(function, timeout_ms=30_000)
+    print(json.dumps(module.handler(event, context), indent=2, ensure_ascii=False))
     return 0
 
 

@@ -14,8 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from bindery.local import docs, tokens
-from bindery.local.template import Route
+from bindery_local import docs, tokens
+from bindery_local.template import Route
 
 # API Gateway's own limit on a request payload.
 MAX_PAYLOAD = 10 * 1024 * 1024

@@ -3,7 +3,7 @@ worker and the two sweeps, all wired from template.yaml and all calling the real
 
 Each Lambda function is invoked one event at a time, as one Lambda instance would be: the handlers'
 module state (Powertools' resolver, the batch processor) is per-process in Lambda, so here a lock per
-function keeps two events from sharing it at once. The embedded AWS is `bindery.local.aws`: moto's server,
+function keeps two events from sharing it at once. The embedded AWS is `bindery_local.aws`: moto's server,
 with DynamoDB made atomic under concurrent requests.
 """
 
@@ -22,12 +22,12 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bindery.local import template, tokens
+from bindery_local import template, tokens
+from bindery_local.context import LambdaContext
 
 TABLE = "bindery"
 BUCKET = "bindery-artifacts"
@@ -56,22 +56,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-@dataclass
-class LambdaContext:
-    function_name: str
-    timeout_ms: int
-    memory_limit_in_mb: int = 512
-    aws_request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    started: float = field(default_factory=time.monotonic)
-
-    @property
-    def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:us-east-1:000000000000:function:{self.function_name}"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, self.timeout_ms - int((time.monotonic() - self.started) * 1000))
 
 
 _invoking = threading.local()
@@ -423,7 +407,7 @@ def main() -> int:
         # moto reads these when it is imported: set them first.
         os.environ["MOTO_ENABLE_RECORDING"] = "true"
         os.environ["MOTO_RECORDER_FILEPATH"] = str(Path(data_dir) / RECORDING)
-    from bindery.local.aws import EmbeddedAws
+    from bindery_local.aws import EmbeddedAws
 
     # 5000 by default, so events/env.json reaches it; 0 picks a free port (the e2e tests run several stacks).
     moto = EmbeddedAws(int(os.environ.get("BINDERY_MOTO_PORT", "5000")) or _free_port())
@@ -449,7 +433,7 @@ def main() -> int:
         queue_url = _ensure_resources()
         os.environ["BINDERY_QUEUE_URL"] = queue_url
 
-        from bindery.local.gateway import Gateway, serve
+        from bindery_local.gateway import Gateway, serve
 
         functions = Functions()
         with _threads_deaf_to_stop_signals():

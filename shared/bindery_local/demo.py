@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from bindery.engine import FORMATS
-from bindery.local import tokens
+from bindery_local import tokens
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 WAIT_FOR_EXPIRY_UP_TO = 120.0
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-DEFAULT_PATH = Path(__file__).resolve().parents[3] / "template.yaml"
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "template.yaml"
 
 
 class _CfnLoader(yaml.SafeLoader):
