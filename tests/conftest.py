@@ -7,6 +7,7 @@ import botocore.loaders
 import botocore.session
 import pynamodb.connection.base
 import pytest
+
 from bindery_local.aws import records_are_not_copied
 from bindery_local.context import LambdaContext
 

@@ -88,7 +88,8 @@ class Schedules(Parts):
                         "sweep step failed", extra={"export_id": due.export_id, "queue": queue.value}
                     )
             if len(candidates) < batch or progress == 0:
-                return SweepCounts(done, refused, failed)
+                # Rows it read and did not end (refused, or failing) are still due: left for a later run.
+                return SweepCounts(done, refused, failed, left=progress < len(candidates))
 
     def expire_lapsed_links(self, out_of_time: OutOfTime = _never) -> SweepCounts:
         def expire(due: Due, now: float) -> bool:
@@ -143,8 +144,11 @@ class Schedules(Parts):
         self.store.drop_marker(marker)
 
     def _chores(self, queue: Queue, act: Callable[[Marker], None], out_of_time: OutOfTime) -> SweepCounts:
+        """One batch of markers a run (a marker's chore is a book's worth of work); a full batch, or one
+        with failures, leaves work for the next run."""
         done = failed = 0
-        for marker in self.store.due_markers(queue, self.clock(), self.settings.sweep_batch):
+        markers = self.store.due_markers(queue, self.clock(), self.settings.sweep_batch)
+        for marker in markers:
             if out_of_time():
                 return SweepCounts(done, 0, failed, left=True)
             try:
@@ -155,7 +159,7 @@ class Schedules(Parts):
                 logger.exception(
                     "chore failed; the marker stays for the next run", extra={"book_id": marker.book_id}
                 )
-        return SweepCounts(done, 0, failed)
+        return SweepCounts(done, 0, failed, left=bool(failed) or len(markers) == self.settings.sweep_batch)
 
     # ---- the GC --------------------------------------------------------------------------------------
 
@@ -164,7 +168,10 @@ class Schedules(Parts):
         exports end (both join the unlink queue), then bytes are unlinked, retired cuts removed, storage
         reconciled with the table; and the run's counts are kept as an audit row, whatever happened.
 
-        `time_left` (seconds left in the invocation, from the Lambda context) gives the run its deadline."""
+        `time_left` (seconds left in the invocation, from the Lambda context) gives the run its deadline.
+        A chore that raises does not stop the ones after it: the run goes on, writes its audit row (naming
+        the chore as failed, its counts unknown), and then raises the first error, so the invocation still
+        fails and its alarm still fires."""
         deadline = Deadline(time_left)
         chores: list[tuple[str, Callable[[OutOfTime], SweepCounts]]] = [
             ("expire", self.expire_lapsed_links),
@@ -173,16 +180,24 @@ class Schedules(Parts):
             ("retire", self.retire_cuts),
         ]
         counts: dict[str, SweepCounts] = {}
-        orphans: dict[str, int] | None = None
-        try:
-            for n, (name, chore) in enumerate(chores):
+        orphans: dict[str, Any] | None = None
+        failed: dict[str, Exception] = {}
+        for n, (name, chore) in enumerate(chores):
+            try:
                 # The reconciliation after these is one bounded page: it counts as a chore to share with.
                 counts[name] = chore(deadline.share(len(chores) + 1 - n))
+            except Exception as exc:
+                failed[name] = exc
+                logger.exception("gc chore failed; the rest of the run goes on", extra={"chore": name})
+        try:
             orphans = self.reconcile_orphans(deadline.share(1))
-        finally:
-            # Written even when a chore raised: the audit row says what the run did and what it left.
-            result = _gc_result([name for name, _ in chores], counts, orphans)
-            self.store.record_audit(result, self.clock())
+        except Exception as exc:
+            failed["reconcile"] = exc
+            logger.exception("gc chore failed; the rest of the run goes on", extra={"chore": "reconcile"})
+        result = _gc_result([name for name, _ in chores], counts, orphans, failed)
+        self.store.record_audit(result, self.clock())
+        if failed:
+            raise next(iter(failed.values()))
         if any(result[k] for k in result if k not in ("orphans_scanned", "cursor_pass")):
             logger.info("expiry gc done", extra=result)
         return result
@@ -219,12 +234,17 @@ class Schedules(Parts):
 
 
 def _gc_result(
-    chores: list[str], counts: dict[str, SweepCounts], orphans: dict[str, int] | None
+    chores: list[str],
+    counts: dict[str, SweepCounts],
+    orphans: dict[str, Any] | None,
+    failed: dict[str, Exception],
 ) -> dict[str, Any]:
     def of(name: str) -> SweepCounts:
         return counts.get(name, SweepCounts())
 
     left = [name for name in chores if name not in counts or counts[name].left]
+    if orphans is None:
+        left.append("reconcile")
     return {
         "expired": of("expire").done,
         "unlinked": of("unlink").done,
@@ -232,6 +252,10 @@ def _gc_result(
         "books_purged": of("purge").done,
         "cuts_retired": of("retire").done,
         "chore_failures": of("purge").failed + of("retire").failed,
-        **(orphans or {"orphans_scanned": 0, "orphans_deleted": 0, "uploads_aborted": 0}),
-        "left_for_next_run": left + ([] if orphans is not None else ["reconcile"]),
+        # A reconciliation that did not run read nothing and moved no cursor (cursor_pass None).
+        **(
+            orphans or {"orphans_scanned": 0, "orphans_deleted": 0, "uploads_aborted": 0, "cursor_pass": None}
+        ),
+        "left_for_next_run": left,
+        "failed_chores": sorted(failed),
     }

@@ -28,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 HANDLERS = ["submit", "poll", "build_worker", "expiry_gc", "stale_sweep"]
-COLD_RUNS = int(os.environ.get("BINDERY_BENCH_COLD_RUNS", "10"))
+COLD_RUNS = int(os.environ.get("BINDERY_BENCH_COLD_RUNS", "7"))
 BIG_MB = float(os.environ.get("BINDERY_BENCH_BIG_MB", "200"))
 BIG_CHAPTERS = int(os.environ.get("BINDERY_BENCH_BIG_CHAPTERS", "5000"))
 SMALL_MB, SMALL_CHAPTERS = 2.0, 50
@@ -86,7 +86,6 @@ def round_trips() -> None:
     say("\n1. AWS round trips per operation (exact; also asserted in tests/unit/test_round_trips.py)")
     os.environ.update(_env())
     import boto3
-    from bindery_local.template import create_table
     from moto import mock_aws
 
     from bindery.config import Settings
@@ -94,6 +93,7 @@ def round_trips() -> None:
     from bindery.objects import Objects, artifact_key
     from bindery.states import FailureCode
     from bindery.storage import Claimed, Store
+    from bindery_local.template import create_table
     from tests.calls import recording
     from tests.conftest import FakeClock
 
@@ -275,16 +275,10 @@ def cold_start() -> None:
                     _probe("handler", module, str(event), str(calls), env=env)
                     calls_made[name] = len(json.loads(calls.read_text()))
                     event.write_text(json.dumps(events[name]()))
-                # The handler and its floor at the same instant, one per core: a slow spell of the machine
-                # falls on both sides of the ratio alike, and the section takes half the time.
-                ours, floor = _together(
-                    {
-                        "ours": partial(_probe, "handler", module, str(event), env=env),
-                        "floor": partial(_probe, "replay", str(calls), env=env),
-                    }
-                ).values()
-                samples[name].append(ours)
-                floors[name].append(floor)
+                # One after the other, never at once: a pair run side by side disturbs its two sides unevenly
+                # (the floor ends first and runs its whole life beside the handler), which biased the ratio.
+                samples[name].append(_probe("handler", module, str(event), env=env))
+                floors[name].append(_probe("replay", str(calls), env=env))
     finally:
         server.stop()
     for name in modules:
@@ -421,9 +415,8 @@ def build_memory() -> None:
         f"\n4. Builds: peak RSS of a {BIG_MB:g} MB, {BIG_CHAPTERS}-chapter book against a {SMALL_MB:g} MB one"
     )
 
-    from bindery_local.template import create_table
-
     from bindery.engine.pdf import MAX_MANUSCRIPT_BYTES
+    from bindery_local.template import create_table
     from tests.servers import dynamodb_local, free_port, wait_for_port
 
     # S3 is moto's server, in a process of its own; the table is DynamoDB Local's, whose transactions cost
@@ -533,10 +526,10 @@ def build_memory() -> None:
 
 def _local_service(ddb: str, s3: str, **settings_overrides: Any) -> Any:
     import boto3
-    from bindery_local.template import create_table
 
     from bindery.config import Settings
     from bindery.exports import Exports
+    from bindery_local.template import create_table
 
     os.environ.update(_env(AWS_ENDPOINT_URL_DYNAMODB=ddb, AWS_ENDPOINT_URL_S3=s3))
     name = f"bench-{uuid.uuid4().hex[:8]}"

@@ -107,11 +107,11 @@ def promises_broken(stack: RunningStack, key_answers: dict[str, set[str]] | None
     import types
 
     import boto3
-    from bindery_local import template
-    from bindery_local.stack import BUCKET, TABLE
 
     from bindery.config import Settings
     from bindery.objects import Objects
+    from bindery_local import template
+    from bindery_local.stack import BUCKET, TABLE
     from tests.invariants import items_of, violations
 
     aws = {"endpoint_url": stack.aws, "aws_access_key_id": "local", "aws_secret_access_key": "local"}

@@ -12,8 +12,8 @@ import boto3
 import jwt
 import pytest
 import requests
-from bindery_local import tokens
 
+from bindery_local import tokens
 from tests.e2e.stack import RunningStack, auth, promises_broken
 from tests.figures import record
 

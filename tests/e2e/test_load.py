@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 import requests
-from bindery_local import tokens
 
+from bindery_local import tokens
 from tests.e2e.stack import RunningStack, promises_broken, start
 from tests.figures import record
 from tests.servers import free_port

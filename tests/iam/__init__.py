@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from bindery_local import template
 
 ACCOUNT, REGION = "123456789012", "us-east-1"

@@ -6,14 +6,15 @@ from typing import Any
 
 import pytest
 
-from bindery.storage.table import ExportItem as _ExportItem
-from bindery.storage.table import Item as _Item
+from bindery.storage.table import ExportItem
 from tests.calls import recording
 from tests.unit.conftest import Stack
 
 
 def _table(stack: Stack) -> list[dict[str, Any]]:
-    return sorted((item.attribute_values for item in _Item.scan()), key=lambda v: (v["pk"], v["sk"]))
+    return sorted(
+        (item.attribute_values for item in stack.store.m.item.scan()), key=lambda v: (v["pk"], v["sk"])
+    )
 
 
 def test_create_book_returns_the_book_with_chapters_cut_at_level_one_headings(stack: Stack) -> None:
@@ -141,7 +142,7 @@ def test_same_idempotency_key_and_request_returns_the_same_export_and_writes_no_
     assert (first.status, again.status) == (202, 202)
     assert again.body == first.body
     assert again.headers["Idempotent-Replayed"] == "true"
-    assert len(list(_ExportItem.scan(_ExportItem.sk.startswith("EXPORT#")))) == 1
+    assert len(list(stack.store.m.export.scan(ExportItem.sk.startswith("EXPORT#")))) == 1
 
 
 def test_the_same_key_for_a_different_request_is_422(stack: Stack) -> None:

@@ -13,13 +13,12 @@ from bindery import engine
 from bindery.engine import Source
 from bindery.objects import cut_key, upload_key
 from bindery.states import State
-from bindery.storage.table import Item as _Item
 from tests.calls import recording
 from tests.unit.conftest import Stack
 
 
 def _snapshot(stack: Stack) -> tuple[list[Any], list[str]]:
-    items = sorted((i.attribute_values for i in _Item.scan()), key=lambda v: (v["pk"], v["sk"]))
+    items = sorted((i.attribute_values for i in stack.store.m.item.scan()), key=lambda v: (v["pk"], v["sk"]))
     return items, sorted(stack.objects.keys(""))
 
 
@@ -192,7 +191,7 @@ def test_a_superseded_revision_is_removed_once_no_build_can_read_it(stack: Stack
     stack.clock.advance(2)
     assert stack.gc()["cuts_retired"] == 1
     assert not set(old_cut) & set(stack.objects.keys("books/"))
-    chapters = [i.sk for i in _Item.scan() if i.sk.startswith("CH#")]
+    chapters = [i.sk for i in stack.store.m.item.scan() if i.sk.startswith("CH#")]
     assert len(chapters) == 1  # only the new revision's
     assert _titles(stack.http("GET", f"/books/{book}")) == ["New"]
 
@@ -240,7 +239,9 @@ def test_deleting_a_book_cancels_its_pending_exports_and_the_gc_removes_every_by
     stack.gc()
     assert [k for k in stack.objects.keys("") if book in k] == []
     assert [k for k in stack.objects.keys("") if other in k] != []  # the other book is untouched
-    assert not [i for i in _Item.scan() if i.pk == f"BOOK#{book}" and not i.sk.startswith("EXPORT#")]
+    assert not [
+        i for i in stack.store.m.item.scan() if i.pk == f"BOOK#{book}" and not i.sk.startswith("EXPORT#")
+    ]
 
 
 def test_a_build_whose_book_was_deleted_under_it_is_cancelled(
@@ -359,7 +360,7 @@ def test_a_retried_create_with_its_idempotency_key_answers_with_the_book_it_made
     assert (first.status, again.status) == (201, 200)
     assert again.headers["Idempotent-Replayed"] == "true" and "Idempotent-Replayed" not in first.headers
     assert again.body == first.body
-    books = [i for i in _Item.scan() if i.attribute_values["sk"] == "BOOK"]
+    books = [i for i in stack.store.m.item.scan() if i.attribute_values["sk"] == "BOOK"]
     assert len(books) == 1
     # The replay's staged cut is no book's: the GC retires it once its grace is over.
     stack.clock.advance(600)
@@ -380,4 +381,6 @@ def test_a_replayed_key_whose_book_was_deleted_is_a_conflict_that_says_so(stack:
     assert stack.http("DELETE", f"/books/{first.body['id']}").status == 204
     again = stack.http("POST", "/books", body=body, headers={"Idempotency-Key": "gone-1"})
     assert (again.status, again.body["error"]["code"]) == (409, "idempotent_book_deleted")
-    assert [i for i in _Item.scan() if i.attribute_values["sk"] == "BOOK"] == []  # nothing was made
+    assert [
+        i for i in stack.store.m.item.scan() if i.attribute_values["sk"] == "BOOK"
+    ] == []  # nothing was made

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
 from bindery_local.client import ApiError, Client
 
 RESET, STALL = -1, -2

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import boto3
 import pytest
-from bindery_local.aws import EmbeddedAws
-from bindery_local.template import create_table
 
 from bindery.config import Settings
 from bindery.engine import FORMATS
 from bindery.exports import Exports
+from bindery_local.aws import EmbeddedAws
+from bindery_local.template import create_table
 from tests.events import http_event
 from tests.servers import free_port
 

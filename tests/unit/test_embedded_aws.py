@@ -9,13 +9,13 @@ from typing import Any
 
 import boto3
 import pytest
-from bindery_local import template
-from bindery_local.aws import EmbeddedAws, streams_read_the_live_table
 from botocore.config import Config
 from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
+from bindery_local import template
+from bindery_local.aws import EmbeddedAws, streams_read_the_live_table
 from tests.servers import free_port
 
 TABLE = "atomicity"

@@ -7,10 +7,10 @@ import json
 from typing import Any
 
 import boto3
-from bindery_local import template
 from botocore.config import Config
 
 from bindery.states import FailureCode
+from bindery_local import template
 from tests.unit.conftest import TABLE, Stack
 
 PIPE = "TransitionsToEventsPipe"

@@ -7,10 +7,9 @@ import json
 import re
 from pathlib import Path
 
-from bindery_local.template import routes
-
 from bindery.api import reads, writes
 from bindery.openapi import OPERATIONS, document
+from bindery_local.template import routes
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from bindery_local import cli
-
 from bindery.exports import Exports
 from bindery.objects import artifact_key
+from bindery_local import cli
 from tests.unit.conftest import Stack
 
 

@@ -25,7 +25,7 @@ from bindery.storage.books import BookRows
 from bindery.storage.claims import ClaimRows
 from bindery.storage.exports import ExportRows
 from bindery.storage.sweeps import SweepRows
-from bindery.storage.table import DUE_PROJECTION, MODELS, SKIPPED_KEPT, ExportItem, chunks
+from bindery.storage.table import DUE_PROJECTION, SKIPPED_KEPT, Models, chunks
 from bindery.storage.types import (
     Accepted,
     Book,
@@ -77,17 +77,9 @@ class Store(BookRows, ExportRows, ClaimRows, SweepRows):
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        for model in MODELS:
-            # The one place the table's name and region are set: read from config, never at import.
-            model.Meta.table_name = settings.table
-            model.Meta.region = settings.region
-            model._connection = None
-        # PynamoDB gives each model class a connection, and each connection a botocore client of its own.
-        # Every model here lives in the same table, so they share one: one client to build at cold start,
-        # and one place to count calls. (Building the TableConnection makes no call and no client yet.)
-        shared = ExportItem._get_connection()
-        for model in MODELS:
-            model._connection = shared
+        # The one place the table's name and region are set: read from config, never at import, and on
+        # this Store's own classes only.
+        self.m = Models.bound(settings.table, settings.region)
 
     # The botocore client PynamoDB talks through; tests hang call counters and fault hooks on it.
     @property

@@ -18,7 +18,6 @@ from bindery.storage.table import (
     PURGE_SK,
     BookItem,
     ChapterItem,
-    MarkerItem,
     MarkersDue,
     Rows,
     Tx,
@@ -39,11 +38,11 @@ class BookRows(Rows):
         is what makes the GC remove the stranded chapters and text; adopting the cut deletes the marker in
         the same transaction that makes the cut current.
         """
-        MarkerItem(book_pk(book_id), retire_sk(cut), queue=Queue.RETIRE.value, due_at=retire_at).save()
-        with ChapterItem.batch_write() as batch:
+        self.m.marker(book_pk(book_id), retire_sk(cut), queue=Queue.RETIRE.value, due_at=retire_at).save()
+        with self.m.chapter.batch_write() as batch:
             for chapter in chapters:
                 batch.save(
-                    ChapterItem(
+                    self.m.chapter(
                         book_pk(book_id),
                         f"{chapter_prefix(cut)}{chapter.ordinal:06d}",
                         title=chapter.title,
@@ -62,12 +61,13 @@ class BookRows(Rows):
         write: a retry of a create that went through answers with the book it made (Replayed), and the
         retry's own staged cut keeps its retire marker, so the GC removes it. None: this call made it."""
         tx = Tx()
-        tx.delete("marker", MarkerItem(book_pk(book.id), retire_sk(book.cut)))
+        tx.delete("marker", self.m.marker(book_pk(book.id), retire_sk(book.cut)))
         # attribute_not_exists: ids are random, but a retried create must never overwrite a book.
         tx.put("book", self._book_item(book), BookItem.pk.does_not_exist(), old=True)
         if idempotency is not None:
             take_key(
                 tx,
+                self.m,
                 idempotency,
                 export_id="",
                 response={"book_id": book.id},
@@ -86,9 +86,8 @@ class BookRows(Rows):
             raise StorageError(f"book {book.id} exists already (an id collision)")
         return seen
 
-    @staticmethod
-    def _book_item(book: Book) -> BookItem:
-        return BookItem(
+    def _book_item(self, book: Book) -> BookItem:
+        return self.m.book(
             book_pk(book.id),
             "BOOK",
             owner=book.owner,
@@ -121,7 +120,7 @@ class BookRows(Rows):
         tx = Tx()
         tx.update(
             "book",
-            BookItem(pk, "BOOK"),
+            self.m.book(pk, "BOOK"),
             [
                 BookItem.revision.add(1),
                 BookItem.cut.set(cut),
@@ -136,10 +135,10 @@ class BookRows(Rows):
             & (BookItem.cut == current.cut),
             old=True,
         )
-        tx.delete("new_cut_marker", MarkerItem(pk, retire_sk(cut)))
+        tx.delete("new_cut_marker", self.m.marker(pk, retire_sk(cut)))
         tx.put(
             "old_cut_marker",
-            MarkerItem(pk, retire_sk(current.cut), queue=Queue.RETIRE.value, due_at=retire_at),
+            self.m.marker(pk, retire_sk(current.cut), queue=Queue.RETIRE.value, due_at=retire_at),
         )
         refused = tx.commit(self._connection())
         if refused is not None:
@@ -167,15 +166,17 @@ class BookRows(Rows):
         pk = book_pk(book.id)
         tx = Tx()
         # `cut = read`: a replacement published meanwhile must not be deleted by a writer that never saw it.
-        tx.delete("book", BookItem(pk, "BOOK"), (BookItem.owner == book.owner) & (BookItem.cut == book.cut))
-        tx.put("retire", MarkerItem(pk, retire_sk(book.cut), queue=Queue.RETIRE.value, due_at=now))
-        tx.put("purge", MarkerItem(pk, PURGE_SK, queue=Queue.PURGE.value, due_at=now))
+        tx.delete(
+            "book", self.m.book(pk, "BOOK"), (BookItem.owner == book.owner) & (BookItem.cut == book.cut)
+        )
+        tx.put("retire", self.m.marker(pk, retire_sk(book.cut), queue=Queue.RETIRE.value, due_at=now))
+        tx.put("purge", self.m.marker(pk, PURGE_SK, queue=Queue.PURGE.value, due_at=now))
         return tx.commit(self._connection()) is None
 
     def read_book(self, book_id: str) -> Book | None:
         """The book, whoever owns it. Callers' reads go through :meth:`read_book_for_owner`."""
         try:
-            return to_book(BookItem.get(book_pk(book_id), "BOOK", consistent_read=True))
+            return to_book(self.m.book.get(book_pk(book_id), "BOOK", consistent_read=True))
         except DoesNotExist:
             return None
 
@@ -193,14 +194,14 @@ class BookRows(Rows):
                 offset=int(item.offset),
                 size_bytes=int(item.size_bytes),
             )
-            for item in ChapterItem.query(
+            for item in self.m.chapter.query(
                 book_pk(book_id), ChapterItem.sk.startswith(prefix), consistent_read=True
             )
         ]
 
     def due_markers(self, queue: Queue, now: float, limit: int) -> list[Marker]:
         found = []
-        for item in MarkerItem.by_due.query(queue.value, MarkersDue.due_at <= now, limit=limit):
+        for item in self.m.marker.by_due.query(queue.value, MarkersDue.due_at <= now, limit=limit):
             book_id = item.pk.removeprefix("BOOK#")
             found.append(
                 Marker(book_id, item.sk.removeprefix("RETIRE#") if item.sk.startswith("RETIRE#") else None)
@@ -215,11 +216,11 @@ class BookRows(Rows):
         if book is not None and book.cut == marker.cut:
             return False
         pk = book_pk(marker.book_id)
-        with ChapterItem.batch_write() as batch:
-            for item in ChapterItem.query(pk, ChapterItem.sk.startswith(chapter_prefix(marker.cut))):
+        with self.m.chapter.batch_write() as batch:
+            for item in self.m.chapter.query(pk, ChapterItem.sk.startswith(chapter_prefix(marker.cut))):
                 batch.delete(item)
         return True
 
     def drop_marker(self, marker: Marker) -> None:
         sk = PURGE_SK if marker.cut is None else retire_sk(marker.cut)
-        MarkerItem(book_pk(marker.book_id), sk).delete()
+        self.m.marker(book_pk(marker.book_id), sk).delete()

@@ -66,7 +66,7 @@ class ClaimRows(Rows):
             ExportItem.due_at.set(lease_until + s.retry_grace_seconds),
         ]
         try:
-            new = update_if(ExportItem, book_pk(book_id), export_sk(export_id), actions, condition)
+            new = update_if(self.m.export, book_pk(book_id), export_sk(export_id), actions, condition)
         except Refused as refused:
             old = refused.old
             if old is None:
@@ -152,9 +152,10 @@ class ClaimRows(Rows):
         else's, should a resend of an applied try be refused: then the ending is ours all the same."""
         tx = Tx()
         if book_must_exist:
-            tx.check("book", BookItem, book_pk(export.book_id), "BOOK", BookItem.pk.exists())
+            tx.check("book", self.m.book, book_pk(export.book_id), "BOOK", BookItem.pk.exists())
         end_pending(
             tx,
+            self.m,
             export.book_id,
             export.id,
             export.counted_against,
@@ -186,12 +187,11 @@ class ClaimRows(Rows):
         # `attempt = mine`: never shorten the lease of a retry that has claimed the row since.
         self._as_holder(export, [ExportItem.lease_until.set(now)])
 
-    @staticmethod
-    def _as_holder(export: Export, actions: list[Any]) -> None:
+    def _as_holder(self, export: Export, actions: list[Any]) -> None:
         """Write the row only while this attempt still holds it (pending, and `attempt = mine`)."""
         with contextlib.suppress(Refused):
             update_if(
-                ExportItem,
+                self.m.export,
                 book_pk(export.book_id),
                 export_sk(export.id),
                 actions,

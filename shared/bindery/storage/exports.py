@@ -61,7 +61,7 @@ class ExportRows(Rows):
         `idempotency` is (key digest, request hash, the response to replay) or None.
         """
         cap = self.settings.max_live_exports
-        export_item = ExportItem(
+        export_item = self.m.export(
             book_pk(export.book_id),
             export_sk(export.id),
             export_id=export.id,
@@ -78,12 +78,13 @@ class ExportRows(Rows):
         tx = Tx()
         # The caller must own the book. Nothing else about the book can refuse an export (the canon: the
         # request is always accepted, and its outcome is the export's own).
-        tx.check("book", BookItem, book_pk(export.book_id), "BOOK", BookItem.owner == caller)
+        tx.check("book", self.m.book, book_pk(export.book_id), "BOOK", BookItem.owner == caller)
         key = None
         if idempotency is not None:
             key = idempotency[:2]
             take_key(
                 tx,
+                self.m,
                 key,
                 export_id=export.id,
                 response=idempotency[2],
@@ -97,7 +98,7 @@ class ExportRows(Rows):
         # concurrent submits can never leave more than cap live.
         tx.update(
             "live",
-            LiveItem(f"CALLER#{caller}", "LIVE"),
+            self.m.live(f"CALLER#{caller}", "LIVE"),
             [LiveItem.live_ids.add({export.id})],
             LiveItem.live_ids.does_not_exist() | (size(LiveItem.live_ids) < cap),
             old=True,
@@ -126,8 +127,8 @@ class ExportRows(Rows):
         """The export and its book in ONE TransactGetItems: the owner check and the book's revision
         come from the same snapshot as the export, so they cannot be a transaction apart."""
         with TransactGet(connection=self._connection()) as tx:
-            book_f = tx.get(BookItem, book_pk(book_id), "BOOK")
-            export_f = tx.get(ExportItem, book_pk(book_id), export_sk(export_id))
+            book_f = tx.get(self.m.book, book_pk(book_id), "BOOK")
+            export_f = tx.get(self.m.export, book_pk(book_id), export_sk(export_id))
         book_item = future_value(book_f)
         export_item = future_value(export_f)
         if book_item is None or export_item is None or book_item.owner != owner:
@@ -146,7 +147,7 @@ class ExportRows(Rows):
         last_key = None
         if start_after is not None:
             last_key = {"pk": {"S": book_pk(book_id)}, "sk": {"S": export_sk(start_after)}}
-        results = ExportItem.query(
+        results = self.m.export.query(
             book_pk(book_id),
             ExportItem.sk.startswith("EXPORT#"),
             scan_index_forward=False,
@@ -169,9 +170,10 @@ class ExportRows(Rows):
         costs a second, because only the first one's ALL_OLD tells us the row was ready, not pending.
         """
         tx = Tx()
-        tx.check("book", BookItem, book_pk(book_id), "BOOK", BookItem.owner == owner)
+        tx.check("book", self.m.book, book_pk(book_id), "BOOK", BookItem.owner == owner)
         end_pending(
             tx,
+            self.m,
             book_id,
             export_id,
             owner,
@@ -202,11 +204,11 @@ class ExportRows(Rows):
         and by the GC should that fail) can find them."""
         tx = Tx()
         if owner is not None:
-            tx.check("book", BookItem, seen.pk, "BOOK", BookItem.owner == owner)
+            tx.check("book", self.m.book, seen.pk, "BOOK", BookItem.owner == owner)
         # `state = ready`: the GC may have expired it first, and then there is nothing to revoke.
         tx.update(
             "export",
-            ExportItem(seen.pk, seen.sk),
+            self.m.export(seen.pk, seen.sk),
             revoke_actions(now),
             ExportItem.state == State.READY.value,
             old=True,
@@ -221,7 +223,7 @@ class ExportRows(Rows):
 
     def book_exports(self, book_id: str) -> Iterator[Export]:
         """Every export of a book, read consistently: a purge must see a finish that committed before it."""
-        for item in ExportItem.query(
+        for item in self.m.export.query(
             book_pk(book_id), ExportItem.sk.startswith("EXPORT#"), consistent_read=True
         ):
             yield to_export(item)
@@ -238,7 +240,7 @@ class ExportRows(Rows):
         state = export.state
         for _ in range(4):
             if state == State.READY:
-                seen = ExportItem(
+                seen = self.m.export(
                     pk, sk, book_id=export.book_id, export_id=export.id, paths=set(export.paths) or None
                 )
                 outcome = self._revoke(seen, now, owner=None)
@@ -248,6 +250,7 @@ class ExportRows(Rows):
                 tx = Tx()
                 end_pending(
                     tx,
+                    self.m,
                     export.book_id,
                     export.id,
                     export.counted_against,
@@ -268,18 +271,18 @@ class ExportRows(Rows):
 
     def _read_export(self, book_id: str, export_id: str) -> Export | None:
         try:
-            return to_export(ExportItem.get(book_pk(book_id), export_sk(export_id), consistent_read=True))
+            return to_export(self.m.export.get(book_pk(book_id), export_sk(export_id), consistent_read=True))
         except DoesNotExist:
             return None
 
     def live_ids(self, caller: str) -> frozenset[str]:
         try:
-            item = LiveItem.get(f"CALLER#{caller}", "LIVE", consistent_read=True)
+            item = self.m.live.get(f"CALLER#{caller}", "LIVE", consistent_read=True)
         except DoesNotExist:
             return frozenset()
         return frozenset(item.live_ids or ())
 
     def all_exports(self) -> Iterator[Export]:
         """Every export row, by Scan. For tests and operators only; no request path calls it."""
-        for item in ExportItem.scan(ExportItem.sk.startswith("EXPORT#")):
+        for item in self.m.export.scan(ExportItem.sk.startswith("EXPORT#")):
             yield to_export(item)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bindery.storage.table import IdemItem, Refusal, Tx
+from bindery.storage.table import IdemItem, Models, Refusal, Tx
 from bindery.storage.types import KeyReused, Replayed
 
 
 def take_key(
     tx: Tx,
+    m: Models,
     idempotency: tuple[str, str],
     *,
     export_id: str,
@@ -26,7 +27,7 @@ def take_key(
     """Add to `tx` the put that takes the key, by the name "key", keeping the answer a replay gets.
     `idempotency` is (the key's digest, the request's hash)."""
     digest, request_hash = idempotency
-    item = IdemItem(
+    item = m.idem(
         f"IDEM#{digest}",
         "IDEM",
         export_id=export_id,

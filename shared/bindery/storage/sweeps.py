@@ -19,7 +19,6 @@ from bindery.states import ENDED, FailureCode, Queue, State
 from bindery.storage.table import (
     AUDIT_PK,
     CURSOR_PK,
-    AuditItem,
     ByDue,
     CursorItem,
     ExportItem,
@@ -45,7 +44,7 @@ class SweepRows(Rows):
     def due(self, queue: Queue, now: float, limit: int) -> list[Due]:
         """Rows waiting in `queue` whose time has come; the sparse index holds only waiting rows."""
         found = []
-        for item in ExportItem.by_due.query(queue.value, ByDue.due_at <= now, limit=limit):
+        for item in self.m.export.by_due.query(queue.value, ByDue.due_at <= now, limit=limit):
             found.append(
                 Due(
                     export_id=item.export_id,
@@ -67,7 +66,7 @@ class SweepRows(Rows):
         """
         try:
             update_if(
-                ExportItem,
+                self.m.export,
                 book_pk(due.book_id),
                 export_sk(due.export_id),
                 [
@@ -92,7 +91,7 @@ class SweepRows(Rows):
         ttl = now + self.settings.ended_retention_seconds
         try:
             update_if(
-                ExportItem,
+                self.m.export,
                 book_pk(book_id),
                 export_sk(export_id),
                 [
@@ -122,6 +121,7 @@ class SweepRows(Rows):
         tx = Tx()
         end_pending(
             tx,
+            self.m,
             due.book_id,
             due.export_id,
             due.counted_against,
@@ -141,7 +141,7 @@ class SweepRows(Rows):
     def orphan_cursor(self) -> tuple[int, str]:
         """(pass, key): the reconciliation resumes after `key` in pass `pass` (0, "" before any run)."""
         try:
-            item = CursorItem.get(CURSOR_PK, "CURSOR", consistent_read=True)
+            item = self.m.cursor.get(CURSOR_PK, "CURSOR", consistent_read=True)
         except DoesNotExist:
             return 0, ""
         return int(item.pass_no), item.after
@@ -156,7 +156,7 @@ class SweepRows(Rows):
             | ((CursorItem.pass_no == pass_no) & (CursorItem.after < after))
         )
         try:
-            put_if(CursorItem(CURSOR_PK, "CURSOR", pass_no=pass_no, after=after), newer)
+            put_if(self.m.cursor(CURSOR_PK, "CURSOR", pass_no=pass_no, after=after), newer)
         except Refused:
             return False
         return True
@@ -170,7 +170,7 @@ class SweepRows(Rows):
             if len(parts) == 4:
                 wanted.setdefault((book_pk(parts[1]), export_sk(parts[2])), []).append(key)
         named: set[str] = set()
-        for item in ExportItem.batch_get(list(wanted)):
+        for item in self.m.export.batch_get(list(wanted)):
             if expired_ttl(item.ttl, now):
                 continue
             names = set(item.paths or ()) | ({item.path} if item.path else set())
@@ -178,7 +178,7 @@ class SweepRows(Rows):
         return named
 
     def record_audit(self, counts: dict[str, Any], now: float) -> None:
-        AuditItem(
+        self.m.audit(
             AUDIT_PK,
             f"{now:017.6f}#{uuid.uuid4().hex[:8]}",
             ran_at=now,
@@ -190,5 +190,5 @@ class SweepRows(Rows):
         """The last `limit` GC runs, newest first."""
         return [
             {"ran_at": item.ran_at, **json.loads(item.counts)}
-            for item in AuditItem.query(AUDIT_PK, scan_index_forward=False, limit=limit)
+            for item in self.m.audit.query(AUDIT_PK, scan_index_forward=False, limit=limit)
         ]

@@ -52,7 +52,8 @@ SKIPPED_KEPT = 100
 
 class Item(Model):
     class Meta:
-        table_name = Settings.table
+        # Unbound: every call goes through a Store's own subclasses (Models), never through these.
+        table_name = "unbound"
         region = Settings.region
 
     pk = UnicodeAttribute(hash_key=True)
@@ -162,9 +163,6 @@ class AuditItem(Item):
     ttl = NumberAttribute()
 
 
-MODELS: tuple[type[Item], ...] = (
-    Item, BookItem, ChapterItem, MarkerItem, ExportItem, IdemItem, LiveItem, CursorItem, AuditItem,
-)  # fmt: skip
 CURSOR_PK, AUDIT_PK = "GC#orphans", "GC#audit"
 
 M = TypeVar("M", bound=Item)
@@ -268,14 +266,20 @@ def revoke_actions(now: float) -> list[Any]:
 
 
 def end_pending(
-    tx: Tx, book_id: str, export_id: str, counted_against: str, actions: list[Any], condition: Any
+    tx: Tx,
+    m: Models,
+    book_id: str,
+    export_id: str,
+    counted_against: str,
+    actions: list[Any],
+    condition: Any,
 ) -> None:
     """Add to `tx` the one way a pending export ends: its row written with `actions` under `condition`
     (ALL_OLD on refusal, by the name "export"), and its slot in the live set it occupies freed ("live"), in
     the same transaction. Nothing else removes from a live set, so a slot is freed exactly when its export
     stops being pending: the cap counts what is live, never more and never less."""
-    tx.update("export", ExportItem(book_pk(book_id), export_sk(export_id)), actions, condition, old=True)
-    tx.update("live", LiveItem(f"CALLER#{counted_against}", "LIVE"), [LiveItem.live_ids.delete({export_id})])
+    tx.update("export", m.export(book_pk(book_id), export_sk(export_id)), actions, condition, old=True)
+    tx.update("live", m.live(f"CALLER#{counted_against}", "LIVE"), [LiveItem.live_ids.delete({export_id})])
 
 
 _TRANSACTION_RETRIES = 8
@@ -372,13 +376,57 @@ class Tx:
         raise AssertionError("unreachable")
 
 
+@dataclass(frozen=True)
+class Models:
+    """One Store's own model classes: subclasses of the ones above, bound to its table and region and sharing
+    one connection. PynamoDB keeps a model's table on the class; binding subclasses per Store, rather than
+    rebinding these classes, means a second Store on another table (a test's, a tool's) can never redirect
+    the first one's writes. The classes above only describe the items; nothing dispatches through them."""
+
+    item: type[Item]
+    book: type[BookItem]
+    chapter: type[ChapterItem]
+    marker: type[MarkerItem]
+    export: type[ExportItem]
+    idem: type[IdemItem]
+    live: type[LiveItem]
+    cursor: type[CursorItem]
+    audit: type[AuditItem]
+
+    @classmethod
+    def bound(cls, table: str, region: str) -> Models:
+        def bind(model: type[M]) -> type[M]:
+            meta = type("Meta", (model.Meta,), {"table_name": table, "region": region})
+            return type(model.__name__, (model,), {"Meta": meta, "__module__": model.__module__})
+
+        models = cls(
+            item=bind(Item),
+            book=bind(BookItem),
+            chapter=bind(ChapterItem),
+            marker=bind(MarkerItem),
+            export=bind(ExportItem),
+            idem=bind(IdemItem),
+            live=bind(LiveItem),
+            cursor=bind(CursorItem),
+            audit=bind(AuditItem),
+        )
+        # PynamoDB gives each model class a connection, and each connection a botocore client of its own.
+        # Every model here lives in the same table, so they share one: one client to build at cold start,
+        # and one place to count calls. (Building the TableConnection makes no call and no client yet.)
+        shared = models.export._get_connection()
+        for model in models.__dict__.values():
+            model._connection = shared
+        return models
+
+
 class Rows:
-    """What every aggregate's rows share: the settings, and the one connection the Store binds."""
+    """What every aggregate's rows share: the settings, and the Store's own models on its one connection."""
 
     settings: Settings
+    m: Models
 
     def _connection(self) -> Any:
-        return ExportItem._get_connection().connection
+        return self.m.export._get_connection().connection
 
 
 def future_value(future: Any) -> Any:
