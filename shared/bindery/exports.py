@@ -37,7 +37,7 @@ from bindery.library import Library
 from bindery.objects import Objects
 from bindery.observability import metrics, state_change
 from bindery.schedules import Schedules
-from bindery.states import State
+from bindery.states import Cancel, State
 from bindery.storage import (
     Accepted,
     Book,
@@ -198,7 +198,7 @@ class ExportRequests(Parts):
 
     # ---- cancel ----------------------------------------------------------------------------------
 
-    def cancel(self, caller: str, book_id: str, export_id: str) -> str:
+    def cancel(self, caller: str, book_id: str, export_id: str) -> Cancel:
         """End the caller's export: a pending one is cancelled; a ready one's link ends now, and its bytes
         are deleted before the answer, so a URL handed out earlier stops working at once."""
         if not (valid_id(book_id) and valid_id(export_id)):
@@ -209,8 +209,8 @@ class ExportRequests(Parts):
         if isinstance(outcome, Revoked):
             self.books.unlink_now(outcome)
             state_change(export_id, book_id, "export revoked")
-            return "revoked"
-        if outcome == "cancelled":
+            return Cancel.REVOKED
+        if outcome == Cancel.CANCELLED:
             state_change(export_id, book_id, "export cancelled")
         return outcome
 

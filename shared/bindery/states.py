@@ -55,6 +55,15 @@ class Ending(StrEnum):
     BOOK_DELETED = "book_deleted"
 
 
+class Cancel(StrEnum):
+    """What a cancel came to: a pending export cancelled, a ready link revoked (its bytes gone at once),
+    or an export that had ended already (nothing to do)."""
+
+    CANCELLED = "cancelled"
+    REVOKED = "revoked"
+    ENDED = "ended"
+
+
 class BuildOutcome(StrEnum):
     """What one delivery of a build message came to: what the worker logs and the tests read."""
 

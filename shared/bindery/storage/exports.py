@@ -8,14 +8,14 @@ export checks the book's `owner` in the same round trip.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any
 
 from pynamodb.exceptions import DoesNotExist
 from pynamodb.expressions.condition import size
 from pynamodb.transactions import TransactGet
 
 from bindery.faults import StorageError, translate_faults
-from bindery.states import Queue, State
+from bindery.states import Cancel, Queue, State
 from bindery.storage.idempotency import key_seen, take_key
 from bindery.storage.table import (
     BookItem,
@@ -165,7 +165,7 @@ class ExportRows(Rows):
     def cancel_export(self, book_id: str, export_id: str, owner: str, now: float) -> CancelOutcome:
         """pending -> cancelled, with the live set shrinking in the same write; or ready -> expired at once.
 
-        Returns "cancelled", a Revoked (a ready link ended now: its bytes are to go at once), "ended" (it
+        Returns CANCELLED, a Revoked (a ready link ended now: its bytes are to go at once), ENDED (it
         had already ended; nothing to do) or NotFound. A pending export costs one transaction. A ready one
         costs a second, because only the first one's ALL_OLD tells us the row was ready, not pending.
         """
@@ -185,21 +185,21 @@ class ExportRows(Rows):
         )
         refused = tx.commit(self._connection())
         if refused is None:
-            return "cancelled"
+            return Cancel.CANCELLED
         old = refused.old(ExportItem, "export")
         if refused.failed("book") or old is None or expired_ttl(old.ttl, now):
             return NotFound()
         if old.state == State.CANCELLED.value and old.finished_at == now:
-            return "cancelled"  # this cancel's own earlier try, whose answer was lost
+            return Cancel.CANCELLED  # this cancel's own earlier try, whose answer was lost
         if old.state == State.EXPIRED.value and old.queue == Queue.UNLINK.value and old.paths:
             # Revoked (or lapsed) already, its bytes not yet deleted: a cancel that revoked it and could not
             # delete them, retried, deletes them now rather than leave a URL handed out earlier working.
             return Revoked(book_id, export_id, frozenset(old.paths))
         if old.state != State.READY.value:
-            return "ended"
+            return Cancel.ENDED
         return self._revoke(old, now, owner=owner)
 
-    def _revoke(self, seen: ExportItem, now: float, *, owner: str | None) -> Revoked | Literal["ended"]:
+    def _revoke(self, seen: ExportItem, now: float, *, owner: str | None) -> Revoked | Cancel:
         """ready -> expired now, the row keeping its paths so that the unlink (done at once by the caller,
         and by the GC should that fail) can find them."""
         tx = Tx()
@@ -219,7 +219,7 @@ class ExportRows(Rows):
         old = refused.old(ExportItem, "export")
         if old is not None and old.state == State.EXPIRED.value and old.expires_at == now:
             return Revoked(old.book_id, old.export_id, frozenset(old.paths or ()))  # our own lost answer
-        return "ended"
+        return Cancel.ENDED
 
     def book_exports(self, book_id: str) -> Iterator[Export]:
         """Every export of a book, read consistently: a purge must see a finish that committed before it."""

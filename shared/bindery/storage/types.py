@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from bindery.states import ClaimRefusal, State
+from bindery.states import Cancel, ClaimRefusal, State
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,8 @@ class Revoked:
     paths: frozenset[str]
 
 
-CancelOutcome = Literal["cancelled", "ended"] | Revoked | NotFound
+# A cancel in storage: CANCELLED or ENDED, a Revoked (the caller deletes its bytes), or NotFound.
+CancelOutcome = Cancel | Revoked | NotFound
 
 
 # Outcomes of a claim.
