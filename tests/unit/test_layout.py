@@ -114,9 +114,14 @@ def test_the_cycle_finder_finds_a_circle() -> None:
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_shared_code_never_imports_functions() -> None:
+def test_the_layer_never_imports_functions_or_the_development_package() -> None:
+    """The layer holds bindery alone: a handler's code, or the local stack's, is not there to import."""
     reaching = {
-        name: sorted(m for m in _runtime_imports(ast.parse(path.read_text())) if m.startswith("functions"))
+        name: sorted(
+            m
+            for m in _runtime_imports(ast.parse(path.read_text()))
+            if m.split(".")[0] in ("functions", "bindery_local")
+        )
         for name, path in _modules().items()
     }
     assert {name: found for name, found in reaching.items() if found} == {}

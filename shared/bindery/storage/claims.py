@@ -14,6 +14,7 @@ from typing import Any
 
 from bindery.faults import translate_faults
 from bindery.states import ClaimRefusal, Ending, FailureCode, Queue, State
+from bindery.storage.endings import becomes, end_actions, end_pending
 from bindery.storage.table import (
     SKIPPED_KEPT,
     BookItem,
@@ -21,10 +22,7 @@ from bindery.storage.table import (
     Refused,
     Rows,
     Tx,
-    becomes,
     book_pk,
-    end_actions,
-    end_pending,
     export_sk,
     to_export,
     update_if,
@@ -156,9 +154,7 @@ class ClaimRows(Rows):
         end_pending(
             tx,
             self.m,
-            export.book_id,
-            export.id,
-            export.counted_against,
+            export.slot,
             actions,
             # `state = pending` is the worker's whole write safety: a build that comes back after the sweep
             # or a cancel ended its row must not resurrect it and publish a link the poll has already

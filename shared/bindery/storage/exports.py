@@ -16,6 +16,7 @@ from pynamodb.transactions import TransactGet
 
 from bindery.faults import StorageError, translate_faults
 from bindery.states import Cancel, Queue, State
+from bindery.storage.endings import end_actions, end_pending, revoke_actions
 from bindery.storage.idempotency import key_seen, take_key
 from bindery.storage.table import (
     BookItem,
@@ -24,12 +25,9 @@ from bindery.storage.table import (
     Rows,
     Tx,
     book_pk,
-    end_actions,
-    end_pending,
     expired_ttl,
     export_sk,
     future_value,
-    revoke_actions,
     to_book,
     to_export,
 )
@@ -41,6 +39,7 @@ from bindery.storage.types import (
     NotFound,
     OverCap,
     Revoked,
+    Slot,
     SubmitOutcome,
 )
 
@@ -174,9 +173,7 @@ class ExportRows(Rows):
         end_pending(
             tx,
             self.m,
-            book_id,
-            export_id,
-            owner,
+            Slot(book_id, export_id, owner),
             end_actions(State.CANCELLED, now),
             # `state = pending` refuses a row the worker finished or the sweep ended meanwhile. Only the
             # owner can submit and a book never changes hands, so the live set this row occupies is the
@@ -251,9 +248,7 @@ class ExportRows(Rows):
                 end_pending(
                     tx,
                     self.m,
-                    export.book_id,
-                    export.id,
-                    export.counted_against,
+                    export.slot,
                     end_actions(State.CANCELLED, now),
                     ExportItem.state == State.PENDING.value,
                 )

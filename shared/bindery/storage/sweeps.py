@@ -16,6 +16,7 @@ from pynamodb.exceptions import DoesNotExist
 
 from bindery.faults import translate_faults
 from bindery.states import ENDED, FailureCode, Queue, State
+from bindery.storage.endings import becomes, end_actions, end_pending
 from bindery.storage.table import (
     AUDIT_PK,
     CURSOR_PK,
@@ -25,10 +26,7 @@ from bindery.storage.table import (
     Refused,
     Rows,
     Tx,
-    becomes,
     book_pk,
-    end_actions,
-    end_pending,
     expired_ttl,
     export_sk,
     put_if,
@@ -122,9 +120,7 @@ class SweepRows(Rows):
         end_pending(
             tx,
             self.m,
-            due.book_id,
-            due.export_id,
-            due.counted_against,
+            due.slot,
             [*end_actions(State.FAILED, now), ExportItem.failure_code.set(code.value)],
             (ExportItem.state == State.PENDING.value)
             & (ExportItem.due_at <= now)

@@ -39,7 +39,7 @@ from pynamodb.transactions import TransactWrite
 
 from bindery.config import Settings
 from bindery.faults import StorageError
-from bindery.states import Queue, State
+from bindery.states import State
 from bindery.storage.types import Book, Export
 
 # The attributes the sweeps need without a second read: the by_due index projects them.
@@ -230,56 +230,6 @@ def to_book(item: BookItem) -> Book:
 def expired_ttl(ttl: float | None, now: float) -> bool:
     # DynamoDB deletes TTL'd items days late; until it does, a read treats them as gone.
     return ttl is not None and ttl <= now
-
-
-def becomes(state: str) -> list[Any]:
-    """The actions that move a row to `state`, naming the event its terminal states publish."""
-    actions = [ExportItem.state.set(state)]
-    if state != State.PENDING.value:
-        actions.append(ExportItem.transition.set(f"bindery.export.{state}"))
-    return actions
-
-
-def end_actions(state: State, now: float) -> list[Any]:
-    """How any ended row is written: it leaves the live set's accounting and joins the unlink queue.
-
-    It waits there until its last lease has run out, because until then an attempt may still upload;
-    an unlink before that could be followed by the upload it was meant to remove.
-    """
-    return [
-        *becomes(state.value),
-        ExportItem.finished_at.set(now),
-        ExportItem.queue.set(Queue.UNLINK.value),
-        # if_not_exists(lease_until, now): a lease that is still running holds the unlink back.
-        ExportItem.due_at.set(ExportItem.lease_until | now),
-    ]
-
-
-def revoke_actions(now: float) -> list[Any]:
-    """A ready link ended now: the row says expired from this second; its bytes join the unlink queue."""
-    return [
-        *becomes(State.EXPIRED.value),
-        ExportItem.expires_at.set(now),
-        ExportItem.queue.set(Queue.UNLINK.value),
-        ExportItem.due_at.set(now),
-    ]
-
-
-def end_pending(
-    tx: Tx,
-    m: Models,
-    book_id: str,
-    export_id: str,
-    counted_against: str,
-    actions: list[Any],
-    condition: Any,
-) -> None:
-    """Add to `tx` the one way a pending export ends: its row written with `actions` under `condition`
-    (ALL_OLD on refusal, by the name "export"), and its slot in the live set it occupies freed ("live"), in
-    the same transaction. Nothing else removes from a live set, so a slot is freed exactly when its export
-    stops being pending: the cap counts what is live, never more and never less."""
-    tx.update("export", m.export(book_pk(book_id), export_sk(export_id)), actions, condition, old=True)
-    tx.update("live", m.live(f"CALLER#{counted_against}", "LIVE"), [LiveItem.live_ids.delete({export_id})])
 
 
 _TRANSACTION_RETRIES = 8

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from bindery.states import Cancel, ClaimRefusal, State
+
+
+class Slot(NamedTuple):
+    """A pending export's place in its caller's live set: which row, and whose set it counts against."""
+
+    book_id: str
+    export_id: str
+    counted_against: str
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,10 @@ class Export:
     skipped: tuple[dict[str, Any], ...] = ()
     skipped_total: int = 0
 
+    @property
+    def slot(self) -> Slot:
+        return Slot(self.book_id, self.id, self.counted_against)
+
 
 @dataclass(frozen=True)
 class Due:
@@ -80,6 +92,10 @@ class Due:
     counted_against: str
     due_at: float
     paths: frozenset[str]
+
+    @property
+    def slot(self) -> Slot:
+        return Slot(self.book_id, self.export_id, self.counted_against)
 
 
 # Outcomes of a submit.
