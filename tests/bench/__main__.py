@@ -191,7 +191,7 @@ def round_trips() -> None:
 
 
 # A handler's cold start over the floor's, a guard against regressions: each budget sits about a sixth over
-# what the handler measures (runs of this session: poll 1.42-1.55, the worker 1.38-1.61, the rest 1.1-1.45).
+# what the handler measures (runs of this session: poll 1.42-1.58, the worker 1.38-1.61, the rest 1.1-1.45).
 # The floor loads no Powertools: the poll's resolver package brings asyncio (through its AppSync resolver,
 # 40 ms), as the worker's batch utility does, and the worker's first invoke also imports and runs a renderer.
 COLD_BUDGET = {"submit": 1.5, "poll": 1.75, "build_worker": 1.9, "expiry_gc": 1.6, "stale_sweep": 1.5}
