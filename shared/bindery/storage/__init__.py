@@ -17,8 +17,6 @@ botocore error; any other AWS error leaves as StorageError.
 
 from __future__ import annotations
 
-from typing import Any
-
 from bindery.config import Settings
 from bindery.faults import StorageError
 from bindery.storage.books import BookRows
@@ -80,8 +78,3 @@ class Store(BookRows, ExportRows, ClaimRows, SweepRows):
         # The one place the table's name and region are set: read from config, never at import, and on
         # this Store's own classes only.
         self.m = Models.bound(settings.table, settings.region)
-
-    # The botocore client PynamoDB talks through; tests hang call counters and fault hooks on it.
-    @property
-    def client(self) -> Any:
-        return self._connection().client

@@ -64,7 +64,9 @@ class ClaimRows(Rows):
             ExportItem.due_at.set(lease_until + s.retry_grace_seconds),
         ]
         try:
-            new = update_if(self.m.export, book_pk(book_id), export_sk(export_id), actions, condition)
+            new = update_if(
+                self.client, self.m.export, book_pk(book_id), export_sk(export_id), actions, condition
+            )
         except Refused as refused:
             old = refused.old
             if old is None:
@@ -187,6 +189,7 @@ class ClaimRows(Rows):
         """Write the row only while this attempt still holds it (pending, and `attempt = mine`)."""
         with contextlib.suppress(Refused):
             update_if(
+                self.client,
                 self.m.export,
                 book_pk(export.book_id),
                 export_sk(export.id),

@@ -64,6 +64,7 @@ class SweepRows(Rows):
         """
         try:
             update_if(
+                self.client,
                 self.m.export,
                 book_pk(due.book_id),
                 export_sk(due.export_id),
@@ -89,6 +90,7 @@ class SweepRows(Rows):
         ttl = now + self.settings.ended_retention_seconds
         try:
             update_if(
+                self.client,
                 self.m.export,
                 book_pk(book_id),
                 export_sk(export_id),

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
-from pynamodb.constants import ALL_NEW, ALL_OLD, UPDATE_ITEM
+from pynamodb.constants import ALL_NEW, ALL_OLD
 from pynamodb.exceptions import CancellationReason, DoesNotExist, PutError, TransactWriteError
 from pynamodb.expressions.condition import Condition
 from pynamodb.indexes import GlobalSecondaryIndex, IncludeProjection
@@ -378,6 +378,11 @@ class Rows:
     def _connection(self) -> Any:
         return self.m.export._get_connection().connection
 
+    # The botocore client PynamoDB talks through; tests hang call counters and fault hooks on it.
+    @property
+    def client(self) -> Any:
+        return self._connection().client
+
 
 def future_value(future: Any) -> Any:
     try:
@@ -391,29 +396,23 @@ class Refused(Exception):
         self.old = old
 
 
-def update_if(model: type[M], hash_key: str, range_key: str, actions: list[Any], condition: Condition) -> M:
+def update_if(
+    client: Any, model: type[M], hash_key: str, range_key: str, actions: list[Any], condition: Condition
+) -> M:
     """UpdateItem returning the new item, or raising :class:`Refused` carrying the OLD item.
 
-    PynamoDB's ``Model.update`` does not pass ``ReturnValuesOnConditionCheckFailure``, so this dispatches
-    the same operation itself. The loser learns why it lost from the failure, not from a second read.
+    PynamoDB's ``Model.update`` does not ask for ``ReturnValuesOnConditionCheckFailure``, so PynamoDB builds
+    the request (the same public builder its transactions use) and botocore's `client` sends it. The loser
+    learns why it lost from the failure, not from a second read.
     """
-    table = model._get_connection()
-    kwargs = table.get_operation_kwargs(
-        hash_key,
-        range_key=range_key,
-        actions=actions,
-        condition=condition,
-        return_values=ALL_NEW,
-        return_values_on_condition_failure=ALL_OLD,
+    request = model(hash_key, range_key).get_update_kwargs_from_instance(
+        actions, condition, return_values_on_condition_failure=ALL_OLD
     )
     try:
-        data = table.connection.dispatch(UPDATE_ITEM, kwargs)
+        data = client.update_item(**request, ReturnValues=ALL_NEW)
     except ClientError as exc:
-        # PynamoDB re-raises botocore's error as its own, without the item: the original carries it.
-        cause = exc.__cause__ if isinstance(exc.__cause__, ClientError) else exc
-        response = cause.response or {}
-        if response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-            raw = response.get("Item")
+        if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            raw = exc.response.get("Item")
             raise Refused(model.from_raw_data(raw) if raw else None) from exc
         raise  # not a refusal: the Store's translation makes it a StorageError
     return model.from_raw_data(data["Attributes"])
