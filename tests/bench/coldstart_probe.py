@@ -19,7 +19,11 @@ def _plain(value: object) -> object:
     if hasattr(value, "getbuffer"):
         return {"__bytes__": value.getbuffer().nbytes}
     if hasattr(value, "read"):
-        return {"__bytes__": len(value.read())}
+        # Measured, then rewound: the recording runs before the call, which still sends these bytes.
+        start = value.tell()
+        size = len(value.read())
+        value.seek(start)
+        return {"__bytes__": size}
     raise TypeError(f"cannot record {type(value).__name__}")
 
 

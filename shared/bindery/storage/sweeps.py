@@ -156,6 +156,9 @@ class SweepRows(Rows):
         try:
             put_if(self.m.cursor(CURSOR_PK, "CURSOR", pass_no=pass_no, after=after), newer)
         except Refused:
+            # Also what a resend of this very write gets, once its first try was applied and its answer
+            # lost: the position is then the recorded one, which is what this write meant; no caller acts
+            # on the False.
             return False
         return True
 
