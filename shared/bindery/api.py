@@ -33,17 +33,6 @@ CHAPTERS_PAGE = 1_000
 # Every answer is one caller's own, and some carry a presigned URL, which is a bearer credential.
 NO_STORE = {"Cache-Control": "no-store"}
 
-STATUS: dict[type[errors.BinderyError], int] = {
-    errors.BadRequest: 400,
-    errors.Unauthorized: 401,
-    errors.NotFound: 404,
-    errors.Conflict: 409,
-    errors.PreconditionFailed: 412,
-    errors.PayloadTooLarge: 413,
-    errors.Unprocessable: 422,
-    errors.TooManyLiveExports: 429,
-}
-
 writes = APIGatewayHttpResolver()
 reads = APIGatewayHttpResolver()
 
@@ -69,7 +58,7 @@ def _register_error_handlers(app: APIGatewayHttpResolver) -> None:
         retry_after = details.pop("retry_after", None)
         if retry_after is not None:
             headers["Retry-After"] = str(retry_after)
-        return _json(STATUS[type(exc)], _error_body(exc.code, exc.message, **details), headers)
+        return _json(exc.status, _error_body(exc.code, exc.message, **details), headers)
 
     @app.exception_handler(StorageError)
     def unavailable(exc: StorageError) -> Response:

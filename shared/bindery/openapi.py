@@ -188,60 +188,58 @@ PAGE = [
     {"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"}},
 ]
 
+
+def _op(
+    operation_id: str,
+    summary: str,
+    parameters: list[dict[str, Any]],
+    answers: dict[int, tuple[str, str | None]],
+    errors: tuple[int, ...],
+    body: str | None = None,
+) -> dict[str, Any]:
+    """One operation: `answers` maps each success status to (its description, its schema or None)."""
+    operation: dict[str, Any] = {"operationId": operation_id, "summary": summary, "parameters": parameters}
+    if body is not None:
+        operation["requestBody"] = {"required": True, **_json(body)}
+    responses = {
+        str(status): {"description": said, **(_json(schema) if schema else {})}
+        for status, (said, schema) in answers.items()
+    }
+    operation["responses"] = {**responses, **_errors(*errors)}
+    return operation
+
+
 # Route key (as template.yaml and API Gateway write it) -> operation.
 OPERATIONS: dict[str, dict[str, Any]] = {
-    "POST /books": {
-        "operationId": "createBook", "summary": "Create a book from a Markdown manuscript (to 5 MB)",
-        "parameters": [IDEMPOTENCY_KEY],
-        "requestBody": {"required": True, **_json("CreateBook")},
-        "responses": {"201": {"description": "revision 1", **_json("Book")},
-                      "200": {"description": "a replayed Idempotency-Key: the book it made", **_json("Book")},
-                      **_errors(400, 409, 413, 422, 503)},
-    },
-    "GET /books/{bookId}": {
-        "operationId": "getBook", "summary": "A book and its chapters, a page at a time",
-        "parameters": [BOOK_ID, CHAPTERS_AFTER],
-        "responses": {"200": {"description": "the book", **_json("Book")}, **_errors(400, 404, 503)},
-    },
-    "PUT /books/{bookId}/manuscript": {
-        "operationId": "replaceManuscript", "summary": "Replace the manuscript: re-cut, revision + 1",
-        "parameters": [BOOK_ID, IF_MATCH],
-        "requestBody": {"required": True, **_json("ReplaceManuscript")},
-        "responses": {"200": {"description": "the book at its new revision", **_json("Book")},
-                      **_errors(400, 404, 409, 412, 413, 422, 503)},
-    },
-    "POST /books/{bookId}/uploads": {
-        "operationId": "createUpload", "summary": "A presigned POST for a manuscript of 1 byte to 500 MiB",
-        "parameters": [BOOK_ID],
-        "responses": {"201": {"description": "where to upload", **_json("Upload")}, **_errors(404, 503)},
-    },
-    "DELETE /books/{bookId}": {
-        "operationId": "deleteBook", "summary": "Delete a book; its exports end and their bytes go",
-        "parameters": [BOOK_ID],
-        "responses": {"204": {"description": "deleted"}, **_errors(404, 409, 503)},
-    },
-    "POST /books/{bookId}/exports": {
-        "operationId": "createExport", "summary": "Request an export (always accepted for a book you own)",
-        "parameters": [BOOK_ID, IDEMPOTENCY_KEY],
-        "requestBody": {"required": True, **_json("CreateExport")},
-        "responses": {"202": {"description": "accepted; poll Location", **_json("Export")},
-                      **_errors(400, 404, 413, 422, 429, 503)},
-    },
-    "GET /books/{bookId}/exports": {
-        "operationId": "listExports", "summary": "A book's exports, newest first",
-        "parameters": [BOOK_ID, *PAGE],
-        "responses": {"200": {"description": "one page", **_json("ExportPage")}, **_errors(400, 404, 503)},
-    },
-    "GET /books/{bookId}/exports/{exportId}": {
-        "operationId": "getExport", "summary": "Poll an export; a ready one carries a fresh download URL",
-        "parameters": [BOOK_ID, EXPORT_ID],
-        "responses": {"200": {"description": "the export", **_json("Export")}, **_errors(404, 503)},
-    },
-    "DELETE /books/{bookId}/exports/{exportId}": {
-        "operationId": "cancelExport", "summary": "Cancel a pending export, or end a ready one's link now",
-        "parameters": [BOOK_ID, EXPORT_ID],
-        "responses": {"204": {"description": "ended"}, **_errors(404, 503)},
-    },
+    "POST /books": _op(
+        "createBook", "Create a book from a Markdown manuscript (to 5 MB)", [IDEMPOTENCY_KEY],
+        {201: ("revision 1", "Book"), 200: ("a replayed Idempotency-Key: the book it made", "Book")},
+        (400, 409, 413, 422, 503), body="CreateBook"),
+    "GET /books/{bookId}": _op(
+        "getBook", "A book and its chapters, a page at a time", [BOOK_ID, CHAPTERS_AFTER],
+        {200: ("the book", "Book")}, (400, 404, 503)),
+    "PUT /books/{bookId}/manuscript": _op(
+        "replaceManuscript", "Replace the manuscript: re-cut, revision + 1", [BOOK_ID, IF_MATCH],
+        {200: ("the book at its new revision", "Book")}, (400, 404, 409, 412, 413, 422, 503),
+        body="ReplaceManuscript"),
+    "POST /books/{bookId}/uploads": _op(
+        "createUpload", "A presigned POST for a manuscript of 1 byte to 500 MiB", [BOOK_ID],
+        {201: ("where to upload", "Upload")}, (404, 503)),
+    "DELETE /books/{bookId}": _op(
+        "deleteBook", "Delete a book; its exports end and their bytes go", [BOOK_ID],
+        {204: ("deleted", None)}, (404, 409, 503)),
+    "POST /books/{bookId}/exports": _op(
+        "createExport", "Request an export (always accepted for a book you own)", [BOOK_ID, IDEMPOTENCY_KEY],
+        {202: ("accepted; poll Location", "Export")}, (400, 404, 413, 422, 429, 503), body="CreateExport"),
+    "GET /books/{bookId}/exports": _op(
+        "listExports", "A book's exports, newest first", [BOOK_ID, *PAGE],
+        {200: ("one page", "ExportPage")}, (400, 404, 503)),
+    "GET /books/{bookId}/exports/{exportId}": _op(
+        "getExport", "Poll an export; a ready one carries a fresh download URL", [BOOK_ID, EXPORT_ID],
+        {200: ("the export", "Export")}, (404, 503)),
+    "DELETE /books/{bookId}/exports/{exportId}": _op(
+        "cancelExport", "Cancel a pending export, or end a ready one's link now", [BOOK_ID, EXPORT_ID],
+        {204: ("ended", None)}, (404, 503)),
 }  # fmt: skip
 
 

@@ -85,7 +85,7 @@ class Schedules(Parts):
                 except Exception:
                     failed += 1
                     logger.exception(
-                        "sweep step failed", extra={"export_id": due.export_id, "queue": queue.value}
+                        "sweep step failed", extra={"export_id": due.slot.export_id, "queue": queue.value}
                     )
             if len(candidates) < batch or progress == 0:
                 # Rows it read and did not end (refused, or failing) are still due: left for a later run.
@@ -95,7 +95,7 @@ class Schedules(Parts):
         def expire(due: Due, now: float) -> bool:
             ok = self.store.expire_link(due, now)
             if ok:
-                state_change(due.export_id, due.book_id, "link expired")
+                state_change(due.slot.export_id, due.slot.book_id, "link expired")
             return ok
 
         counts = self._sweep(Queue.EXPIRE, expire, out_of_time)
@@ -108,9 +108,9 @@ class Schedules(Parts):
 
         def unlink(due: Due, now: float) -> bool:
             self.objects.delete(due.paths)
-            ok = self.store.forget_paths(due.book_id, due.export_id, now)
+            ok = self.store.forget_paths(due.slot.book_id, due.slot.export_id, now)
             if ok:
-                state_change(due.export_id, due.book_id, "artifact unlinked", keys=len(due.paths))
+                state_change(due.slot.export_id, due.slot.book_id, "artifact unlinked", keys=len(due.paths))
             return ok
 
         counts = self._sweep(Queue.UNLINK, unlink, out_of_time)
@@ -123,7 +123,7 @@ class Schedules(Parts):
             code = self.store.fail_stale(due, now)
             if code is not None:
                 metrics.add_metric(name=f"StaleSwept_{code.value}", unit="Count", value=1)
-                state_change(due.export_id, due.book_id, "export failed", failure_code=code.value)
+                state_change(due.slot.export_id, due.slot.book_id, "export failed", failure_code=code.value)
             return code is not None
 
         return self._sweep(Queue.STALE, fail, Deadline(time_left).share(1))

@@ -350,7 +350,7 @@ def test_a_failed_immediate_unlink_is_left_to_the_gc(stack: Stack) -> None:
         assert stack.http("DELETE", f"/books/{book}/exports/{export_id}").status == 204
     assert stack.objects.exists(path)
     due = stack.store.due(Queue.UNLINK, stack.clock(), 10)
-    assert [d.export_id for d in due] == [export_id]
+    assert [d.slot.export_id for d in due] == [export_id]
     stack.gc()
     assert not stack.objects.exists(path)
 

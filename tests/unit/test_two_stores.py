@@ -9,6 +9,7 @@ from moto import mock_aws
 
 from bindery.config import Settings
 from bindery.exports import Exports
+from bindery.states import Queue
 from bindery_local.template import create_table
 
 
@@ -34,3 +35,25 @@ def test_two_stores_on_two_tables_keep_to_their_own() -> None:
         assert first.store.read_book(b.id) is None and second.store.read_book(a.id) is None
         assert [e.book_id for e in first.store.all_exports()] == [a.id]
         assert list(second.store.all_exports()) == []
+
+
+def test_every_model_of_a_store_talks_through_its_one_client() -> None:
+    """PynamoDB keeps a connection per model class; `Models.bound` gives all of a Store's models the same
+    one. Call counters and fault hooks hang on `store.client`, so a model that dispatched through a
+    client of its own would escape every count and every injected fault: this fails if one does."""
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), "table")
+        boto3.client("s3").create_bucket(Bucket="table")
+        exports = Exports.from_settings(Settings(table="table", bucket="table"))
+        store = exports.store
+        seen: list[str] = []
+        store.client.meta.events.register("before-call.dynamodb", lambda model, **_: seen.append(model.name))
+        book, _, _ = exports.books.create_book("user-alice", "One", "# One\n\ntext\n")  # book, chapters
+        exports.submit("user-alice", book.id, "html", None)  # export, live set
+        store.read_book(book.id)  # the book model
+        store.read_chapters(book.id, book.cut)  # the chapter model
+        list(store.all_exports())  # the export model
+        store.due(Queue.STALE, 0.0, 10)  # its index
+        clients = {id(model._get_connection().connection.client) for model in store.m.__dict__.values()}
+    assert clients == {id(store.client)}
+    assert {"TransactWriteItems", "BatchWriteItem", "GetItem", "Query", "Scan"} <= set(seen), seen

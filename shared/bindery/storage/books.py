@@ -13,13 +13,12 @@ from pynamodb.exceptions import DoesNotExist
 
 from bindery.faults import StorageError, translate_faults
 from bindery.states import Queue
-from bindery.storage.idempotency import key_seen, take_key
+from bindery.storage.idempotency import KeyRows, key_seen
 from bindery.storage.table import (
     PURGE_SK,
     BookItem,
     ChapterItem,
     MarkersDue,
-    Rows,
     Tx,
     book_pk,
     chapter_prefix,
@@ -30,7 +29,7 @@ from bindery.storage.types import Book, Chapter, KeyReused, Marker, Replayed
 
 
 @translate_faults
-class BookRows(Rows):
+class BookRows(KeyRows):
     def stage_cut(self, book_id: str, cut: str, chapters: Sequence[Chapter], retire_at: float) -> None:
         """Write a cut's chapters before anything names them, behind a retire marker written FIRST.
 
@@ -65,15 +64,7 @@ class BookRows(Rows):
         # attribute_not_exists: ids are random, but a retried create must never overwrite a book.
         tx.put("book", self._book_item(book), BookItem.pk.does_not_exist(), old=True)
         if idempotency is not None:
-            take_key(
-                tx,
-                self.m,
-                idempotency,
-                export_id="",
-                response={"book_id": book.id},
-                now=now,
-                ttl_seconds=self.settings.idempotency_ttl_seconds,
-            )
+            self.take_key(tx, idempotency, {"book_id": book.id}, now)
         refused = tx.commit(self._connection())
         if refused is None:
             return None

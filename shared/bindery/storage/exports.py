@@ -17,12 +17,11 @@ from pynamodb.transactions import TransactGet
 from bindery.faults import StorageError, translate_faults
 from bindery.states import Cancel, Queue, State
 from bindery.storage.endings import end_actions, end_pending, revoke_actions
-from bindery.storage.idempotency import key_seen, take_key
+from bindery.storage.idempotency import KeyRows, key_seen
 from bindery.storage.table import (
     BookItem,
     ExportItem,
     LiveItem,
-    Rows,
     Tx,
     book_pk,
     expired_ttl,
@@ -45,7 +44,7 @@ from bindery.storage.types import (
 
 
 @translate_faults
-class ExportRows(Rows):
+class ExportRows(KeyRows):
     def submit_export(
         self,
         export: Export,
@@ -81,15 +80,7 @@ class ExportRows(Rows):
         key = None
         if idempotency is not None:
             key = idempotency[:2]
-            take_key(
-                tx,
-                self.m,
-                key,
-                export_id=export.id,
-                response=idempotency[2],
-                now=now,
-                ttl_seconds=self.settings.idempotency_ttl_seconds,
-            )
+            self.take_key(tx, key, idempotency[2], now, export_id=export.id)
         # A fresh random id; the guard turns a (vanishingly rare) collision into a refusal, not an
         # overwrite of someone's export.
         tx.put("export", export_item, ExportItem.pk.does_not_exist(), old=True)

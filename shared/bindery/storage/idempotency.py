@@ -10,33 +10,27 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bindery.storage.table import IdemItem, Models, Refusal, Tx
+from bindery.storage.table import IdemItem, Refusal, Rows, Tx
 from bindery.storage.types import KeyReused, Replayed
 
 
-def take_key(
-    tx: Tx,
-    m: Models,
-    idempotency: tuple[str, str],
-    *,
-    export_id: str,
-    response: dict[str, Any],
-    now: float,
-    ttl_seconds: int,
-) -> None:
-    """Add to `tx` the put that takes the key, by the name "key", keeping the answer a replay gets.
-    `idempotency` is (the key's digest, the request's hash)."""
-    digest, request_hash = idempotency
-    item = m.idem(
-        f"IDEM#{digest}",
-        "IDEM",
-        export_id=export_id,
-        request_hash=request_hash,
-        response=json.dumps(response, separators=(",", ":")),
-        ttl=now + ttl_seconds,
-    )
-    # A key past its TTL is a key never seen: TTL deletes days late.
-    tx.put("key", item, IdemItem.pk.does_not_exist() | (IdemItem.ttl <= now), old=True)
+class KeyRows(Rows):
+    def take_key(
+        self, tx: Tx, key: tuple[str, str], response: dict[str, Any], now: float, export_id: str = ""
+    ) -> None:
+        """Add to `tx` the put that takes the key, by the name "key", keeping the answer a replay gets.
+        `key` is (the key's digest, the request's hash); `export_id` is the export it made, if any."""
+        digest, request_hash = key
+        item = self.m.idem(
+            f"IDEM#{digest}",
+            "IDEM",
+            export_id=export_id,
+            request_hash=request_hash,
+            response=json.dumps(response, separators=(",", ":")),
+            ttl=now + self.settings.idempotency_ttl_seconds,
+        )
+        # A key past its TTL is a key never seen: TTL deletes days late.
+        tx.put("key", item, IdemItem.pk.does_not_exist() | (IdemItem.ttl <= now), old=True)
 
 
 def key_seen(refused: Refusal, idempotency: tuple[str, str] | None) -> Replayed | KeyReused | None:

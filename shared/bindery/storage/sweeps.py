@@ -32,7 +32,7 @@ from bindery.storage.table import (
     put_if,
     update_if,
 )
-from bindery.storage.types import Due
+from bindery.storage.types import Due, Slot
 
 AUDIT_RETENTION_SECONDS = 90 * 86_400
 
@@ -45,11 +45,9 @@ class SweepRows(Rows):
         for item in self.m.export.by_due.query(queue.value, ByDue.due_at <= now, limit=limit):
             found.append(
                 Due(
-                    export_id=item.export_id,
-                    book_id=item.book_id,
+                    slot=Slot(item.book_id, item.export_id, item.counted_against),
                     state=State(item.state),
                     attempt=int(item.attempt or 0),
-                    counted_against=item.counted_against,
                     due_at=item.due_at,
                     paths=frozenset(item.paths or ()),
                 )
@@ -66,8 +64,8 @@ class SweepRows(Rows):
             update_if(
                 self.client,
                 self.m.export,
-                book_pk(due.book_id),
-                export_sk(due.export_id),
+                book_pk(due.slot.book_id),
+                export_sk(due.slot.export_id),
                 [
                     *becomes(State.EXPIRED.value),
                     ExportItem.queue.set(Queue.UNLINK.value),

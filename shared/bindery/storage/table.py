@@ -74,7 +74,9 @@ class ByDue(GlobalSecondaryIndex["ExportItem"]):
 class BookItem(Item):
     owner = UnicodeAttribute()
     title = UnicodeAttribute()
+    # The revision an If-Match names and an export builds from; +1 each time the manuscript is replaced.
     revision = NumberAttribute()
+    # The cut the revision reads: its chapters (CH#<cut>#...) and its text object, both immutable.
     cut = UnicodeAttribute()
     chapter_count = NumberAttribute()
     manuscript_bytes = NumberAttribute(default=0)

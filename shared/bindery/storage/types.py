@@ -85,17 +85,11 @@ class Export:
 class Due:
     """A sweep candidate as the index saw it. The write re-checks every condition: GSIs lag."""
 
-    export_id: str
-    book_id: str
+    slot: Slot  # which row, and the live set it counts against while pending
     state: State
     attempt: int
-    counted_against: str
     due_at: float
     paths: frozenset[str]
-
-    @property
-    def slot(self) -> Slot:
-        return Slot(self.book_id, self.export_id, self.counted_against)
 
 
 # Outcomes of a submit.
