@@ -11,12 +11,14 @@ import base64
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from bindery import errors
 from bindery.common import iso
 from bindery.exports import RETRY_AFTER_PENDING, Exports
+from bindery.metadata import package_identifier
 from bindery.observability import logger
 from bindery.storage import Book, Chapter, StorageError
 
@@ -97,6 +99,7 @@ def _body(
     fields: dict[str, type],
     *,
     one_of: bool = False,
+    optional: tuple[str, ...] = (),
     too_large: Callable[[], errors.BinderyError] | None = None,
 ) -> dict[str, Any]:
     """The JSON object body, with exactly the named fields of the named types (or, with `one_of`, exactly
@@ -127,7 +130,7 @@ def _body(
         raise errors.BadRequest(f"send exactly one of: {', '.join(fields)}", code="missing_field")
     for name, kind in fields.items():
         if name not in data:
-            if one_of:
+            if one_of or name in optional:
                 continue
             raise errors.BadRequest(f"missing field: {name}", code="missing_field")
         if kind is str and not isinstance(data[name], str):
@@ -175,6 +178,18 @@ def _book_view(book: Book, chapters: list[Chapter], after: int = 0) -> dict[str,
         "id": book.id,
         "title": book.title,
         "revision": book.revision,
+        "identifier": package_identifier(book.id, book.metadata),
+        "metadata": book.metadata.view(),
+        "assets": [
+            {
+                "name": a.name,
+                "content_type": a.content_type,
+                "width": a.width,
+                "height": a.height,
+                "size_bytes": a.size_bytes,
+            }
+            for a in book.assets
+        ],
         "manuscript_bytes": book.manuscript_bytes,
         "created_at": iso(book.created_at),
         "updated_at": iso(book.updated_at),
@@ -192,14 +207,66 @@ def create_book() -> Response:
     caller = _caller(writes)
     exports = _exports(writes)
     body = _body(
-        writes, INLINE_BODY_LIMIT, {"title": str, "manuscript": str}, too_large=_manuscript_too_large
+        writes,
+        INLINE_BODY_LIMIT,
+        {"title": str, "manuscript": str, "metadata": object},
+        optional=("metadata",),
+        too_large=_manuscript_too_large,
     )
     key = writes.current_event.headers.get("idempotency-key")
-    book, chapters, created = exports.books.create_book(caller, body["title"], body["manuscript"], key)
+    book, chapters, created = exports.books.create_book(
+        caller, body["title"], body["manuscript"], key, body.get("metadata")
+    )
     headers = {"Location": f"/books/{book.id}"}
     if not created:
         headers["Idempotent-Replayed"] = "true"
     return _book_reply(201 if created else 200, book, chapters, headers)
+
+
+@writes.patch("/books/<book_id>")
+def edit_book(book_id: str) -> Response:
+    caller = _caller(writes)
+    exports = _exports(writes)
+    body = _body(writes, SMALL_BODY_LIMIT, {"title": str, "metadata": object}, optional=("title", "metadata"))
+    if not body:
+        raise errors.BadRequest("send title, metadata, or both", code="missing_field")
+    if_match = writes.current_event.headers.get("if-match")
+    book = exports.books.edit_book(caller, book_id, if_match, body.get("title"), body.get("metadata"))
+    return _book_reply(200, book, exports.store.read_chapters(book.id, book.cut))
+
+
+@writes.post("/books/<book_id>/assets")
+def create_asset(book_id: str) -> Response:
+    caller = _caller(writes)
+    body = _body(writes, SMALL_BODY_LIMIT, {"name": str, "content_type": str, "size": object})
+    books = _exports(writes).books
+    upload = books.create_asset_upload(caller, book_id, body["name"], body["content_type"], body["size"])
+    return _json(201, upload)
+
+
+# An asset's name is a path (images/coast.png): the route takes the rest of the path, as API Gateway's
+# greedy {name+} does, and a client may send its slashes as they are or as %2F.
+@writes.put("/books/<book_id>/assets/.+")
+def adopt_asset(book_id: str) -> Response:
+    caller = _caller(writes)
+    exports = _exports(writes)
+    body = _body(writes, SMALL_BODY_LIMIT, {"upload_id": str})
+    if_match = writes.current_event.headers.get("if-match")
+    name = _asset_in_path(writes)
+    book = exports.books.adopt_asset(caller, book_id, name, body["upload_id"], if_match)
+    return _book_reply(200, book, exports.store.read_chapters(book.id, book.cut))
+
+
+@writes.delete("/books/<book_id>/assets/.+")
+def delete_asset(book_id: str) -> Response:
+    caller = _caller(writes)
+    if_match = writes.current_event.headers.get("if-match")
+    _exports(writes).books.delete_asset(caller, book_id, _asset_in_path(writes), if_match)
+    return Response(status_code=204, body="")
+
+
+def _asset_in_path(app: APIGatewayHttpResolver) -> str:
+    return unquote(app.current_event.path.split("/assets/", 1)[1])
 
 
 @writes.put("/books/<book_id>/manuscript")
@@ -239,9 +306,9 @@ def delete_book(book_id: str) -> Response:
 @writes.post("/books/<book_id>/exports")
 def create_export(book_id: str) -> Response:
     caller = _caller(writes)
-    body = _body(writes, SMALL_BODY_LIMIT, {"format": object})
+    body = _body(writes, SMALL_BODY_LIMIT, {"format": object, "options": object}, optional=("options",))
     key = writes.current_event.headers.get("idempotency-key")
-    view, created = _exports(writes).submit(caller, book_id, body["format"], key)
+    view, created = _exports(writes).submit(caller, book_id, body["format"], key, body.get("options"))
     headers = {"Location": f"/books/{book_id}/exports/{view['id']}", "Retry-After": str(RETRY_AFTER_PENDING)}
     if not created:
         headers["Idempotent-Replayed"] = "true"

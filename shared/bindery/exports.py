@@ -66,7 +66,7 @@ class ExportRequests(Parts):
     # ---- submit ----------------------------------------------------------------------------------
 
     def submit(
-        self, caller: str, book_id: str, fmt: Any, idempotency_key: str | None
+        self, caller: str, book_id: str, fmt: Any, idempotency_key: str | None, options: Any = None
     ) -> tuple[dict[str, Any], bool]:
         """Accept an export. Returns its view and whether this call created it (False for a replay)."""
         if not isinstance(fmt, str):
@@ -79,9 +79,11 @@ class ExportRequests(Parts):
                 code="unknown_format",
                 known=sorted(engine.FORMATS),
             )
+        chosen = engine.options_for(fmt, options)
         idempotency_ids = None
         if idempotency_key is not None:
-            idempotency_ids = idempotency_for(caller, idempotency_key, ["POST /exports", book_id, fmt])
+            request = ["POST /exports", book_id, fmt, chosen]
+            idempotency_ids = idempotency_for(caller, idempotency_key, request)
         if not valid_id(book_id):
             raise not_found()
         now = self.clock()
@@ -92,6 +94,7 @@ class ExportRequests(Parts):
             state=State.PENDING,
             requested_at=now,
             counted_against=caller,
+            options=chosen,
         )
         view = self.view(export, book=None, now=now)
         idempotency = None
@@ -160,6 +163,7 @@ class ExportRequests(Parts):
             "id": export.id,
             "book_id": export.book_id,
             "format": export.format,
+            "options": export.options,
             "state": state.value,
             "requested_at": iso(export.requested_at),
             "started_at": iso(export.started_at),
@@ -167,6 +171,7 @@ class ExportRequests(Parts):
             "expires_at": iso(export.expires_at),
             "attempt": export.attempt,
             "size_bytes": export.size_bytes,
+            "sha256": export.sha256,
             "complete": export.complete,
             "failure_code": export.failure_code,
             "built_revision": export.built_revision,
@@ -183,13 +188,19 @@ class ExportRequests(Parts):
         if export.skipped:
             body["skipped_chapters"] = list(export.skipped)  # the first SKIPPED_KEPT of them
             body["skipped_chapters_total"] = max(export.skipped_total, len(export.skipped))
+        if export.missing:
+            body["missing_images"] = list(export.missing)  # the first NOTES_KEPT of them
+            body["missing_images_total"] = export.missing_total
+        if export.warnings:
+            body["warnings"] = list(export.warnings)
+            body["warnings_total"] = export.warnings_total
         if state == State.READY and export.path and export.expires_at is not None and book is not None:
             # Valid until min(expires_at, now + 15 min), never later; whole seconds, rounded down.
             until = min(export.expires_at, now + self.settings.presign_max_seconds)
             seconds = int(until - now)
             if seconds >= 1:
                 # From the format table: a poll imports no renderer and no markdown parser.
-                fmt = engine.FORMATS[export.format]
+                fmt = engine.ZIP if export.package == "zip" else engine.FORMATS[export.format]
                 body["download_url"] = self.objects.presign_download(
                     export.path, download_name(book.title, fmt.extension), fmt.content_type, seconds
                 )

@@ -1,4 +1,4 @@
-"""Books: create, read, replace the manuscript, upload a large one, delete; and the GC's book chores.
+"""Books: create, read, edit, replace the manuscript, upload a large one, delete; and the GC's book chores.
 
 Every revision is an immutable *cut*: its manuscript object and its chapter items (titles and byte ranges).
 A replacement stages a new cut and then publishes it in one conditional write, so a build that read the
@@ -8,18 +8,20 @@ retired a lease later, once no build can still be reading it.
 
 from __future__ import annotations
 
-import re
 import secrets
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any, Literal
 
 from bindery import errors
+from bindery.assets import BookAssets
 from bindery.common import idempotency_for, iso, key_reused, new_cut, not_found, valid_id
-from bindery.config import Settings
 from bindery.manuscript import Normalised, cut, normalise
-from bindery.objects import Objects, cut_key, upload_key
+from bindery.metadata import Metadata, merged
+from bindery.objects import assets_prefix, cut_key, upload_key
 from bindery.observability import logger
-from bindery.storage import Book, Chapter, KeyReused, Marker, Replayed, Revoked, StorageError, Store
+from bindery.revisions import PUBLISH_TRIES, STAGE_GRACE_SECONDS, parse_if_match, precondition_failed
+from bindery.storage import Book, Chapter, KeyReused, Marker, Replayed, Revoked, StorageError
 
 MAX_TITLE = 500
 # A chapter's title is kept in its chapter item (and in a build's skipped list), and an item is at most
@@ -30,35 +32,39 @@ MAX_CHAPTER_TITLE = 500
 MAX_CHAPTERS = 5_000
 MAX_UPLOAD_BYTES = 500 * 1024 * 1024
 UPLOAD_URL_SECONDS = 600
-# How long a staged cut may wait to be adopted before the GC removes it: past the API's 30 s with room.
-STAGE_GRACE_SECONDS = 300
-PUBLISH_TRIES = 5
-_IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d{1,12})"?\s*$')
+DELETE_BATCH = 1_000  # S3's DeleteObjects takes at most this many keys
 
 
-class Library:
-    def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Callable[[], float]):
-        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
-
+class Library(BookAssets):
     # ---- caller operations -----------------------------------------------------------------------
 
     def create_book(
-        self, caller: str, title: str, manuscript: str, idempotency_key: str | None = None
+        self,
+        caller: str,
+        title: str,
+        manuscript: str,
+        idempotency_key: str | None = None,
+        metadata: Any = None,
     ) -> tuple[Book, list[Chapter], bool]:
         """A new book. Returns it, its chapters, and whether this call made it (False: a replayed
         Idempotency-Key, answered with the book the first call made)."""
-        if not title.strip() or len(title) > MAX_TITLE:
-            raise errors.BadRequest(f"title must be 1 to {MAX_TITLE} characters", code="invalid_title")
+        _check_title(title)
+        described = merged(Metadata(), metadata) if metadata is not None else Metadata()
+        if described.cover is not None:
+            raise _unknown_cover(described.cover)  # a new book has no assets yet
         idempotency = None
         if idempotency_key is not None:
-            idempotency = idempotency_for(caller, idempotency_key, ["POST /books", title, manuscript])
+            request = ["POST /books", title, manuscript, described.stored()]
+            idempotency = idempotency_for(caller, idempotency_key, request)
         data = self._inline(manuscript)
         now = self.clock()
         book_id, revision = secrets.token_hex(10), 1
         cut_id = new_cut(revision)
         chapters = self._stage(book_id, cut_id, data.splitlines(keepends=True), now)
         self.objects.put_bytes(cut_key(book_id, cut_id), data)
-        book = Book(book_id, caller, title.strip(), revision, cut_id, len(chapters), len(data), now, now)
+        book = Book(
+            book_id, caller, title.strip(), revision, cut_id, len(chapters), len(data), now, now, described
+        )
         match self.store.create_book(book, idempotency, now):
             case Replayed(response=response):
                 made = self.store.read_book_for_owner(str(response["book_id"]), caller)
@@ -78,6 +84,23 @@ class Library:
         book = self._owned(caller, book_id)
         return book, self.store.read_chapters(book_id, book.cut)
 
+    def edit_book(self, caller: str, book_id: str, if_match: str | None, title: Any, metadata: Any) -> Book:
+        """PATCH: a new title, a merge patch of the metadata, or both, as the book's next revision (the
+        metadata is part of what an export builds from)."""
+        if title is not None:
+            _check_title(title)
+
+        def change(current: Book) -> tuple[Book, str | None]:
+            described = merged(current.metadata, metadata) if metadata is not None else current.metadata
+            if described.cover is not None and current.asset(described.cover) is None:
+                raise _unknown_cover(described.cover)
+            new_title = title.strip() if title is not None else current.title
+            return replace(current, title=new_title, metadata=described), None
+
+        book = self._publish_change(caller, book_id, if_match, change)
+        logger.info("book edited", extra={"book_id": book_id, "revision": book.revision})
+        return book
+
     def replace_manuscript(
         self,
         caller: str,
@@ -89,10 +112,10 @@ class Library:
     ) -> tuple[Book, list[Chapter]]:
         """Re-cut the book from a new manuscript and bump its revision. With `If-Match: "<revision>"` a
         book that is no longer at that revision answers 412 and nothing changes."""
-        expected = self._parse_if_match(if_match)
+        expected = parse_if_match(if_match)
         book = self._owned(caller, book_id)
         if expected is not None and expected != book.revision:
-            raise _precondition_failed(book.revision)
+            raise precondition_failed(book.revision)
         now = self.clock()
         cut_id = new_cut(book.revision + 1)
         if manuscript is not None:
@@ -131,7 +154,7 @@ class Library:
             if current is None:
                 raise not_found()
             if expected is not None:
-                raise _precondition_failed(current.revision)
+                raise precondition_failed(current.revision)
             book = current
         raise errors.Conflict("the book kept changing; try again", code="concurrent_replacement")
 
@@ -167,6 +190,7 @@ class Library:
                 # deleted, as asked; the purge marker that delete wrote owes the GC the rest.
                 break
             tried = True
+            had_assets = bool(book.assets)
             if self.store.delete_book(book, self.clock()):
                 logger.info("book deleted", extra={"book_id": book_id})
                 break
@@ -175,13 +199,17 @@ class Library:
         # Do the chores now too, so the caller's pending exports read cancelled and its links stop at once;
         # the GC finishes whatever this does not.
         try:
-            self.purge(Marker(book_id, None))
+            # A book with images leaves their removal, and so its marker, to the GC: the API's role may not
+            # delete a book's bytes (only its uploads'), and a link must stop now, its images need not.
+            self.purge(Marker(book_id, None), images="leave" if had_assets else "none")
         except (StorageError, _NotAllEnded):
             logger.warning("purge left to the GC", extra={"book_id": book_id}, exc_info=True)
 
-    def purge(self, marker: Marker) -> None:
-        """End every export of a deleted book, then drop the marker, and only then: an export that kept
-        moving (a finish or a cancel racing this one) keeps the marker, and the GC comes back for it."""
+    def purge(self, marker: Marker, images: Literal["unlink", "none", "leave"] = "unlink") -> None:
+        """End every export of a deleted book, remove its images, then drop the marker, and only then: an
+        export that kept moving (a finish or a cancel racing this one) keeps the marker, and the GC comes
+        back for it. `images`: "unlink" finds and removes them (the GC); "none", the book had none; "leave",
+        the exports end and the marker stays for the GC to remove them."""
         now = self.clock()
         left = 0
         for export in self.store.book_exports(marker.book_id):
@@ -192,6 +220,14 @@ class Library:
                 left += 1
         if left:
             raise _NotAllEnded(f"{left} export(s) of book {marker.book_id} could not be ended yet")
+        if images == "leave":
+            return
+        if images == "unlink":
+            # Its images go with it: no revision can name them again. (No build reads them now: every
+            # export of the book has ended, and a build still running finds its book gone at its finish.)
+            keys = self.objects.keys(assets_prefix(marker.book_id))
+            for start in range(0, len(keys), DELETE_BATCH):
+                self.objects.delete(keys[start : start + DELETE_BATCH])
         self.store.drop_marker(marker)
 
     def unlink_now(self, revoked: Revoked) -> None:
@@ -205,12 +241,6 @@ class Library:
             logger.warning("unlink left to the GC", extra={"export_id": revoked.export_id}, exc_info=True)
 
     # ---- helpers ---------------------------------------------------------------------------------
-
-    def _owned(self, caller: str, book_id: str) -> Book:
-        book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
-        if book is None:
-            raise not_found()
-        return book
 
     def _adopt(self, book_id: str, source: str, cut_id: str, now: float) -> tuple[list[Chapter], int]:
         """Cut an upload in one streaming read, and keep it as the cut's manuscript. An upload that is
@@ -274,25 +304,19 @@ class Library:
         self.store.stage_cut(book_id, cut_id, chapters, retire_at=now + STAGE_GRACE_SECONDS)
         return chapters
 
-    @staticmethod
-    def _parse_if_match(value: str | None) -> int | None:
-        if value is None:
-            return None
-        found = _IF_MATCH.match(value)
-        if found is None:
-            raise errors.BadRequest(
-                'If-Match must be a revision in quotes, like "3"', code="invalid_if_match"
-            )
-        return int(found.group(1))
-
 
 class _NotAllEnded(Exception):
     """A purge found an export it could not end yet; its marker stays for the GC's next run."""
 
 
-def _precondition_failed(current: int) -> errors.PreconditionFailed:
-    return errors.PreconditionFailed(
-        f"the book is at revision {current}, not the one in If-Match",
-        code="revision_mismatch",
-        revision=current,
+def _check_title(title: Any) -> None:
+    if not isinstance(title, str) or not title.strip() or len(title) > MAX_TITLE:
+        raise errors.BadRequest(f"title must be 1 to {MAX_TITLE} characters", code="invalid_title")
+
+
+def _unknown_cover(name: str) -> errors.Unprocessable:
+    return errors.Unprocessable(
+        f"metadata.cover names {name!r}, which is not one of the book's assets; add it first",
+        code="unknown_cover",
+        field="metadata.cover",
     )

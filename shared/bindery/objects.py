@@ -2,13 +2,16 @@
 
 books/<book>/<cut>.md                    one revision's manuscript, normalised (the seed's `workdir`);
                                          its chapters are byte ranges of it
-books/uploads/<book>/<upload>            a presigned upload, until a replacement adopts it
+books/<book>/assets/<object>             one image asset's bytes, as adopted (a new upload, a new object)
+books/uploads/<book>/<upload>            a presigned upload, until a replacement or an asset adopts it
 artifacts/<book>/<export>/<claim>        one attempt's artifact; the claim token fences attempts apart
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import io
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -28,6 +31,14 @@ MARKDOWN = "text/markdown; charset=utf-8"
 
 def cut_key(book_id: str, cut: str) -> str:
     return f"{BOOK_PREFIX}{book_id}/{cut}.md"
+
+
+def asset_key(book_id: str, object_id: str) -> str:
+    return f"{BOOK_PREFIX}{book_id}/assets/{object_id}"
+
+
+def assets_prefix(book_id: str) -> str:
+    return f"{BOOK_PREFIX}{book_id}/assets/"
 
 
 def upload_key(book_id: str, upload_id: str) -> str:
@@ -87,6 +98,12 @@ class Objects:
         """The object's body as a stream: one GET, read as the caller goes."""
         return self.client.get_object(Bucket=self.settings.bucket, Key=key)["Body"]
 
+    def chunks(self, key: str) -> Iterator[bytes]:
+        """The object's bytes, READ_CHUNK at a time, from one GET."""
+        body = self.open(key)
+        while chunk := body.read(READ_CHUNK):
+            yield chunk
+
     def lines(self, key: str) -> Iterator[bytes]:
         """The object's lines, each with its ending, streamed in 1 MiB reads: memory stays at a chunk.
 
@@ -111,16 +128,57 @@ class Objects:
                 return None
             raise
 
-    def copy(self, source: str, target: str, content_type: str | None = None) -> None:
+    def head(self, key: str) -> tuple[int, str | None] | None:
+        """(size, content type) of an object, or None when there is none."""
+        from botocore.exceptions import ClientError
+
+        try:
+            found = self.client.head_object(Bucket=self.settings.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+        return int(found["ContentLength"]), found.get("ContentType")
+
+    def read_range(self, key: str, first: int, last: int) -> bytes:
+        """Bytes first..last (inclusive, as HTTP Range counts them) of an object; a negative `first` counts
+        from the end (-16 is the last 16 bytes)."""
+        byte_range = f"bytes={first}" if first < 0 else f"bytes={first}-{last}"
+        body: bytes = self.client.get_object(Bucket=self.settings.bucket, Key=key, Range=byte_range)[
+            "Body"
+        ].read()
+        return body
+
+    def presign_put(self, key: str, content_type: str, size: int, expires_in: int) -> str:
+        """A presigned PUT for exactly this key, type and length: the signature covers the Content-Type and
+        Content-Length headers, so S3 refuses a PUT that sends others."""
+        return str(
+            self.client.generate_presigned_url(
+                "put_object",
+                Params={
+                    "Bucket": self.settings.bucket,
+                    "Key": key,
+                    "ContentType": content_type,
+                    "ContentLength": size,
+                },
+                ExpiresIn=expires_in,
+            )
+        )
+
+    def copy(self, source: str, target: str, content_type: str | None = None) -> str | None:
         """A server-side copy: the bytes never pass through the function. (CopyObject takes up to 5 GB.)
-        With `content_type`, the copy gets that type; otherwise it keeps the source's."""
+        With `content_type`, the copy gets that type; otherwise it keeps the source's. Returns the copy's
+        SHA-256 in hex, as S3 computed it over the bytes it wrote (one CopyObject: the whole object's)."""
         extra = {"MetadataDirective": "REPLACE", "ContentType": content_type} if content_type else {}
-        self.client.copy_object(
+        copied = self.client.copy_object(
             Bucket=self.settings.bucket,
             Key=target,
             CopySource={"Bucket": self.settings.bucket, "Key": source},
+            ChecksumAlgorithm="SHA256",
             **extra,
         )
+        checksum = copied.get("CopyObjectResult", {}).get("ChecksumSHA256")
+        return base64.b64decode(checksum).hex() if checksum else None
 
     def presign_upload(self, key: str, max_bytes: int, expires_in: int) -> dict[str, Any]:
         """A presigned POST for exactly this key. Its policy, which S3 enforces, bounds the size to 1 byte
@@ -221,6 +279,9 @@ class ArtifactWriter(io.RawIOBase):
     An artifact smaller than one part goes up as a single PutObject; a larger one as a multipart upload
     sized to it. Each part is handed to botocore as a seekable buffer, so it is never copied on its way
     out. On any error the multipart upload is aborted, so no half upload is left behind.
+
+    The SHA-256 of everything written is computed on the way (`sha256`), and every PutObject and part
+    carries its own SHA-256 as S3's checksum, so S3 refuses bytes that arrived damaged.
     """
 
     def __init__(self, client: Any, bucket: str, key: str, content_type: str):
@@ -229,6 +290,7 @@ class ArtifactWriter(io.RawIOBase):
         self._part = io.BytesIO()
         self._upload_id: str | None = None
         self._parts: list[dict[str, Any]] = []
+        self._whole = hashlib.sha256()
         self.size_bytes = 0
 
     def writable(self) -> bool:
@@ -241,6 +303,7 @@ class ArtifactWriter(io.RawIOBase):
             room = PART_BYTES - self._part.tell()
             chunk = view[written : written + room]
             self._part.write(chunk)
+            self._whole.update(chunk)
             written += len(chunk)
             if self._part.tell() >= PART_BYTES:
                 self._send_part()
@@ -250,23 +313,34 @@ class ArtifactWriter(io.RawIOBase):
     def _send_part(self) -> None:
         if self._upload_id is None:
             created = self._client.create_multipart_upload(
-                Bucket=self._bucket, Key=self.key, ContentType=self._type
+                Bucket=self._bucket, Key=self.key, ContentType=self._type, ChecksumAlgorithm="SHA256"
             )
             self._upload_id = created["UploadId"]
         number = len(self._parts) + 1
+        checksum = _checksum(self._part.getbuffer())
         self._part.seek(0)
         sent = self._client.upload_part(
-            Bucket=self._bucket, Key=self.key, UploadId=self._upload_id, PartNumber=number, Body=self._part
+            Bucket=self._bucket,
+            Key=self.key,
+            UploadId=self._upload_id,
+            PartNumber=number,
+            Body=self._part,
+            ChecksumSHA256=checksum,
         )
-        self._parts.append({"PartNumber": number, "ETag": sent["ETag"]})
+        self._parts.append({"PartNumber": number, "ETag": sent["ETag"], "ChecksumSHA256": checksum})
         self._part = io.BytesIO()
 
     def commit(self) -> int:
         """Make the object exist. Returns its size in bytes."""
         if self._upload_id is None:
+            checksum = _checksum(self._part.getbuffer())
             self._part.seek(0)
             self._client.put_object(
-                Bucket=self._bucket, Key=self.key, Body=self._part, ContentType=self._type
+                Bucket=self._bucket,
+                Key=self.key,
+                Body=self._part,
+                ContentType=self._type,
+                ChecksumSHA256=checksum,
             )
         else:
             if self._part.tell():
@@ -280,6 +354,11 @@ class ArtifactWriter(io.RawIOBase):
         self._part = io.BytesIO()
         return self.size_bytes
 
+    @property
+    def sha256(self) -> str:
+        """The SHA-256, in hex, of every byte written so far."""
+        return self._whole.hexdigest()
+
     def abort(self) -> None:
         """Leave no half upload behind. Best effort: the bucket's lifecycle rule is the backstop."""
         self._part = io.BytesIO()
@@ -287,3 +366,9 @@ class ArtifactWriter(io.RawIOBase):
             upload_id, self._upload_id = self._upload_id, None
             with contextlib.suppress(Exception):
                 self._client.abort_multipart_upload(Bucket=self._bucket, Key=self.key, UploadId=upload_id)
+
+
+def _checksum(data: memoryview) -> str:
+    """S3's form of a SHA-256: the digest in base64."""
+    with data:
+        return base64.b64encode(hashlib.sha256(data).digest()).decode("ascii")

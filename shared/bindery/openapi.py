@@ -10,7 +10,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bindery import metadata as meta
 from bindery.engine import FORMATS
+from bindery.images import MAX_NAME as MAX_ASSET_NAME
+from bindery.images import TYPES
+
+NULLABLE_TEXT = {"type": ["string", "null"]}
+METADATA_FIELDS: dict[str, Any] = {
+    "authors": {"type": ["array", "null"], "items": {"type": "string", "maxLength": meta.MAX_NAME},
+                "maxItems": meta.MAX_AUTHORS},
+    "language": {**NULLABLE_TEXT, "maxLength": 35, "description": "a BCP 47 tag; en when not given"},
+    "identifier": {**NULLABLE_TEXT, "description": "an ISBN-10 or ISBN-13, kept as its ISBN-13"},
+    "publisher": {**NULLABLE_TEXT, "maxLength": meta.MAX_PUBLISHER},
+    "description": {**NULLABLE_TEXT, "maxLength": meta.MAX_DESCRIPTION},
+    "subjects": {"type": ["array", "null"], "items": {"type": "string", "maxLength": meta.MAX_SUBJECT},
+                 "maxItems": meta.MAX_SUBJECTS},
+    "published": {**NULLABLE_TEXT, "format": "date"},
+    "rights": {**NULLABLE_TEXT, "maxLength": meta.MAX_RIGHTS},
+    "cover": {**NULLABLE_TEXT, "maxLength": MAX_ASSET_NAME, "description": "the name of an image asset"},
+}  # fmt: skip
 
 ID = {"type": "string", "pattern": "^[0-9a-z]{8,40}$"}
 TIME = {"type": ["string", "null"], "format": "date-time"}
@@ -45,6 +63,12 @@ SCHEMAS: dict[str, Any] = {
             "id": ID,
             "title": {"type": "string"},
             "revision": {"type": "integer", "minimum": 1},
+            "identifier": {
+                "type": "string",
+                "description": "urn:isbn:... with an ISBN, else a stable urn:uuid:",
+            },
+            "metadata": {"$ref": "#/components/schemas/Metadata"},
+            "assets": {"type": "array", "items": {"$ref": "#/components/schemas/Asset"}},
             "manuscript_bytes": {"type": "integer"},
             "created_at": TIME,
             "updated_at": TIME,
@@ -61,6 +85,70 @@ SCHEMAS: dict[str, Any] = {
             },
         },
     },
+    "Metadata": {"type": "object", "properties": METADATA_FIELDS},
+    "MetadataPatch": {
+        "type": "object",
+        "description": "a JSON merge patch: a field given replaces, null removes, a field left out stays",
+        "properties": METADATA_FIELDS,
+        "additionalProperties": False,
+    },
+    "Asset": {
+        "type": "object",
+        "required": ["name", "content_type", "width", "height", "size_bytes"],
+        "properties": {
+            "name": {"type": "string"},
+            "content_type": {"type": "string", "enum": sorted(TYPES)},
+            "width": {"type": "integer"},
+            "height": {"type": "integer"},
+            "size_bytes": {"type": "integer"},
+        },
+    },
+    "EditBook": {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "metadata": {"$ref": "#/components/schemas/MetadataPatch"},
+        },
+        "minProperties": 1,
+        "additionalProperties": False,
+    },
+    "CreateAsset": {
+        "type": "object",
+        "required": ["name", "content_type", "size"],
+        "properties": {
+            "name": {
+                "type": "string",
+                "maxLength": MAX_ASSET_NAME,
+                "description": "as the manuscript names it",
+            },
+            "content_type": {"type": "string", "enum": sorted(TYPES)},
+            "size": {"type": "integer", "minimum": 1},
+        },
+        "additionalProperties": False,
+    },
+    "AssetUpload": {
+        "type": "object",
+        "required": ["upload_id", "name", "upload_url", "method", "headers", "expires_at", "max_bytes"],
+        "properties": {
+            "upload_id": ID,
+            "name": {"type": "string"},
+            "upload_url": {"type": "string"},
+            "method": {"const": "PUT"},
+            "headers": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "send exactly these headers with the PUT: the URL is signed for them",
+            },
+            "expires_at": TIME,
+            "max_bytes": {"type": "integer"},
+        },
+    },
+    "AdoptAsset": {
+        "type": "object",
+        "required": ["upload_id"],
+        "properties": {"upload_id": {"type": "string"}},
+        "additionalProperties": False,
+    },
     "Export": {
         "type": "object",
         "required": ["id", "book_id", "format", "state", "requested_at", "attempt"],
@@ -68,6 +156,7 @@ SCHEMAS: dict[str, Any] = {
             "id": ID,
             "book_id": ID,
             "format": {"type": "string", "enum": sorted(FORMATS)},
+            "options": {"type": "object", "description": "the format's options, defaults filled in"},
             "state": {"type": "string", "enum": ["pending", "ready", "failed", "cancelled", "expired"]},
             "requested_at": TIME,
             "started_at": TIME,
@@ -75,6 +164,7 @@ SCHEMAS: dict[str, Any] = {
             "expires_at": TIME,
             "attempt": {"type": "integer"},
             "size_bytes": {"type": ["integer", "null"]},
+            "sha256": {"type": ["string", "null"], "description": "of the artifact's bytes, in hex"},
             "complete": {"type": ["boolean", "null"]},
             "failure_code": {"type": ["string", "null"]},
             "built_revision": {"type": ["integer", "null"]},
@@ -87,6 +177,10 @@ SCHEMAS: dict[str, Any] = {
             },
             "skipped_chapters": {"type": "array", "items": {"type": "object"}, "maxItems": 100},
             "skipped_chapters_total": {"type": "integer"},
+            "missing_images": {"type": "array", "items": {"type": "object"}, "maxItems": 50},
+            "missing_images_total": {"type": "integer"},
+            "warnings": {"type": "array", "items": {"type": "object"}, "maxItems": 50},
+            "warnings_total": {"type": "integer"},
         },
     },
     "ExportPage": {
@@ -116,7 +210,11 @@ SCHEMAS: dict[str, Any] = {
     "CreateBook": {
         "type": "object",
         "required": ["title", "manuscript"],
-        "properties": {"title": {"type": "string"}, "manuscript": {"type": "string"}},
+        "properties": {
+            "title": {"type": "string"},
+            "manuscript": {"type": "string"},
+            "metadata": {"$ref": "#/components/schemas/MetadataPatch"},
+        },
         "additionalProperties": False,
     },
     "ReplaceManuscript": {
@@ -138,7 +236,19 @@ SCHEMAS: dict[str, Any] = {
     "CreateExport": {
         "type": "object",
         "required": ["format"],
-        "properties": {"format": {"type": "string", "enum": sorted(FORMATS)}},
+        "properties": {
+            "format": {"type": "string", "enum": sorted(FORMATS)},
+            "options": {
+                "type": "object",
+                "description": "per format: "
+                + "; ".join(
+                    f"{name}: "
+                    + ", ".join(f"{o} ({'|'.join(map(str, opt.allowed))})" for o, opt in fmt.options.items())
+                    for name, fmt in sorted(FORMATS.items())
+                    if fmt.options
+                ),
+            },
+        },
         "additionalProperties": False,
     },
 }
@@ -151,8 +261,9 @@ def _json(schema: str) -> dict[str, Any]:
 def _errors(*statuses: int) -> dict[str, Any]:
     described = {
         400: "the request names its problem in `error.code`", 401: "no valid bearer token",
-        404: "no such book or export, or not yours", 409: "the book kept changing",
-        412: "If-Match named an older revision", 413: "the body or the manuscript is too large",
+        404: "no such book, export or asset, or not yours",
+        409: "the book kept changing, or the asset is its cover",
+        412: "If-Match named an older revision", 413: "the body, the manuscript or the assets are too large",
         422: "understood, but not acceptable (see `error.code`)", 429: "too many exports in progress",
         503: "storage is busy; retry after Retry-After",
     }  # fmt: skip
@@ -171,6 +282,13 @@ BOOK_ID = {"name": "bookId", "in": "path", "required": True, "schema": {"type": 
 EXPORT_ID = {"name": "exportId", "in": "path", "required": True, "schema": {"type": "string"}}
 IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"}}
 IF_MATCH = {"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"}}
+ASSET_NAME = {
+    "name": "name+",
+    "in": "path",
+    "required": True,
+    "description": "the asset's name, a path (images/coast.png): slashes as they are, or as %2F",
+    "schema": {"type": "string"},
+}
 CHAPTERS_AFTER = {
     "name": "chapters_after",
     "in": "query",
@@ -218,6 +336,19 @@ OPERATIONS: dict[str, dict[str, Any]] = {
     "GET /books/{bookId}": _op(
         "getBook", "A book and its chapters, a page at a time", [BOOK_ID, CHAPTERS_AFTER],
         {200: ("the book", "Book")}, (400, 404, 503)),
+    "PATCH /books/{bookId}": _op(
+        "editBook", "Edit the title or metadata (a merge patch): revision + 1", [BOOK_ID, IF_MATCH],
+        {200: ("the book at its new revision", "Book")}, (400, 404, 409, 412, 422, 503), body="EditBook"),
+    "POST /books/{bookId}/assets": _op(
+        "createAsset", "A presigned PUT for an image (PNG, JPEG, GIF, WebP) to name in the text", [BOOK_ID],
+        {201: ("where to upload", "AssetUpload")}, (400, 404, 413, 422, 503), body="CreateAsset"),
+    "PUT /books/{bookId}/assets/{name+}": _op(
+        "adoptAsset", "Check the uploaded image and make it the book's asset: revision + 1",
+        [BOOK_ID, ASSET_NAME, IF_MATCH], {200: ("the book at its new revision", "Book")},
+        (400, 404, 409, 412, 413, 422, 503), body="AdoptAsset"),
+    "DELETE /books/{bookId}/assets/{name+}": _op(
+        "deleteAsset", "Remove an asset: revision + 1; its bytes go once no build reads them",
+        [BOOK_ID, ASSET_NAME, IF_MATCH], {204: ("removed", None)}, (400, 404, 409, 412, 422, 503)),
     "PUT /books/{bookId}/manuscript": _op(
         "replaceManuscript", "Replace the manuscript: re-cut, revision + 1", [BOOK_ID, IF_MATCH],
         {200: ("the book at its new revision", "Book")}, (400, 404, 409, 412, 413, 422, 503),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bindery.common import Parts
-from bindery.objects import ARTIFACT_PREFIX, cut_key
+from bindery.objects import ARTIFACT_PREFIX, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
 from bindery.states import Queue
 from bindery.storage import Due, Marker
@@ -131,16 +131,22 @@ class Schedules(Parts):
     # ---- the book-level chores ---------------------------------------------------------------------
 
     def retire_cuts(self, out_of_time: OutOfTime = _never) -> SweepCounts:
-        """Remove superseded and stranded cuts: their chapter items, then their text, then the marker."""
+        """Remove superseded and stranded cuts (their chapter items, then their text, then the marker), and
+        the bytes of assets no revision names any more."""
         return self._chores(Queue.RETIRE, self._retire, out_of_time)
 
     def purge_deleted_books(self, out_of_time: OutOfTime = _never) -> SweepCounts:
         return self._chores(Queue.PURGE, self.books.purge, out_of_time)
 
     def _retire(self, marker: Marker) -> None:
-        assert marker.cut is not None
-        if self.store.retire_cut_chapters(marker):
-            self.objects.delete([cut_key(marker.book_id, marker.cut)])
+        if marker.asset is not None:
+            # An image the book let go of (replaced, or deleted), or one whose adoption never finished.
+            if not self.store.asset_in_use(marker):
+                self.objects.delete([asset_key(marker.book_id, marker.asset)])
+        else:
+            assert marker.cut is not None
+            if self.store.retire_cut_chapters(marker):
+                self.objects.delete([cut_key(marker.book_id, marker.cut)])
         self.store.drop_marker(marker)
 
     def _chores(self, queue: Queue, act: Callable[[Marker], None], out_of_time: OutOfTime) -> SweepCounts:

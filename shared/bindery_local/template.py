@@ -103,7 +103,9 @@ class Route:
     def match(self, method: str, path: str) -> dict[str, str] | None:
         if method != self.method:
             return None
-        pattern = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.path)) + "$"
+        # {name} is one segment; {name+}, API Gateway's greedy form, is the rest of the path.
+        pattern = re.sub(r"\\\{(\w+)\\\+\\\}", r"(?P<\1>.+)", re.escape(self.path))
+        pattern = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", pattern) + "$"
         found = re.match(pattern, path)
         return found.groupdict() if found else None
 

@@ -277,7 +277,7 @@ class _Recording:
         self.export_id = ""
         self.seen: list[Any] = []
 
-    def render(self, source: Source, chapters: Any, out: Any) -> list[dict[str, object]]:
+    def render(self, source: Source, chapters: Any, out: Any) -> engine.Report:
         missed: list[dict[str, object]] = []
         for text in chapters:
             self.stack.clock.advance(2)  # a chapter takes two seconds
@@ -286,7 +286,7 @@ class _Recording:
                 missed.append(engine.skipped(text, ValueError("cannot typeset this")))
                 continue
             out.write(text.markdown.encode())
-        return missed
+        return engine.Report(skipped=missed)
 
 
 def _many_chapters(n: int) -> str:

@@ -19,6 +19,7 @@ def _resolver_routes() -> set[str]:
     for resolver in (writes, reads):
         for route in resolver._static_routes + resolver._dynamic_routes:
             path = re.sub(r"<(\w+)>", lambda m: "{" + _camel(m.group(1)) + "}", route.path)
+            path = path.replace("/.+", "/{name+}")  # the greedy route, as API Gateway writes it
             found.add(f"{route.method} {path}")
     return found
 

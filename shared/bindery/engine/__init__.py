@@ -7,10 +7,24 @@ render is skipped and named in what `render` returns; the build goes on without 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from importlib import import_module
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
+
+from bindery import errors
+from bindery.images import Asset, Notes
+from bindery.metadata import Metadata
+
+
+@dataclass(frozen=True)
+class Option:
+    default: Any
+    allowed: tuple[Any, ...]
+
+
+TOC_DEPTH = Option(1, (1, 2, 3))  # 1: chapters; 2 and 3: their ## and ### headings too
+PAGE_SIZE = Option("a5", ("a5", "a4", "letter", "6x9in"))
 
 
 @dataclass(frozen=True)
@@ -21,14 +35,46 @@ class Format:
     module: str
     extension: str
     content_type: str
+    options: dict[str, Option] = field(default_factory=dict)
 
 
 FORMATS: dict[str, Format] = {
     "markdown": Format("bindery.engine.markdown", "md", "text/markdown; charset=utf-8"),
-    "html": Format("bindery.engine.html", "html", "text/html; charset=utf-8"),
-    "epub": Format("bindery.engine.epub", "epub", "application/epub+zip"),
-    "pdf": Format("bindery.engine.pdf", "pdf", "application/pdf"),
+    "html": Format("bindery.engine.html", "html", "text/html; charset=utf-8", {"toc_depth": TOC_DEPTH}),
+    "epub": Format("bindery.engine.epub", "epub", "application/epub+zip", {"toc_depth": TOC_DEPTH}),
+    "pdf": Format(
+        "bindery.engine.pdf", "pdf", "application/pdf", {"page_size": PAGE_SIZE, "toc_depth": TOC_DEPTH}
+    ),
 }
+# A format whose file is packaged with its images as a zip (a markdown manuscript and its images/).
+ZIP = Format("", "zip", "application/zip")
+
+
+def options_for(fmt: str, given: Any) -> dict[str, Any]:
+    """The format's options with their defaults filled in, or a 422 that lists the known ones."""
+    known = FORMATS[fmt].options
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise errors.BadRequest("options must be a JSON object", code="invalid_options")
+    for name, value in given.items():
+        if name not in known:
+            listed = ", ".join(sorted(known)) or "none"
+            raise errors.Unprocessable(
+                f"{fmt} has no option {name[:40]!r}; its options: {listed}",
+                code="unknown_option",
+                known={k: list(o.allowed) for k, o in known.items()},
+            )
+        if isinstance(value, bool) or value not in known[name].allowed:
+            raise errors.Unprocessable(
+                f"options.{name} must be one of {', '.join(map(str, known[name].allowed))}",
+                code="invalid_option",
+                field=f"options.{name}",
+                allowed=list(known[name].allowed),
+            )
+    return {name: given.get(name, option.default) for name, option in known.items()}
+
+
 # Formats whose artifact is the revision's normalised manuscript itself: a build copies it server-side and
 # reads no chapter.
 COPIES_MANUSCRIPT = frozenset({"markdown"})
@@ -43,7 +89,22 @@ class Source:
     revision: int
     chapter_titles: tuple[str, ...]
     modified: float = 0.0  # when this revision was made, as epoch seconds
-    language: str = "en"
+    metadata: Metadata = field(default_factory=Metadata)
+    assets: tuple[Asset, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)
+    # The bytes of one asset, a piece at a time (a build reads them from S3; a test, from memory).
+    read_asset: Callable[[Asset], Iterator[bytes]] = lambda asset: iter(())
+
+    @property
+    def language(self) -> str:
+        return self.metadata.language
+
+    @property
+    def direction(self) -> str:
+        return self.metadata.direction
+
+    def option(self, name: str) -> Any:
+        return self.options.get(name, FORMATS_OPTION_DEFAULTS.get(name))
 
 
 class Text(NamedTuple):
@@ -53,6 +114,17 @@ class Text(NamedTuple):
 
 
 Skipped = dict[str, object]  # {"ordinal": 3, "title": "...", "reason": "..."}
+FORMATS_OPTION_DEFAULTS = {"toc_depth": TOC_DEPTH.default, "page_size": PAGE_SIZE.default}
+
+
+@dataclass
+class Report:
+    """What a renderer says of what it wrote: the chapters it could not render, and its images' notes.
+    `package` is "zip" when the artifact is the format's file zipped with its images."""
+
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: Notes = field(default_factory=Notes)
+    package: str | None = None
 
 
 class Sink(Protocol):
@@ -62,8 +134,8 @@ class Sink(Protocol):
 
 
 class Renderer(Protocol):
-    def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> list[Skipped]:
-        """Write the artifact; return the chapters that could not be rendered, and why."""
+    def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> Report:
+        """Write the artifact; return the chapters that could not be rendered, and why, and its notes."""
 
 
 def renderer_for(fmt: str) -> Renderer:

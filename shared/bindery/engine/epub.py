@@ -1,20 +1,25 @@
-"""epub: EPUB 3 with a navigation document, a table of contents, metadata and a cover page from the title.
+"""epub: EPUB 3 that meets EPUB Accessibility 1.1: the book's metadata, its images in the package, a cover,
+a navigation document to `toc_depth`, landmarks, and schema.org accessibility metadata that is true of
+the book as built.
 
 The container is written with zipfile into a temporary file on the function's ephemeral storage, then
 streamed up: zipfile can then write a plain central directory (no data descriptors, a stored `mimetype`
-first, as OCF requires), and memory holds one chapter, however long the book.
+first, as OCF requires), and memory holds one chapter, or one piece of one image, however long the book.
+The package document is written last, once the chapters have said which images they show.
 """
 
 from __future__ import annotations
 
 import tempfile
-import uuid
 import zipfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from html import escape
 
-from bindery.engine import Sink, Skipped, Source, Text, markup
+from bindery.engine import Report, Sink, Source, Text, markup
+from bindery.engine.figures import Figures
+from bindery.images import Asset
+from bindery.metadata import package_identifier
 
 COPY_CHUNK = 8 * 1024 * 1024
 
@@ -29,18 +34,21 @@ CONTAINER = """<?xml version="1.0" encoding="UTF-8"?>
 CSS = """body{font-family:serif;line-height:1.5;margin:0 5%}
 h1,h2,h3{font-family:sans-serif;line-height:1.25}
 pre{white-space:pre-wrap;font-size:.9em}
+img{max-width:100%;height:auto}
 table{border-collapse:collapse}td,th{border:1px solid #999;padding:.2em .4em}
-blockquote{margin-left:1em;padding-left:1em;border-left:2px solid #bbb}
-.cover{text-align:center;margin-top:20%}.cover img{max-width:100%;height:auto}
+blockquote{margin-inline-start:1em;padding-inline-start:1em;border-inline-start:2px solid #bbb}
+.cover{text-align:center;margin-top:5%}.cover img{max-height:95vh}
+.title-page{text-align:center;margin-top:20%}.authors{font-size:1.2em}
 .footnotes{font-size:.9em}
 """
 
 
-def _page(title: str, body: str, language: str, extra_ns: str = "") -> str:
+def _page(title: str, body: str, source: Source) -> str:
+    lang = source.language
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE html>\n'
-        f'<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops"{extra_ns} '
-        f'xml:lang="{language}" lang="{language}">\n'
+        '<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops" '
+        f'xml:lang="{lang}" lang="{lang}" dir="{source.direction}">\n'
         f'<head><meta charset="utf-8"/><title>{escape(title)}</title>'
         '<link rel="stylesheet" type="text/css" href="style.css"/></head>\n'
         f"<body>\n{body}\n</body>\n</html>\n"
@@ -72,91 +80,189 @@ def _cover_svg(title: str) -> str:
     )
 
 
+def _image_tag(asset: Asset, alt: str) -> str:
+    return f'<img src="images/{asset.file_name}" alt="{alt}" width="{asset.width}" height="{asset.height}"/>'
+
+
+Contents = list[tuple[int, str, list[markup.Heading]]]
+
+
 class EpubRenderer:
     def __init__(self) -> None:
-        self._md = markup.parser(xhtml=True)
+        self._md = markup.with_note_roles(markup.parser(xhtml=True))
 
-    def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> list[Skipped]:
-        missed: list[Skipped] = []
+    def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> Report:
+        figures = Figures({a.name: a for a in source.assets}, _image_tag)
+        report = Report(notes=figures.notes)
+        cover = next((a for a in source.assets if a.name == source.metadata.cover), None)
+        contents: Contents = []
         with tempfile.TemporaryFile() as spool:
             with zipfile.ZipFile(spool, "w") as book:
                 book.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip", zipfile.ZIP_STORED)
                 deflate = zipfile.ZIP_DEFLATED
                 book.writestr("META-INF/container.xml", CONTAINER, deflate)
-                book.writestr("OEBPS/content.opf", self._package(source), deflate)
-                book.writestr("OEBPS/nav.xhtml", self._nav(source), deflate)
                 book.writestr("OEBPS/style.css", CSS, deflate)
-                book.writestr("OEBPS/cover.svg", _cover_svg(source.title), deflate)
-                alt = escape(source.title)
-                cover = (
-                    f'<section class="cover" epub:type="cover"><img src="cover.svg" alt="{alt}"/></section>'
-                )
-                book.writestr("OEBPS/cover.xhtml", _page(source.title, cover, source.language), deflate)
+                book.writestr("OEBPS/cover.xhtml", self._cover_page(source, cover), deflate)
+                if cover is None:
+                    book.writestr("OEBPS/cover.svg", _cover_svg(source.title), deflate)
+                book.writestr("OEBPS/title.xhtml", self._title_page(source), deflate)
                 for text in chapters:
-                    body = markup.render_chapter(self._md, text, missed)
-                    page = _page(
-                        text.title,
-                        f'<section id="ch-{text.ordinal}" epub:type="chapter" dir="auto">\n{body}</section>',
-                        source.language,
+                    rendered = markup.render_chapter(self._md, text, report.skipped, figures)
+                    contents.append((text.ordinal, text.title, rendered.headings))
+                    body = (
+                        f'<section id="ch-{text.ordinal}" epub:type="chapter" role="doc-chapter" dir="auto">'
+                        f"\n{rendered.html}</section>"
                     )
-                    book.writestr(f"OEBPS/chapter-{text.ordinal:06d}.xhtml", page, deflate)
+                    book.writestr(
+                        f"OEBPS/chapter-{text.ordinal:06d}.xhtml", _page(text.title, body, source), deflate
+                    )
+                images = dict(figures.used)
+                if cover is not None:
+                    images.setdefault(cover.name, cover)
+                for asset in images.values():
+                    # Already compressed: stored, not deflated again.
+                    with book.open(f"OEBPS/images/{asset.file_name}", "w") as entry:
+                        for piece in source.read_asset(asset):
+                            entry.write(piece)
+                book.writestr("OEBPS/nav.xhtml", self._nav(source, contents), deflate)
+                book.writestr(
+                    "OEBPS/content.opf", self._package(source, contents, images, cover, report), deflate
+                )
             spool.seek(0)
             while chunk := spool.read(COPY_CHUNK):
                 out.write(chunk)
-        return missed
+        return report
 
     @staticmethod
-    def _package(source: Source) -> str:
-        identifier = uuid.uuid5(uuid.NAMESPACE_URL, f"bindery:book:{source.book_id}")
+    def _cover_page(source: Source, cover: Asset | None) -> str:
+        src = f"images/{cover.file_name}" if cover is not None else "cover.svg"
+        img = f'<img role="doc-cover" src="{src}" alt="The cover of {escape(source.title)}"/>'
+        return _page(source.title, f'<section class="cover" epub:type="cover">{img}</section>', source)
+
+    @staticmethod
+    def _title_page(source: Source) -> str:
+        meta = source.metadata
+        parts = [f'<h1 class="book-title">{escape(source.title)}</h1>']
+        if meta.authors:
+            parts.append(f'<p class="authors">{escape(", ".join(meta.authors))}</p>')
+        if meta.publisher:
+            parts.append(f'<p class="publisher">{escape(meta.publisher)}</p>')
+        if meta.rights:
+            parts.append(f'<p class="rights">{escape(meta.rights)}</p>')
+        body = f'<section class="title-page" epub:type="titlepage">{"".join(parts)}</section>'
+        return _page(source.title, body, source)
+
+    @staticmethod
+    def _package(
+        source: Source, contents: Contents, images: dict[str, Asset], cover: Asset | None, report: Report
+    ) -> str:
+        meta = source.metadata
         modified = datetime.fromtimestamp(source.modified, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        count = len(source.chapter_titles)
-        manifest = "".join(
-            f'<item id="ch{n}" href="chapter-{n:06d}.xhtml" media-type="application/xhtml+xml"/>\n'
-            for n in range(1, count + 1)
-        )
-        spine = "".join(f'<itemref idref="ch{n}"/>\n' for n in range(1, count + 1))
+        described = [
+            f'<dc:identifier id="book-id">{package_identifier(source.book_id, meta)}</dc:identifier>',
+            f"<dc:title>{escape(source.title)}</dc:title>",
+            f"<dc:language>{source.language}</dc:language>",
+            f'<meta property="dcterms:modified">{modified}</meta>',
+        ]
+        for n, author in enumerate(meta.authors, start=1):
+            described.append(f'<dc:creator id="creator{n}">{escape(author)}</dc:creator>')
+            described.append(f'<meta refines="#creator{n}" property="role" scheme="marc:relators">aut</meta>')
+        for element, value in (("publisher", meta.publisher), ("description", meta.description),
+                               ("date", meta.published), ("rights", meta.rights)):  # fmt: skip
+            if value:
+                described.append(f"<dc:{element}>{escape(value)}</dc:{element}>")
+        described += [f"<dc:subject>{escape(subject)}</dc:subject>" for subject in meta.subjects]
+        described += _accessibility(images, report)
+        if cover is not None:
+            described.append(f'<meta name="cover" content="img-{cover.object_id}"/>')
+        manifest = [
+            '<item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>',
+            '<item id="cover" href="cover.xhtml" media-type="application/xhtml+xml"/>',
+            '<item id="title" href="title.xhtml" media-type="application/xhtml+xml"/>',
+            '<item id="css" href="style.css" media-type="text/css"/>',
+        ]
+        if cover is None:
+            svg = 'href="cover.svg" media-type="image/svg+xml"'
+            manifest.append(f'<item id="cover-image" {svg} properties="cover-image"/>')
+        for asset in images.values():
+            properties = ' properties="cover-image"' if asset is cover else ""
+            manifest.append(
+                f'<item id="img-{asset.object_id}" href="images/{asset.file_name}" '
+                f'media-type="{asset.content_type}"{properties}/>'
+            )
+        manifest += [
+            f'<item id="ch{n}" href="chapter-{n:06d}.xhtml" media-type="application/xhtml+xml"/>'
+            for n, _, _ in contents
+        ]
+        spine = ['<itemref idref="cover" linear="no"/>', '<itemref idref="title"/>', '<itemref idref="nav"/>']
+        spine += [f'<itemref idref="ch{n}"/>' for n, _, _ in contents]
+        progression = ' page-progression-direction="rtl"' if source.direction == "rtl" else ""
         return f"""<?xml version="1.0" encoding="UTF-8"?>
 <package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="book-id"
- xml:lang="{source.language}">
+ xml:lang="{source.language}" dir="{source.direction}">
 <metadata xmlns:dc="http://purl.org/dc/elements/1.1/">
-<dc:identifier id="book-id">urn:uuid:{identifier}</dc:identifier>
-<dc:title>{escape(source.title)}</dc:title>
-<dc:language>{source.language}</dc:language>
-<meta property="dcterms:modified">{modified}</meta>
-<meta name="cover" content="cover-image"/>
+{chr(10).join(described)}
 </metadata>
 <manifest>
-<item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>
-<item id="cover-image" href="cover.svg" media-type="image/svg+xml" properties="cover-image"/>
-<item id="cover" href="cover.xhtml" media-type="application/xhtml+xml"/>
-<item id="css" href="style.css" media-type="text/css"/>
-{manifest}</manifest>
-<spine>
-<itemref idref="cover"/>
-<itemref idref="nav"/>
-{spine}</spine>
+{chr(10).join(manifest)}
+</manifest>
+<spine{progression}>
+{chr(10).join(spine)}
+</spine>
 </package>
 """
 
     @staticmethod
-    def _nav(source: Source) -> str:
-        entries = "".join(
-            f'<li><a href="chapter-{n:06d}.xhtml">{escape(t)}</a></li>\n'
-            for n, t in enumerate(source.chapter_titles, start=1)
+    def _nav(source: Source, contents: Contents) -> str:
+        chapters = [(f"chapter-{n:06d}.xhtml", title, headings) for n, title, headings in contents]
+        toc = markup.contents(chapters, source.option("toc_depth"), lambda href: href)
+        start = (
+            '<li><a epub:type="bodymatter" href="chapter-000001.xhtml">Start</a></li>\n' if contents else ""
         )
         body = (
-            f'<nav epub:type="toc" id="toc"><h1>Contents</h1>\n<ol>\n{entries}</ol></nav>\n'
-            '<nav epub:type="landmarks" hidden="hidden"><ol>\n'
+            f'<nav epub:type="toc" role="doc-toc" id="toc"><h1>Contents</h1>\n{toc}</nav>\n'
+            '<nav epub:type="landmarks" aria-label="Landmarks" hidden="hidden"><ol>\n'
             '<li><a epub:type="cover" href="cover.xhtml">Cover</a></li>\n'
+            '<li><a epub:type="titlepage" href="title.xhtml">Title page</a></li>\n'
             '<li><a epub:type="toc" href="nav.xhtml">Contents</a></li>\n'
-            + (
-                '<li><a epub:type="bodymatter" href="chapter-000001.xhtml">Start</a></li>\n'
-                if source.chapter_titles
-                else ""
-            )
-            + "</ol></nav>"
+            f"{start}</ol></nav>"
         )
-        return _page("Contents", body, source.language)
+        return _page("Contents", body, source)
+
+
+def _accessibility(images: dict[str, Asset], report: Report) -> list[str]:
+    """schema.org accessibility metadata, each statement true of this book as built: the images it shows
+    and whether each has a text alternative."""
+    every_alt = not report.notes.warnings_total
+    modes = ["textual", "visual"] if images else ["textual"]
+    sufficient = ["textual"] if every_alt else []
+    if images:
+        sufficient.append("textual,visual")
+    features = ["structuralNavigation", "tableOfContents", "readingOrder", "displayTransformability"]
+    if images and every_alt:
+        features.append("alternativeText")
+    if not images:
+        summary = "A text-only book: every page is text, with a navigable table of contents and headings."
+    elif every_alt:
+        summary = (
+            "Every image has a text alternative. The book has a navigable table of contents and headings, "
+            "and its text reflows."
+        )
+    else:
+        summary = (
+            "Some images have no text alternative, and a reader who cannot see them may miss what they show. "
+            "The book has a navigable table of contents and headings, and its text reflows."
+        )
+    out = [f'<meta property="schema:accessMode">{mode}</meta>' for mode in modes]
+    out += [f'<meta property="schema:accessModeSufficient">{s}</meta>' for s in sufficient]
+    out += [f'<meta property="schema:accessibilityFeature">{f}</meta>' for f in features]
+    out += [
+        '<meta property="schema:accessibilityHazard">none</meta>',
+        f'<meta property="schema:accessibilitySummary">{summary}</meta>',
+    ]
+    if every_alt and not report.notes.missing_total:
+        out.append('<meta property="dcterms:conformsTo">EPUB Accessibility 1.1 - WCAG 2.2 Level AA</meta>')
+    return out
 
 
 RENDERER = EpubRenderer()

@@ -2,48 +2,142 @@
 
 Raw HTML in a manuscript is shown as text, never passed through: an export holds the author's words, and
 an EPUB must stay well-formed XHTML whatever the manuscript says.
+
+Two things are the renderer's, through the env of each chapter's render:
+- images, resolved by the build's `Figures` (`bindery.engine.figures`): an asset of the book, shown as the
+  format shows it, or a missing one, named in the build's notes;
+- headings below the chapter's own (## and ###), each given an id, `<doc_id>-h<n>`, and listed in
+  `env["headings"]`, so a table of contents can reach them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html import escape
 from typing import Any
 
 from markdown_it import MarkdownIt
-from markdown_it.common.utils import escapeHtml
 from mdit_py_plugins.footnote import footnote_plugin
+
+from bindery.engine.figures import Figures
+
+UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int  # 2 or 3
+    title: str
+    anchor: str
+
+
+@dataclass
+class Rendered:
+    html: str
+    headings: list[Heading] = field(default_factory=list)
 
 
 def parser(*, xhtml: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "xhtmlOut": xhtml, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.use(footnote_plugin)
-    md.add_render_rule("image", _image_as_link)
+    md.add_render_rule("image", _image)
+    md.add_render_rule("heading_open", _heading_open)
     return md
 
 
-def _image_as_link(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-    """An image becomes a link to it, labelled with its alt text: an export fetches nothing at reading
-    time, and an EPUB may not name a remote resource it does not carry."""
+def _image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
     token = tokens[idx]
-    alt = escapeHtml(self.renderInlineAsText(token.children or [], options, env)) or "image"
-    return f'<a class="image" href="{escapeHtml(token.attrGet("src") or "")}">[{alt}]</a>'
+    alt = self.renderInlineAsText(token.children or [], options, env)
+    src = token.attrGet("src") or ""
+    figures: Figures | None = env.get("figures")
+    if figures is None:
+        # No build's figures (a renderer test, say): a link to the image, labelled with its alt text.
+        return f'<a class="image" href="{escape(src)}">[{escape(alt) or "image"}]</a>'
+    return figures.image(src, alt, escape(alt))
 
 
-def render(md: MarkdownIt, text: str, doc_id: str) -> str:
-    """HTML for one chapter. `doc_id` prefixes footnote ids, so chapters in one page never collide."""
-    return md.render(text, {"docId": doc_id})
+def _heading_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    token = tokens[idx]
+    level = int(token.tag[1])
+    if level in (2, 3):
+        headings: list[Heading] = env.setdefault("headings", [])
+        anchor = f"{env.get('docId', 'doc')}-h{len(headings) + 1}"
+        title = self.renderInlineAsText(tokens[idx + 1].children or [], options, env)
+        headings.append(Heading(level, title, anchor))
+        token.attrSet("id", anchor)
+    return str(self.renderToken(tokens, idx, options, env))
 
 
-UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
+def render(md: MarkdownIt, text: str, doc_id: str, figures: Figures | None = None) -> Rendered:
+    """HTML for one chapter. `doc_id` prefixes footnote and heading ids, so chapters in one page never
+    collide."""
+    env: dict[str, Any] = {"docId": doc_id, "figures": figures}
+    html = md.render(text, env)
+    return Rendered(html, env.get("headings", []))
 
 
-def render_chapter(md: MarkdownIt, text: Any, missed: list[Any]) -> str:
+def render_chapter(md: MarkdownIt, text: Any, missed: list[Any], figures: Figures | None = None) -> Rendered:
     """A chapter's HTML; or, when it cannot be rendered, a note in its place and its name in `missed`.
     One bad chapter must not sink the book."""
     from bindery.engine import skipped
 
+    if figures is not None:
+        figures.chapter = (text.ordinal, text.title)
     try:
-        return render(md, text.markdown, f"ch{text.ordinal}")
+        return render(md, text.markdown, f"ch{text.ordinal}", figures)
     except Exception as exc:
         missed.append(skipped(text, exc))
-        return UNRENDERED
+        return Rendered(UNRENDERED)
+
+
+def with_note_roles(md: MarkdownIt) -> MarkdownIt:
+    """Footnotes with the EPUB structural semantics and the DPUB-ARIA roles that match them, as EPUB
+    Accessibility asks: the references are noterefs, the list is the chapter's endnotes."""
+    marked = {
+        "footnote_ref": ("<a href=", '<a epub:type="noteref" role="doc-noteref" href='),
+        "footnote_block_open": (
+            '<section class="footnotes">',
+            '<section class="footnotes" epub:type="endnotes" role="doc-endnotes">',
+        ),
+        "footnote_anchor": ("<a href=", '<a role="doc-backlink" href='),
+    }
+    for name, (plain, semantic) in marked.items():
+        md.add_render_rule(name, _marked(md.renderer.rules[name], plain, semantic))  # type: ignore[attr-defined]
+    return md
+
+
+def _marked(rule: Any, plain: str, semantic: str) -> Any:
+    def marked(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        return str(rule(tokens, idx, options, env)).replace(plain, semantic, 1)
+
+    return marked
+
+
+def contents(chapters: list[tuple[str, str, list[Heading]]], depth: int, page: Callable[[str], str]) -> str:
+    """A table of contents as nested lists: each chapter (href, title, headings), and to `depth` 2 or 3
+    its ## and ### headings, linked as `page(chapter href)#anchor` (a ### before any ## stands at the ##
+    level)."""
+    items = []
+    for href, title, headings in chapters:
+        groups: list[tuple[Heading, list[Heading]]] = []
+        for heading in (h for h in headings if h.level <= depth):
+            if heading.level == 3 and groups:
+                groups[-1][1].append(heading)
+            else:
+                groups.append((heading, []))
+
+        def link(heading: Heading, at: str = page(href)) -> str:
+            return f'<a href="{at}#{heading.anchor}">{escape(heading.title)}</a>'
+
+        inner = "".join(
+            f"<li>{link(h)}"
+            + (f"<ol>{''.join(f'<li>{link(s)}</li>' for s in subs)}</ol>" if subs else "")
+            + "</li>"
+            for h, subs in groups
+        )
+        items.append(
+            f'<li><a href="{href}">{escape(title)}</a>' + (f"<ol>{inner}</ol>" if inner else "") + "</li>"
+        )
+    return f"<ol>{''.join(items)}</ol>"

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from pynamodb.exceptions import DoesNotExist
 
+from bindery import images
 from bindery.faults import StorageError, translate_faults
 from bindery.states import Queue
 from bindery.storage.idempotency import KeyRows, key_seen
@@ -22,6 +23,7 @@ from bindery.storage.table import (
     Tx,
     book_pk,
     chapter_prefix,
+    retire_asset_sk,
     retire_sk,
     to_book,
 )
@@ -89,6 +91,8 @@ class BookRows(KeyRows):
             manuscript_bytes=book.manuscript_bytes,
             created_at=book.created_at,
             updated_at=book.updated_at,
+            metadata=book.metadata.stored(),
+            assets=images.stored(book.assets),
         )
 
     def publish_cut(
@@ -149,6 +153,64 @@ class BookRows(KeyRows):
             }
         )
 
+    def publish_change(
+        self, current: Book, changed: Book, *, staged: str | None, retired: str | None, retire_at: float
+    ) -> Book | None:
+        """Make `changed` (its title, metadata and assets) the book's next revision, if the book is still at
+        `current.revision` on `current.cut`: the same gate as :meth:`publish_cut`, so a metadata edit and a
+        manuscript replacement can never both win from one revision.
+
+        `staged` is the object id of an asset adopted by this change: its stage marker goes in the same
+        write. `retired` is the object id of an asset this change lets go: it is marked for removal once no
+        build can still be reading it (`retire_at`). None means the book moved on (or went) meanwhile.
+        """
+        pk = book_pk(current.id)
+        revision = current.revision + 1
+        metadata, assets = changed.metadata.stored(), images.stored(changed.assets)
+        tx = Tx()
+        tx.update(
+            "book",
+            self.m.book(pk, "BOOK"),
+            [
+                BookItem.revision.set(revision),
+                BookItem.title.set(changed.title),
+                BookItem.metadata.set(metadata) if metadata else BookItem.metadata.remove(),
+                BookItem.assets.set(assets) if assets else BookItem.assets.remove(),
+                BookItem.updated_at.set(changed.updated_at),
+            ],
+            (BookItem.owner == current.owner)
+            & (BookItem.revision == current.revision)
+            & (BookItem.cut == current.cut),
+            old=True,
+        )
+        if staged is not None:
+            tx.delete("staged_marker", self.m.marker(pk, retire_asset_sk(staged)))
+        if retired is not None:
+            tx.put(
+                "retired_marker",
+                self.m.marker(pk, retire_asset_sk(retired), queue=Queue.RETIRE.value, due_at=retire_at),
+            )
+        refused = tx.commit(self._connection())
+        published = Book(**{**changed.__dict__, "revision": revision})
+        if refused is not None:
+            # The book at the next revision with exactly this change is this publish's own earlier try.
+            seen = refused.old(BookItem, "book")
+            if (
+                seen is None
+                or int(seen.revision) != revision
+                or (seen.title, seen.metadata, seen.assets) != (changed.title, metadata, assets)
+            ):
+                return None
+        return published
+
+    def stage_asset(self, book_id: str, object_id: str, retire_at: float) -> None:
+        """Mark an asset's object for removal BEFORE its bytes are copied in: should the adoption die before
+        :meth:`publish_change` names the object, the GC removes it, so an upload can never leak bytes."""
+        marker = self.m.marker(
+            book_pk(book_id), retire_asset_sk(object_id), queue=Queue.RETIRE.value, due_at=retire_at
+        )
+        marker.save()
+
     def delete_book(self, book: Book, now: float) -> bool:
         """Delete the book and owe the GC the rest, in one transaction: the book item goes, its cut is
         marked for retirement, and a purge marker says its exports are still to be ended. A crash after
@@ -194,9 +256,11 @@ class BookRows(KeyRows):
         found = []
         for item in self.m.marker.by_due.query(queue.value, MarkersDue.due_at <= now, limit=limit):
             book_id = item.pk.removeprefix("BOOK#")
-            found.append(
-                Marker(book_id, item.sk.removeprefix("RETIRE#") if item.sk.startswith("RETIRE#") else None)
-            )
+            if item.sk.startswith("RETIRE#A#"):
+                found.append(Marker(book_id, None, asset=item.sk.removeprefix("RETIRE#A#")))
+            else:
+                cut = item.sk.removeprefix("RETIRE#") if item.sk.startswith("RETIRE#") else None
+                found.append(Marker(book_id, cut))
         return found
 
     def retire_cut_chapters(self, marker: Marker) -> bool:
@@ -212,6 +276,15 @@ class BookRows(KeyRows):
                 batch.delete(item)
         return True
 
+    def asset_in_use(self, marker: Marker) -> bool:
+        """Whether the book still names the asset object a marker would retire: a marker must never take
+        the bytes of an image the current revision shows."""
+        book = self.read_book(marker.book_id)
+        return book is not None and any(a.object_id == marker.asset for a in book.assets)
+
     def drop_marker(self, marker: Marker) -> None:
-        sk = PURGE_SK if marker.cut is None else retire_sk(marker.cut)
+        if marker.asset is not None:
+            sk = retire_asset_sk(marker.asset)
+        else:
+            sk = PURGE_SK if marker.cut is None else retire_sk(marker.cut)
         self.m.marker(book_pk(marker.book_id), sk).delete()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bindery.faults import translate_faults
+from bindery.images import Notes
 from bindery.states import ClaimRefusal, Ending, FailureCode, Queue, State
 from bindery.storage.endings import becomes, end_actions, end_pending
 from bindery.storage.table import (
@@ -92,22 +93,30 @@ class ClaimRows(Rows):
         built_revision: int,
         now: float,
         skipped: list[dict[str, Any]] | None = None,
+        notes: Notes | None = None,
+        sha256: str | None = None,
+        package: str | None = None,
     ) -> Ending:
         """pending -> ready. "refused": the row was ended (or re-claimed) meanwhile, and the caller must
         remove the artifact this attempt wrote, because no row will ever publish it. "book_deleted": the
         book went while the attempt built; the row is still the attempt's to end."""
         expires_at = now + self.settings.link_ttl_seconds
         skipped = skipped or []
+        notes = notes or Notes()
         actions = [
             *becomes(State.READY.value),
             ExportItem.path.set(path),
             ExportItem.paths.add({path}),
             ExportItem.size_bytes.set(size_bytes),
-            # `complete` only when every chapter made it in; the ones that did not are named (the first
-            # SKIPPED_KEPT of them, and how many there were).
-            ExportItem.complete.set(0 if skipped else 1),
+            # `complete` only when every chapter and every image made it in; the ones that did not are
+            # named (the first SKIPPED_KEPT / NOTES_KEPT of them, and how many there were).
+            ExportItem.complete.set(0 if skipped or notes.missing_total else 1),
             ExportItem.skipped.set(json.dumps(skipped[:SKIPPED_KEPT], ensure_ascii=False)),
             ExportItem.skipped_total.set(len(skipped)),
+            *_noted(ExportItem.missing, ExportItem.missing_total, notes.missing, notes.missing_total),
+            *_noted(ExportItem.warnings, ExportItem.warnings_total, notes.warnings, notes.warnings_total),
+            ExportItem.sha256.set(sha256) if sha256 else ExportItem.sha256.remove(),
+            ExportItem.package.set(package) if package else ExportItem.package.remove(),
             ExportItem.finished_at.set(now),
             ExportItem.expires_at.set(expires_at),
             ExportItem.built_revision.set(built_revision),
@@ -196,3 +205,9 @@ class ClaimRows(Rows):
                 actions,
                 (ExportItem.state == State.PENDING.value) & (ExportItem.attempt == export.attempt),
             )
+
+
+def _noted(listed: Any, total: Any, notes: list[dict[str, Any]], count: int) -> list[Any]:
+    if not count:
+        return [listed.remove(), total.remove()]
+    return [listed.set(json.dumps(notes, ensure_ascii=False)), total.set(count)]

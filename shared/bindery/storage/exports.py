@@ -7,6 +7,7 @@ export checks the book's `owner` in the same round trip.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -69,6 +70,7 @@ class ExportRows(KeyRows):
             requested_at=export.requested_at,
             counted_against=caller,
             key_digest=idempotency[0] if idempotency is not None else None,
+            options=json.dumps(export.options, separators=(",", ":")) if export.options else None,
             attempt=0,
             queue=Queue.STALE.value,
             due_at=now + self.settings.queue_grace_seconds,

@@ -37,8 +37,10 @@ from pynamodb.indexes import GlobalSecondaryIndex, IncludeProjection
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
+from bindery import images
 from bindery.config import Settings
 from bindery.faults import StorageError
+from bindery.metadata import Metadata
 from bindery.states import State
 from bindery.storage.types import Book, Export
 
@@ -82,6 +84,11 @@ class BookItem(Item):
     manuscript_bytes = NumberAttribute(default=0)
     created_at = NumberAttribute()
     updated_at = NumberAttribute()
+    # Its metadata and its image assets, as JSON (`bindery.metadata`, `bindery.images`). They are part of
+    # the revision, on the same item as its cut: a build that read this item builds one revision's title,
+    # text, metadata and images, never a mix of two.
+    metadata = UnicodeAttribute(null=True)
+    assets = UnicodeAttribute(null=True)
 
 
 class ChapterItem(Item):
@@ -128,6 +135,15 @@ class ExportItem(Item):
     progress_total = NumberAttribute(null=True)
     skipped = UnicodeAttribute(null=True)  # JSON: the first SKIPPED_KEPT skipped chapters
     skipped_total = NumberAttribute(null=True)
+    # JSON: the images the manuscript names and the revision lacks, and the warnings (an image with no alt
+    # text), the first NOTES_KEPT of each, with how many there were.
+    missing = UnicodeAttribute(null=True)
+    missing_total = NumberAttribute(null=True)
+    warnings = UnicodeAttribute(null=True)
+    warnings_total = NumberAttribute(null=True)
+    options = UnicodeAttribute(null=True)  # JSON: the format's options, defaults filled in, as submitted
+    sha256 = UnicodeAttribute(null=True)  # of the artifact's bytes, hex, computed as they were written
+    package = UnicodeAttribute(null=True)  # "zip": the format's file and its images, zipped
     queue = UnicodeAttribute(null=True)
     due_at = NumberAttribute(null=True)
     ttl = NumberAttribute(null=True)
@@ -186,6 +202,11 @@ def retire_sk(cut: str) -> str:
     return f"RETIRE#{cut}"
 
 
+def retire_asset_sk(object_id: str) -> str:
+    # Cuts are r<revision>-..., so an asset's marker can never be read as a cut's.
+    return f"RETIRE#A#{object_id}"
+
+
 PURGE_SK = "PURGE"
 
 
@@ -212,6 +233,13 @@ def to_export(item: ExportItem) -> Export:
         progress_total=None if item.progress_total is None else int(item.progress_total),
         skipped=tuple(json.loads(item.skipped)) if item.skipped else (),
         skipped_total=int(item.skipped_total or 0),
+        missing=tuple(json.loads(item.missing)) if item.missing else (),
+        missing_total=int(item.missing_total or 0),
+        warnings=tuple(json.loads(item.warnings)) if item.warnings else (),
+        warnings_total=int(item.warnings_total or 0),
+        options=json.loads(item.options) if item.options else {},
+        sha256=item.sha256,
+        package=item.package,
     )
 
 
@@ -226,6 +254,8 @@ def to_book(item: BookItem) -> Book:
         manuscript_bytes=int(item.manuscript_bytes or 0),
         created_at=item.created_at,
         updated_at=item.updated_at,
+        metadata=Metadata.from_stored(item.metadata),
+        assets=images.from_stored(item.assets),
     )
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from bindery.images import Asset
+from bindery.metadata import Metadata
 from bindery.states import Cancel, ClaimRefusal, State
 
 
@@ -30,6 +32,11 @@ class Book:
     manuscript_bytes: int
     created_at: float
     updated_at: float
+    metadata: Metadata = field(default_factory=Metadata)
+    assets: tuple[Asset, ...] = ()
+
+    def asset(self, name: str) -> Asset | None:
+        return next((a for a in self.assets if a.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,8 @@ class Marker:
     """A book-level chore the GC owes: retire a cut, or purge a deleted book's exports."""
 
     book_id: str
-    cut: str | None  # the cut to retire; None for a purge
+    cut: str | None  # the cut to retire; None for a purge, or for an asset's object
+    asset: str | None = None  # the object id of an asset's bytes to retire
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,15 @@ class Export:
     # skipped_total. Empty when complete.
     skipped: tuple[dict[str, Any], ...] = ()
     skipped_total: int = 0
+    # Images the manuscript names that the revision has no asset for ({"chapter", "chapter_title",
+    # "name"}), and warnings ({"code", "chapter", "name"}); the first NOTES_KEPT of each.
+    missing: tuple[dict[str, Any], ...] = ()
+    missing_total: int = 0
+    warnings: tuple[dict[str, Any], ...] = ()
+    warnings_total: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+    sha256: str | None = None
+    package: str | None = None
 
     @property
     def slot(self) -> Slot:

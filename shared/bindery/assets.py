@@ -1,0 +1,152 @@
+"""A book's image assets: uploaded through a presigned PUT, adopted only once their bytes are checked, and
+part of the book's revision from then on.
+
+    POST /books/{id}/assets {name, content_type, size}   -> a presigned PUT for the bytes
+    PUT  /books/{id}/assets/{name} {upload_id}            -> the bytes checked, the asset adopted
+    DELETE /books/{id}/assets/{name}                      -> the asset let go
+
+An asset's bytes are a new object at every adoption, never overwritten, so a build that read a revision
+reads that revision's images to the end. The object is behind a retire marker from before it is copied in
+until the change that names it is published (the cut's own pattern), and an object a change lets go is
+marked for removal a lease later: nothing leaks, and nothing a build may still read goes early.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import replace
+from typing import Any
+
+from bindery import errors, images
+from bindery.common import iso, valid_id
+from bindery.images import Asset
+from bindery.objects import asset_key, upload_key
+from bindery.observability import logger
+from bindery.revisions import STAGE_GRACE_SECONDS, Revisions
+from bindery.storage import Book, StorageError
+
+MAX_ASSETS = 500
+MAX_ASSET_BYTES = 20 * 1024 * 1024
+MAX_BOOK_ASSET_BYTES = 500 * 1024 * 1024
+ASSET_URL_SECONDS = 600
+
+
+class BookAssets(Revisions):
+    """The asset operations of `bindery.library.Library`."""
+
+    def create_asset_upload(
+        self, caller: str, book_id: str, name: Any, content_type: Any, size: Any
+    ) -> dict[str, Any]:
+        name = images.asset_name(name)
+        content_type = _declared_type(content_type)
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise errors.BadRequest(
+                "size must be the upload's length in bytes, 1 or more", code="invalid_size"
+            )
+        book = self._owned(caller, book_id)
+        _within_limits(book, name, size)
+        upload_id = secrets.token_hex(12)
+        key = upload_key(book_id, upload_id)
+        headers = {"Content-Type": content_type, "Content-Length": str(size)}
+        return {
+            "upload_id": upload_id,
+            "name": name,
+            "upload_url": self.objects.presign_put(key, content_type, size, ASSET_URL_SECONDS),
+            "method": "PUT",
+            "headers": headers,
+            "expires_at": iso(self.clock() + ASSET_URL_SECONDS),
+            "max_bytes": MAX_ASSET_BYTES,
+        }
+
+    def adopt_asset(self, caller: str, book_id: str, name: str, upload_id: Any, if_match: str | None) -> Book:
+        """Check the uploaded bytes and make them the book's asset `name` (a new one, or a replacement), in
+        a new revision. Every refusal comes before anything is written."""
+        name = images.asset_name(name)
+        if not isinstance(upload_id, str) or not valid_id(upload_id):
+            raise errors.BadRequest("upload_id is not one this API issued", code="invalid_upload_id")
+        book = self._owned(caller, book_id)
+        source = upload_key(book_id, upload_id)
+        found = self.objects.head(source)
+        if found is None:
+            raise errors.Unprocessable("nothing was uploaded under this upload_id", code="upload_not_found")
+        size, declared = found
+        _within_limits(book, name, size)
+        head = self.objects.read_range(source, 0, images.HEAD_BYTES - 1)
+        tail = (
+            head[-images.TAIL_BYTES :]
+            if size <= len(head)
+            else self.objects.read_range(source, -images.TAIL_BYTES, 0)
+        )
+        picture = images.examine(name, declared, head, tail, size)
+        asset = Asset(name, secrets.token_hex(10), picture.content_type, picture.width, picture.height, size)
+        now = self.clock()
+        self.store.stage_asset(book_id, asset.object_id, now + STAGE_GRACE_SECONDS)
+        self.objects.copy(source, asset_key(book_id, asset.object_id), picture.content_type)
+
+        def change(current: Book) -> tuple[Book, str | None]:
+            _within_limits(current, name, size)
+            old = current.asset(name)
+            kept = tuple(a for a in current.assets if a.name != name)
+            return replace(current, assets=(*kept, asset)), old.object_id if old else None
+
+        published = self._publish_change(caller, book_id, if_match, change, staged=asset.object_id)
+        try:
+            self.objects.delete([source])
+        except StorageError:  # the bucket's lifecycle rule for books/uploads/ removes it
+            logger.warning("adopted upload not deleted", extra={"book_id": book_id}, exc_info=True)
+        logger.info("asset adopted", extra={"book_id": book_id, "asset": name, "bytes": size})
+        return published
+
+    def delete_asset(self, caller: str, book_id: str, name: str, if_match: str | None) -> Book:
+        name = images.asset_name(name)
+
+        def change(current: Book) -> tuple[Book, str | None]:
+            old = current.asset(name)
+            if old is None:
+                raise errors.NotFound(f"the book has no asset named {name}", code="asset_not_found")
+            if current.metadata.cover == name:
+                raise errors.Conflict(
+                    f"{name} is the book's cover; set metadata.cover to another image (or null) first",
+                    code="asset_is_cover",
+                )
+            return replace(current, assets=tuple(a for a in current.assets if a.name != name)), old.object_id
+
+        return self._publish_change(caller, book_id, if_match, change)
+
+
+def _declared_type(value: Any) -> str:
+    if not isinstance(value, str):
+        raise errors.BadRequest("content_type must be a string", code="invalid_field")
+    value = value.split(";", 1)[0].strip().lower()
+    if value == "image/svg+xml":
+        raise images.refused(
+            "SVG is not accepted (it can carry script); send PNG, JPEG, GIF or WebP", "svg_refused"
+        )
+    if value not in images.TYPES:
+        raise images.refused(f"{value[:60]!r} is not an accepted image type", "unsupported_type")
+    return value
+
+
+def _within_limits(book: Book, name: str, size: int) -> None:
+    """413 when the book would hold too many assets or too many bytes of them. A replacement counts
+    instead of the asset it replaces."""
+    if size > MAX_ASSET_BYTES:
+        raise errors.PayloadTooLarge(
+            f"{name} is {size:,} bytes; an asset may be at most {MAX_ASSET_BYTES:,}",
+            code="asset_too_large",
+            limit=MAX_ASSET_BYTES,
+        )
+    others = [a for a in book.assets if a.name != name]
+    if len(others) + 1 > MAX_ASSETS:
+        raise errors.PayloadTooLarge(
+            f"the book has {len(others)} assets, the most a book may have is {MAX_ASSETS}",
+            code="too_many_assets",
+            limit=MAX_ASSETS,
+        )
+    total = sum(a.size_bytes for a in others) + size
+    if total > MAX_BOOK_ASSET_BYTES:
+        raise errors.PayloadTooLarge(
+            f"the book's assets would be {total:,} bytes; the most they may be is {MAX_BOOK_ASSET_BYTES:,}",
+            code="assets_too_large",
+            limit=MAX_BOOK_ASSET_BYTES,
+        )

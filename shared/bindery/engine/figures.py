@@ -1,0 +1,55 @@
+"""Images in a manuscript: `![A map of the coast](images/coast.png)` names one of the book's assets.
+
+Each renderer resolves every image through one :class:`Figures`, which knows the assets of the revision
+being built and keeps the build's account: an image whose asset the book does not have is *missing* (the
+export is then incomplete, and a poll names the image and its chapter), and an image without alt text is
+a *warning*. An image with a scheme (`https:`, `data:`) or a path outside the book stays a link to it:
+an export fetches nothing from outside, ever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html import escape
+from urllib.parse import unquote
+
+from bindery.images import Asset, Notes
+
+Tag = Callable[[Asset, str], str]  # (the asset, its escaped alt text) -> the markup that shows it
+
+
+@dataclass
+class Figures:
+    assets: dict[str, Asset]
+    tag: Tag
+    chapter: tuple[int, str] = (0, "")
+    used: dict[str, Asset] = field(default_factory=dict)
+    notes: Notes = field(default_factory=Notes)
+
+    def image(self, src: str, alt: str, alt_html: str) -> str:
+        name = _asset_name(src)
+        if name is None:
+            # Not one of the book's: a link to it, labelled with its alt text, never a fetch.
+            return f'<a class="image" href="{escape(src)}">[{alt_html or "image"}]</a>'
+        asset = self.assets.get(name)
+        ordinal, title = self.chapter
+        if asset is None:
+            self.notes.miss({"chapter": ordinal, "chapter_title": title, "name": name})
+            return f'<span class="missing-image">[{alt_html or escape(name)}]</span>'
+        if not alt.strip():
+            self.notes.warn({"code": "empty_alt", "chapter": ordinal, "name": name})
+        self.used.setdefault(name, asset)
+        return self.tag(asset, alt_html)
+
+
+def _asset_name(src: str) -> str | None:
+    """The asset a relative `src` names, or None for anything that is not a path inside the book."""
+    if not src or ":" in src.split("/", 1)[0] or src.startswith(("/", "//", "#", "?")):
+        return None
+    name = unquote(src.split("#", 1)[0].split("?", 1)[0])
+    while name.startswith("./"):
+        name = name[2:]
+    if not name or any(part in ("", ".", "..") for part in name.split("/")):
+        return None
+    return name
