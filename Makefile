@@ -32,6 +32,15 @@ $(IAM_STAMP):
 	cd $(IAM_DIR) && npm install --no-save --no-audit --no-fund --silent @cloud-copilot/iam-simulate@0.1.173
 	touch $@
 
+# Ace by DAISY, the reference EPUB accessibility checker. It runs its checks in Chromium: Debian's, so
+# Puppeteer downloads none.
+ACE_DIR := .cache/ace
+ACE_STAMP := $(ACE_DIR)/.installed
+$(ACE_STAMP):
+	mkdir -p $(ACE_DIR)
+	cd $(ACE_DIR) && PUPPETEER_SKIP_DOWNLOAD=1 npm install --no-save --no-audit --no-fund --silent @daisy/ace-cli@1.4.6
+	touch $@
+
 # aws-sam-cli pins clash with the main venv, so it lives in a venv of its own.
 $(SAM):
 	$(PYTHON) -m venv $(SAMVENV)
@@ -40,14 +49,14 @@ $(SAM):
 run: $(VENV)/.installed
 	$(PY) -m bindery_local
 
-test: $(VENV)/.installed $(DDB_STAMP) $(IAM_STAMP) $(SAM) lint
+test: $(VENV)/.installed $(DDB_STAMP) $(IAM_STAMP) $(ACE_STAMP) $(SAM) lint
 	$(VENV)/bin/cfn-lint template.yaml
 	$(SAM) validate --lint --region us-east-1
 	$(MAKE) --no-print-directory build
-	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) BINDERY_IAM_SIMULATE_DIR=$(IAM_DIR) $(PY) -m pytest -n 2 --dist worksteal --durations=10
+	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) BINDERY_IAM_SIMULATE_DIR=$(IAM_DIR) BINDERY_ACE_DIR=$(ACE_DIR) $(PY) -m pytest -n 2 --dist worksteal --durations=10
 
-unit: $(VENV)/.installed $(IAM_STAMP)
-	BINDERY_IAM_SIMULATE_DIR=$(IAM_DIR) $(PY) -m pytest tests/unit
+unit: $(VENV)/.installed $(IAM_STAMP) $(ACE_STAMP)
+	BINDERY_IAM_SIMULATE_DIR=$(IAM_DIR) BINDERY_ACE_DIR=$(ACE_DIR) $(PY) -m pytest tests/unit
 
 integration: $(VENV)/.installed $(DDB_STAMP)
 	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m pytest tests/integration

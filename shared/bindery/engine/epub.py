@@ -10,6 +10,7 @@ The package document is written last, once the chapters have said which images t
 
 from __future__ import annotations
 
+import io
 import tempfile
 import zipfile
 from collections.abc import Iterable
@@ -80,8 +81,27 @@ def _cover_svg(title: str) -> str:
     )
 
 
+def _packaged(asset: Asset) -> tuple[str, str]:
+    """Where an image goes in the package, and its media type there. EPUB 3.2's core media types have no
+    WebP (3.3 added it, but readers and epubcheck 4 in the field follow 3.2), so a WebP goes in as the
+    PNG of its pixels: the reader sees exactly the image the author uploaded."""
+    if asset.content_type == "image/webp":
+        return f"images/{asset.object_id}.png", "image/png"
+    return f"images/{asset.file_name}", asset.content_type
+
+
+def _image_bytes(asset: Asset, source: Source) -> Iterable[bytes]:
+    if asset.content_type != "image/webp":
+        return source.read_asset(asset)
+    from PIL import Image  # the layer carries Pillow for fpdf2; only a WebP in an EPUB needs it here
+
+    out = io.BytesIO()
+    Image.open(io.BytesIO(b"".join(source.read_asset(asset)))).save(out, format="PNG")
+    return [out.getvalue()]
+
+
 def _image_tag(asset: Asset, alt: str) -> str:
-    return f'<img src="images/{asset.file_name}" alt="{alt}" width="{asset.width}" height="{asset.height}"/>'
+    return f'<img src="{_packaged(asset)[0]}" alt="{alt}" width="{asset.width}" height="{asset.height}"/>'
 
 
 Contents = list[tuple[int, str, list[markup.Heading]]]
@@ -121,8 +141,8 @@ class EpubRenderer:
                     images.setdefault(cover.name, cover)
                 for asset in images.values():
                     # Already compressed: stored, not deflated again.
-                    with book.open(f"OEBPS/images/{asset.file_name}", "w") as entry:
-                        for piece in source.read_asset(asset):
+                    with book.open(f"OEBPS/{_packaged(asset)[0]}", "w") as entry:
+                        for piece in _image_bytes(asset, source):
                             entry.write(piece)
                 book.writestr("OEBPS/nav.xhtml", self._nav(source, contents), deflate)
                 book.writestr(
@@ -135,7 +155,7 @@ class EpubRenderer:
 
     @staticmethod
     def _cover_page(source: Source, cover: Asset | None) -> str:
-        src = f"images/{cover.file_name}" if cover is not None else "cover.svg"
+        src = _packaged(cover)[0] if cover is not None else "cover.svg"
         img = f'<img role="doc-cover" src="{src}" alt="The cover of {escape(source.title)}"/>'
         return _page(source.title, f'<section class="cover" epub:type="cover">{img}</section>', source)
 
@@ -186,9 +206,9 @@ class EpubRenderer:
             manifest.append(f'<item id="cover-image" {svg} properties="cover-image"/>')
         for asset in images.values():
             properties = ' properties="cover-image"' if asset is cover else ""
+            href, media_type = _packaged(asset)
             manifest.append(
-                f'<item id="img-{asset.object_id}" href="images/{asset.file_name}" '
-                f'media-type="{asset.content_type}"{properties}/>'
+                f'<item id="img-{asset.object_id}" href="{href}" media-type="{media_type}"{properties}/>'
             )
         manifest += [
             f'<item id="ch{n}" href="chapter-{n:06d}.xhtml" media-type="application/xhtml+xml"/>'
