@@ -151,7 +151,9 @@ def test_an_illustrated_book_in_every_format_passes_every_validator(stack: Stack
     as_png = [data for data in packaged if data not in shown.values()]
     assert len(packaged) == len(shown) and len(as_png) == 1 and as_png[0].startswith(b"\x89PNG")
     assert _pixels(as_png[0]) == _pixels(webp)
-    assert sorted(d for d in packaged if d in shown.values()) == sorted(d for d in shown.values() if d != webp)
+    assert sorted(d for d in packaged if d in shown.values()) == sorted(
+        d for d in shown.values() if d != webp
+    )
     for content_type in ("image/png", "image/jpeg", "image/gif"):
         assert f'media-type="{content_type}"' in opf, content_type
     assert "image/webp" not in opf

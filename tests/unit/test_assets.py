@@ -1,0 +1,227 @@
+"""Assets: what is refused, and that a refusal writes nothing; limits; a replaced or deleted image's bytes
+retired a lease later; a deleted book's images gone with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bindery import assets
+from bindery.objects import asset_key, assets_prefix, upload_key
+from bindery.states import Queue
+from tests.books.illustrated import picture
+from tests.unit.conftest import Stack
+from tests.unit.test_illustrated import add_asset
+
+PNG = picture("PNG", 64, 48)
+TOO_LARGE = assets.MAX_ASSET_BYTES + 1
+TEXT = b"some notes, not a picture\n" * 9
+JPEG = picture("JPEG", 64, 48)
+
+
+def _state(stack: Stack, book: str) -> tuple[Any, list[str], list[Any]]:
+    """What a refused upload must leave as it was: the book, its asset objects, the chores owed."""
+    got = stack.http("GET", f"/books/{book}").body
+    return (
+        (got["revision"], got["assets"]),
+        stack.objects.keys(assets_prefix(book)),
+        stack.store.due_markers(__import__("bindery.states", fromlist=["Queue"]).Queue.RETIRE, 1e12, 100),
+    )
+
+
+def _bomb() -> bytes:
+    """A 60 KB PNG that declares 40,000 x 40,000 pixels: a decoder asked to open it would need 4.8 GB."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 40_000, 40_000, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\0" * 60_000))
+        + chunk(b"IEND", b"")
+    )
+
+
+SVG = b'<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'
+
+HOSTILE = {
+    "a PNG named .jpg": ("images/photo.jpg", "image/jpeg", PNG, 422, "type_mismatch"),
+    "a PNG declared as JPEG": ("images/photo", "image/jpeg", PNG, 422, "type_mismatch"),
+    "text declared as PNG": ("images/notes.png", "image/png", TEXT, 422, "not_an_image"),
+    "a truncated JPEG": ("images/cut.jpg", "image/jpeg", JPEG[: len(JPEG) // 2], 422, "truncated"),
+    "a truncated PNG": ("images/cut.png", "image/png", PNG[:-20], 422, "truncated"),
+    "an image bomb": ("images/bomb.png", "image/png", _bomb(), 422, "image_too_large"),
+    "an SVG with script, declared as PNG": ("images/evil.png", "image/png", SVG, 422, "svg_refused"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_bytes_are_refused_naming_the_problem_and_nothing_is_written(stack: Stack, case: str) -> None:
+    name, declared, data, status, code = HOSTILE[case]
+    book = stack.create_book()
+    before = _state(stack, book)
+    reply = add_asset(stack, book, name, declared, data)
+    assert (reply.status, reply.body["error"]["code"]) == (status, code), reply.body
+    assert name.rsplit("/", 1)[-1] in reply.body["error"]["message"]
+    assert _state(stack, book) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"name": "../escape.png", "content_type": "image/png", "size": 10}, 422, "invalid_asset_name"),
+        ({"name": "images/../../x.png", "content_type": "image/png", "size": 10}, 422, "invalid_asset_name"),
+        ({"name": "/etc/passwd", "content_type": "image/png", "size": 10}, 422, "invalid_asset_name"),
+        ({"name": "https://a.test/x.png", "content_type": "image/png", "size": 1}, 422, "invalid_asset_name"),
+        ({"name": "a.svg", "content_type": "image/svg+xml", "size": 10}, 422, "svg_refused"),
+        ({"name": "a.bmp", "content_type": "image/bmp", "size": 10}, 422, "unsupported_type"),
+        ({"name": "a.png", "content_type": "image/png", "size": 0}, 400, "invalid_size"),
+        ({"name": "a.png", "content_type": "image/png", "size": TOO_LARGE}, 413, "asset_too_large"),
+    ],
+)  # fmt: skip
+def test_a_bad_upload_request_is_refused_before_any_url_is_minted(
+    stack: Stack, body: dict[str, Any], status: int, code: str
+) -> None:
+    book = stack.create_book()
+    reply = stack.http("POST", f"/books/{book}/assets", body=body)
+    assert (reply.status, reply.body["error"]["code"]) == (status, code), reply.body
+
+
+def test_the_count_and_the_bytes_of_a_books_assets_have_limits(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(assets, "MAX_ASSETS", 2)
+    monkeypatch.setattr(assets, "MAX_BOOK_ASSET_BYTES", len(PNG) * 2 + 10)
+    book = stack.create_book()
+    assert add_asset(stack, book, "a.png", "image/png", PNG).status == 200
+    assert add_asset(stack, book, "b.png", "image/png", PNG).status == 200
+    before = _state(stack, book)
+    over = stack.http(
+        "POST", f"/books/{book}/assets", body={"name": "c.png", "content_type": "image/png", "size": 5}
+    )
+    assert (over.status, over.body["error"]["code"], over.body["error"]["limit"]) == (
+        413,
+        "too_many_assets",
+        2,
+    )
+    # A replacement counts instead of what it replaces, so it is not over the count; 11 bytes more is
+    # over the bytes.
+    bigger = stack.http(
+        "POST",
+        f"/books/{book}/assets",
+        body={"name": "b.png", "content_type": "image/png", "size": len(PNG) + 11},
+    )
+    assert (bigger.status, bigger.body["error"]["code"]) == (413, "assets_too_large")
+    # And the same limits hold at adoption, for bytes larger than the ticket said.
+    ticket = stack.http(
+        "POST", f"/books/{book}/assets", body={"name": "b.png", "content_type": "image/png", "size": 5}
+    )
+    stack.objects.put_bytes(upload_key(book, ticket.body["upload_id"]), PNG + b"\0" * 11, "image/png")
+    late = stack.http("PUT", f"/books/{book}/assets/b.png", body={"upload_id": ticket.body["upload_id"]})
+    assert (late.status, late.body["error"]["code"]) == (413, "assets_too_large")
+    assert _state(stack, book) == before
+
+
+def test_an_upload_answers_with_a_presigned_put_for_its_type_and_length(stack: Stack) -> None:
+    book = stack.create_book()
+    ticket = stack.http(
+        "POST",
+        f"/books/{book}/assets",
+        body={"name": "images/a.png", "content_type": "image/png", "size": 99},
+    )
+    assert ticket.status == 201 and ticket.body["method"] == "PUT"
+    assert ticket.body["headers"] == {"Content-Type": "image/png", "Content-Length": "99"}
+    url = ticket.body["upload_url"]
+    assert upload_key(book, ticket.body["upload_id"]) in url and "X-Amz-Expires=600" in url
+    assert "content-length%3Bcontent-type%3Bhost" in url  # the signature covers both headers
+
+
+def test_a_replaced_or_deleted_image_is_retired_a_lease_later_and_never_sooner(stack: Stack) -> None:
+    book = stack.create_book()
+    first = add_asset(stack, book, "images/a.png", "image/png", PNG).body
+    first_object = stack.store.read_book(book).assets[0].object_id  # type: ignore[union-attr]
+    replaced = add_asset(stack, book, "images/a.png", "image/jpeg", JPEG, declared="image/jpeg")
+    assert replaced.status == 422  # the name says .png, the bytes are JPEG
+    renamed = add_asset(stack, book, "images/a.jpg", "image/jpeg", JPEG)
+    assert renamed.body["revision"] == first["revision"] + 1
+    assert (
+        add_asset(stack, book, "images/a.png", "image/png", picture("PNG", 10, 10)).status == 200
+    )  # a replacement
+    keys = set(stack.objects.keys(assets_prefix(book)))
+    assert asset_key(book, first_object) in keys and len(keys) == 3
+    stack.gc()
+    assert asset_key(book, first_object) in set(
+        stack.objects.keys(assets_prefix(book))
+    )  # a build may read it
+    stack.clock.advance(stack.exports.settings.lease_seconds + 1)
+    stack.gc()
+    left = set(stack.objects.keys(assets_prefix(book)))
+    assert asset_key(book, first_object) not in left and len(left) == 2
+    deleted = stack.http("DELETE", f"/books/{book}/assets/images/a.jpg")
+    assert deleted.status == 204
+    assert [a["name"] for a in stack.http("GET", f"/books/{book}").body["assets"]] == ["images/a.png"]
+    stack.clock.advance(stack.exports.settings.lease_seconds + 1)
+    stack.gc()
+    assert len(stack.objects.keys(assets_prefix(book))) == 1
+    assert stack.http("DELETE", f"/books/{book}/assets/images%2Fa.jpg").status == 404  # gone; %2F works too
+
+
+def test_the_cover_cannot_be_deleted_and_must_name_an_asset(stack: Stack) -> None:
+    book = stack.create_book()
+    missing = stack.http("PATCH", f"/books/{book}", body={"metadata": {"cover": "images/c.png"}})
+    assert (missing.status, missing.body["error"]["code"]) == (422, "unknown_cover")
+    add_asset(stack, book, "images/c.png", "image/png", PNG)
+    assert stack.http("PATCH", f"/books/{book}", body={"metadata": {"cover": "images/c.png"}}).status == 200
+    refused = stack.http("DELETE", f"/books/{book}/assets/images/c.png")
+    assert (refused.status, refused.body["error"]["code"]) == (409, "asset_is_cover")
+    assert stack.http("PATCH", f"/books/{book}", body={"metadata": {"cover": None}}).status == 200
+    assert stack.http("DELETE", f"/books/{book}/assets/images/c.png").status == 204
+
+
+def test_a_deleted_books_images_go_with_it(stack: Stack) -> None:
+    book = stack.create_book()
+    add_asset(stack, book, "images/a.png", "image/png", PNG)
+    add_asset(stack, book, "images/b.jpg", "image/jpeg", JPEG)
+    assert len(stack.objects.keys(assets_prefix(book))) == 2
+    assert stack.http("DELETE", f"/books/{book}").status == 204
+    stack.gc()
+    assert stack.objects.keys(assets_prefix(book)) == []
+    assert stack.store.due_markers(Queue.PURGE, 1e12, 10) == []
+
+
+def test_an_adoption_that_dies_before_it_publishes_leaves_its_bytes_to_the_gc(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    book = stack.create_book()
+    ticket = stack.http(
+        "POST", f"/books/{book}/assets", body={"name": "a.png", "content_type": "image/png", "size": len(PNG)}
+    )
+    stack.objects.put_bytes(upload_key(book, ticket.body["upload_id"]), PNG, "image/png")
+
+    def dies(*args: Any, **kwargs: Any) -> None:
+        raise SystemExit("the function was stopped")
+
+    monkeypatch.setattr(type(stack.store), "publish_change", dies)
+    with pytest.raises(SystemExit):
+        stack.http("PUT", f"/books/{book}/assets/a.png", body={"upload_id": ticket.body["upload_id"]})
+    monkeypatch.undo()
+    assert len(stack.objects.keys(assets_prefix(book))) == 1  # copied, never named
+    stack.clock.advance(301)
+    stack.gc()
+    assert stack.objects.keys(assets_prefix(book)) == []
+    assert stack.http("GET", f"/books/{book}").body["assets"] == []
+
+
+def test_asset_dimensions_are_read_from_each_type(stack: Stack) -> None:
+    book = stack.create_book()
+    for kind, name in (("PNG", "a.png"), ("JPEG", "a.jpg"), ("GIF", "a.gif"), ("WEBP", "a.webp")):
+        data = picture(kind, 123, 45)
+        content_type = "image/" + {"JPEG": "jpeg"}.get(kind, kind.lower())
+        assert add_asset(stack, book, name, content_type, data).status == 200, kind
+    got = {a["name"]: (a["width"], a["height"]) for a in stack.http("GET", f"/books/{book}").body["assets"]}
+    assert got == dict.fromkeys(("a.png", "a.jpg", "a.gif", "a.webp"), (123, 45))
