@@ -201,8 +201,9 @@ class ExportRequests(Parts):
             if seconds >= 1:
                 # From the format table: a poll imports no renderer and no markdown parser.
                 fmt = engine.ZIP if export.package == "zip" else engine.FORMATS[export.format]
+                body["download_name"] = download_name(book.title, fmt.extension)
                 body["download_url"] = self.objects.presign_download(
-                    export.path, download_name(book.title, fmt.extension), fmt.content_type, seconds
+                    export.path, body["download_name"], fmt.content_type, seconds
                 )
                 body["download_expires_at"] = iso(now + seconds)
         return body

@@ -170,6 +170,7 @@ SCHEMAS: dict[str, Any] = {
             "built_revision": {"type": ["integer", "null"]},
             "book_revision": {"type": "integer"},
             "download_url": {"type": ["string", "null"]},
+            "download_name": {"type": "string", "description": "the file name the download is saved as"},
             "download_expires_at": TIME,
             "progress": {
                 "type": "object",

@@ -54,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--wait", "-w", action="store_true", help="show progress until ready, then download")
     export.add_argument("--out", "-o", type=Path, help="where --wait writes the file (default: BOOK.EXT)")
     export.add_argument("--idempotency-key", help="retry a request from elsewhere safely (default: fresh)")
+    export.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a format option: page_size=a4 (pdf), toc_depth=2 (html, epub, pdf)",
+    )
 
     exports = commands.add_parser("exports", help="list, show and cancel exports").add_subparsers(
         dest="action", required=True
@@ -153,7 +160,11 @@ def _client_command(args: argparse.Namespace) -> int:
 
 
 def _export(client: Any, args: argparse.Namespace) -> int:
-    export = client.export(args.book, args.format, args.idempotency_key)
+    options = {}
+    for option in args.option:
+        name, _, value = option.partition("=")
+        options[name] = int(value) if value.isdigit() else value
+    export = client.export(args.book, args.format, args.idempotency_key, options or None)
     if not args.wait:
         return _out(args, export, _line(export))
     started = time.monotonic()
@@ -170,7 +181,9 @@ def _export(client: Any, args: argparse.Namespace) -> int:
     if bar is not None:
         bar.n = bar.total or 0  # ready: every chapter is done
         bar.close()
-    extension = {"markdown": "md"}.get(args.format, args.format)
+    extension = ready.get("download_name", "").rsplit(".", 1)[-1] or {"markdown": "md"}.get(
+        args.format, args.format
+    )
     out = args.out or Path(f"{args.book}.{extension}")
     down = _bar(
         args, unit="B", unit_scale=True, desc=f"downloading {out.name}", total=ready.get("size_bytes")
@@ -180,14 +193,19 @@ def _export(client: Any, args: argparse.Namespace) -> int:
         if down is not None:
             down.update(done - down.n)
 
-    size = client.download(ready["download_url"], out, on_bytes=bytes_done)
+    size = client.download(ready["download_url"], out, on_bytes=bytes_done, sha256=ready.get("sha256"))
     if down is not None:
         down.close()
     took = time.monotonic() - started
     summary = f"{out}  {size:,} bytes  {args.format}, revision {ready.get('built_revision')}, {took:.1f} s"
+    if ready.get("sha256"):
+        summary += f"\nsha256 {ready['sha256']}: checked, the file is the one the worker built"
     if ready.get("complete") is False:
         skipped = ", ".join(f"{c['ordinal']}. {c['title']}" for c in ready.get("skipped_chapters", []))
-        summary += f"\nincomplete: skipped {skipped}"
+        summary += f"\nincomplete: skipped {skipped}" if skipped else "\nincomplete"
+        missing = ", ".join(f"{m['name']} (chapter {m['chapter']})" for m in ready.get("missing_images", []))
+        if missing:
+            summary += f"; missing images: {missing}"
     return _out(args, {**ready, "file": str(out)}, summary)
 
 

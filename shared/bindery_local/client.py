@@ -16,6 +16,7 @@ API's error code and says what to do about it. The retries are urllib3's (botoco
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import urllib.parse
@@ -219,10 +220,17 @@ class Client:
 
     # ---- exports ----------------------------------------------------------------------------------
 
-    def export(self, book_id: str, fmt: str, idempotency_key: str | None = None) -> Export:
+    def export(
+        self,
+        book_id: str,
+        fmt: str,
+        idempotency_key: str | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> Export:
         """Request an export. Pass the same key to retry a request safely from another process."""
+        body: dict[str, Any] = {"format": fmt, **({"options": options} if options else {})}
         export: Export = self._call(
-            "POST", f"/books/{_id(book_id)}/exports", {"format": fmt}, create=True, key=idempotency_key
+            "POST", f"/books/{_id(book_id)}/exports", body, create=True, key=idempotency_key
         )
         return export
 
@@ -264,27 +272,52 @@ class Client:
             self.sleep(every)
 
     def download(
-        self, url: str, out: Path, *, on_bytes: Callable[[int, int | None], None] | None = None
+        self,
+        url: str,
+        out: Path,
+        *,
+        on_bytes: Callable[[int, int | None], None] | None = None,
+        sha256: str | None = None,
     ) -> int:
-        """Stream the file at a download link to `out` (via a temporary name, so a half file never
-        appears there). Calls on_bytes(done, total) as it goes. Returns the size."""
+        """Stream the file at a download link to `out` (via `<out>.part`, so a half file never appears
+        there). Calls on_bytes(done, total) as it goes. Returns the size.
+
+        A `.part` left by a download that was cut off is resumed with an HTTP Range request for the rest
+        (S3 answers 206); should the server send the whole file instead (200), it starts over. With
+        `sha256`, the whole file is checked against it once it is complete, and a mismatch raises
+        ApiError("checksum_mismatch") and keeps nothing."""
         partial = out.with_name(out.name + ".part")
-        done = 0
-        answer = self._send("GET", url, repeatable=True, preload_content=False)
+        done = partial.stat().st_size if partial.exists() else 0
+        headers = {"Range": f"bytes={done}-"} if done else {}
+        answer = self._send("GET", url, repeatable=True, preload_content=False, headers=headers)
         try:
-            if answer.status != 200:
+            if done and answer.status == 416:  # the .part is the whole file already
+                answer.drain_conn()
+            elif answer.status not in (200, 206):
                 raise ApiError(
                     answer.status, f"http_{answer.status}", "the download link refused: it may have lapsed"
                 )
-            total = int(answer.headers.get("Content-Length") or 0) or None
-            with partial.open("wb") as sink:
-                for chunk in answer.stream(256 * 1024):
-                    sink.write(chunk)
-                    done += len(chunk)
-                    if on_bytes is not None:
-                        on_bytes(done, total)
+            else:
+                if answer.status == 200:
+                    done = 0  # not a resume: the whole file
+                length = int(answer.headers.get("Content-Length") or 0)
+                total = done + length if length else None
+                with partial.open("ab" if done else "wb") as sink:
+                    for chunk in answer.stream(256 * 1024):
+                        sink.write(chunk)
+                        done += len(chunk)
+                        if on_bytes is not None:
+                            on_bytes(done, total)
         finally:
             answer.release_conn()
+        if sha256 is not None:
+            digest = hashlib.sha256()
+            with partial.open("rb") as written:
+                while piece := written.read(1024 * 1024):
+                    digest.update(piece)
+            if digest.hexdigest() != sha256:
+                partial.unlink()
+                raise ApiError(0, "checksum_mismatch", f"the download's SHA-256 is not {sha256}: not kept")
         partial.replace(out)
         return done
 

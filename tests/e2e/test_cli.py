@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -51,6 +52,9 @@ def test_create_export_wait_and_download_with_progress(stack: RunningStack, tmp_
     with zipfile.ZipFile(out) as epub:
         assert epub.read("mimetype") == b"application/epub+zip"
     assert not out.with_name(out.name + ".part").exists()
+    # The file is checked against the SHA-256 the worker computed as it built it, and the user is told.
+    digest = hashlib.sha256(out.read_bytes()).hexdigest()
+    assert f"sha256 {digest}: checked" in run.stdout
 
     shown = _bindery(stack, "books", "show", book["id"])
     assert shown.returncode == 0 and "   30. Chapter 30" in shown.stdout
@@ -99,3 +103,39 @@ def test_each_terminal_transition_shows_as_one_event_in_the_stacks_log(
     [line] = [x for x in stack.lines if export["id"] in x and "event bindery.export.ready" in x]
     detail = json.loads(line.split("event bindery.export.ready ", 1)[1])
     assert detail["id"] == f"{export['id']}:ready" and detail["owner"] == "demo-user"
+
+
+def test_a_cut_off_download_resumes_with_a_range_request_and_is_checked(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    """A large download that breaks halfway picks up where it stopped (HTTP Range; S3 answers 206), and the
+    whole file is checked against the SHA-256 the poll shows."""
+    import urllib3
+
+    from bindery_local.client import ApiError, Client
+
+    client = Client(stack.api, stack.token)
+    book = client.create_book("Long", MANUSCRIPT * 40)
+    ready = client.wait(book["id"], client.export(book["id"], "pdf")["id"], every=0.2)
+    url, digest = ready["download_url"], ready["sha256"]
+    whole = urllib3.request("GET", url).data
+    assert hashlib.sha256(whole).hexdigest() == digest and len(whole) > 100_000
+    half = urllib3.request("GET", url, headers={"Range": f"bytes=0-{len(whole) // 2 - 1}"})
+    assert half.status == 206 and half.data == whole[: len(whole) // 2]
+
+    out = tmp_path / "long.pdf"
+    # A first half that is not the file's: the client resumes after it (it does not fetch it again), so
+    # the whole is wrong, the checksum says so, and nothing is kept.
+    out.with_name("long.pdf.part").write_bytes(b"\0" * (len(whole) // 2))
+    try:
+        client.download(url, out, sha256=digest)
+        raise AssertionError("a damaged download was kept")
+    except ApiError as exc:
+        assert exc.code == "checksum_mismatch"
+    assert not out.exists() and not out.with_name("long.pdf.part").exists()
+    # The true first half, cut off: the resume fetches the rest, and the file checks out.
+    out.with_name("long.pdf.part").write_bytes(half.data)
+    fetched: list[int] = []
+    size = client.download(url, out, sha256=digest, on_bytes=lambda done, total: fetched.append(done))
+    assert size == len(whole) and out.read_bytes() == whole
+    assert fetched[0] > len(whole) // 2 and fetched[-1] == len(whole)  # counting from where it stopped
