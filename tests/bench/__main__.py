@@ -32,6 +32,8 @@ COLD_RUNS = int(os.environ.get("BINDERY_BENCH_COLD_RUNS", "7"))
 BIG_MB = float(os.environ.get("BINDERY_BENCH_BIG_MB", "200"))
 BIG_CHAPTERS = int(os.environ.get("BINDERY_BENCH_BIG_CHAPTERS", "5000"))
 SMALL_MB, SMALL_CHAPTERS = 2.0, 50
+# The illustrated book of the memory runs: this many images, of this many bytes each (200 MB in all).
+IMAGES, IMAGE_BYTES = int(os.environ.get("BINDERY_BENCH_IMAGES", "500")), 400_000
 MAX_UPLOAD_MB = float(os.environ.get("BINDERY_BENCH_MAX_UPLOAD_MB", "500"))
 
 
@@ -396,6 +398,14 @@ print(book.id, time.perf_counter() - started)
     return book, float(seconds)
 
 
+def _make_illustrated(aws: Aws, table: str, images: int, image_bytes: int) -> str:
+    probe = [PY, str(ROOT / "tests/bench/illustrated_probe.py"), table, str(images), str(image_bytes)]
+    out = subprocess.run(probe, env=aws.env(), capture_output=True, text=True, cwd=ROOT)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    return out.stdout.strip().splitlines()[-1]
+
+
 def _build(aws: Aws, table: str, book: str, fmt: str, nice: int = 0, keep: bool = False) -> dict[str, Any]:
     """One build in a fresh process. Its export is revoked afterwards (its bytes deleted), unless `keep`."""
     probe = [PY, str(ROOT / "tests/bench/build_probe.py"), book, fmt, table, *(["keep"] if keep else [])]
@@ -443,6 +453,7 @@ def build_memory() -> None:
             _manuscript(big_md, BIG_MB, BIG_CHAPTERS)
             small = _make_book(aws, table, small_md)
             big, cut_seconds = _make_book_timed(aws, table, big_md)
+            illustrated = _make_illustrated(aws, table, IMAGES, IMAGE_BYTES)
             record(
                 "builds", f"cut a {BIG_MB:g} MB upload into {BIG_CHAPTERS} chapters", f"{cut_seconds:.1f} s"
             )
@@ -479,6 +490,10 @@ def build_memory() -> None:
                     for fmt in formats
                     for size, book in (("small", small), ("big", big))
                 }
+                | {
+                    (fmt, "illustrated"): partial(_build, aws, table, illustrated, fmt, nice=10)
+                    for fmt in ("html", "epub")
+                }
             )
             for fmt in formats:
                 a, b = runs[fmt, "small"], runs[fmt, "big"]
@@ -486,6 +501,17 @@ def build_memory() -> None:
                 record(
                     "builds",
                     f"{fmt}: peak RSS {b['peak_rss'] / 2**20:.0f} MiB / {a['peak_rss'] / 2**20:.0f} MiB",
+                    f"{ratio:.2f}",
+                    "≤ 1.20",
+                    ratio <= 1.2,
+                )
+            for fmt in ("html", "epub"):
+                a, b = runs[fmt, "small"], runs[fmt, "illustrated"]
+                ratio = b["peak_rss"] / a["peak_rss"]
+                record(
+                    "builds",
+                    f"{fmt}: {IMAGES} images ({IMAGES * IMAGE_BYTES / 1e6:.0f} MB): peak RSS "
+                    f"{b['peak_rss'] / 2**20:.0f} MiB / {a['peak_rss'] / 2**20:.0f} MiB (2 MB)",
                     f"{ratio:.2f}",
                     "≤ 1.20",
                     ratio <= 1.2,

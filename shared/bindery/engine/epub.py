@@ -22,7 +22,7 @@ from bindery.engine.figures import Figures
 from bindery.images import Asset
 from bindery.metadata import package_identifier
 
-COPY_CHUNK = 8 * 1024 * 1024
+COPY_CHUNK = 1024 * 1024  # the spool goes up a piece at a time; a larger piece is only more memory
 
 CONTAINER = """<?xml version="1.0" encoding="UTF-8"?>
 <container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">

@@ -20,7 +20,7 @@ from typing import Any
 from bindery.engine import Report, Sink, Source, Text
 from bindery.engine.figures import Figures
 
-COPY_CHUNK = 8 * 1024 * 1024
+COPY_CHUNK = 1024 * 1024
 
 
 class MarkdownRenderer:
