@@ -65,6 +65,11 @@ class BookAssets(Revisions):
         if not isinstance(upload_id, str) or not valid_id(upload_id):
             raise errors.BadRequest("upload_id is not one this API issued", code="invalid_upload_id")
         book = self._owned(caller, book_id)
+        adopted = book.asset(name)
+        if adopted is not None and adopted.object_id == upload_id:
+            # This very upload is the asset already: a retry whose first try went through, its answer lost
+            # (the upload itself is gone by now). The answer is the one the first try would have had.
+            return book
         source = upload_key(book_id, upload_id)
         found = self.objects.head(source)
         if found is None:
@@ -78,14 +83,17 @@ class BookAssets(Revisions):
             else self.objects.read_range(source, -images.TAIL_BYTES, 0)
         )
         picture = images.examine(name, declared, head, tail, size)
-        asset = Asset(name, secrets.token_hex(10), picture.content_type, picture.width, picture.height, size)
+        # The asset's object is named by its upload: one upload is one object, however often it is adopted.
+        asset = Asset(name, upload_id, picture.content_type, picture.width, picture.height, size)
         now = self.clock()
         self.store.stage_asset(book_id, asset.object_id, now + STAGE_GRACE_SECONDS)
         self.objects.copy(source, asset_key(book_id, asset.object_id), picture.content_type)
 
-        def change(current: Book) -> tuple[Book, str | None]:
-            _within_limits(current, name, size)
+        def change(current: Book) -> tuple[Book, str | None] | None:
             old = current.asset(name)
+            if old is not None and old.object_id == upload_id:
+                return None  # a concurrent try of this same adoption won: nothing left to change
+            _within_limits(current, name, size)
             kept = tuple(a for a in current.assets if a.name != name)
             return replace(current, assets=(*kept, asset)), old.object_id if old else None
 

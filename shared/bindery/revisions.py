@@ -21,8 +21,9 @@ PUBLISH_TRIES = 5
 _IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d{1,12})"?\s*$')
 
 # What a change makes of the current book: the book as it is to be, and the object id of an asset it lets
-# go (or None). It may raise a 4xx, which is answered as it is.
-Change = Callable[[Book], tuple[Book, str | None]]
+# go (or None); or None when the book is already as the change would make it. It may raise a 4xx, which
+# is answered as it is.
+Change = Callable[[Book], tuple[Book, str | None] | None]
 
 
 class Revisions:
@@ -46,7 +47,10 @@ class Revisions:
             current = self._owned(caller, book_id)
             if expected is not None and expected != current.revision:
                 raise precondition_failed(current.revision)
-            changed, retired = change(current)
+            made = change(current)
+            if made is None:
+                return current
+            changed, retired = made
             now = self.clock()
             published = self.store.publish_change(
                 current,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mimetypes
 import time
 import urllib.parse
 import uuid
@@ -183,13 +184,44 @@ class Client:
 
     # ---- books ------------------------------------------------------------------------------------
 
-    def create_book(self, title: str, manuscript: str) -> Book:
+    def create_book(self, title: str, manuscript: str, metadata: dict[str, Any] | None = None) -> Book:
         """A new book. A manuscript over 5 MB is created empty, then uploaded and adopted."""
+        described = {"metadata": metadata} if metadata else {}
         if _fits_inline(manuscript):
-            book: Book = self._call("POST", "/books", {"title": title, "manuscript": manuscript}, create=True)
+            body = {"title": title, "manuscript": manuscript, **described}
+            book: Book = self._call("POST", "/books", body, create=True)
             return book
-        book = self._call("POST", "/books", {"title": title, "manuscript": ""}, create=True)
+        book = self._call("POST", "/books", {"title": title, "manuscript": "", **described}, create=True)
         return self.replace_manuscript(book["id"], manuscript.encode("utf-8"))
+
+    def edit_book(
+        self,
+        book_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        if_revision: int | None = None,
+    ) -> Book:
+        """A new title, a merge patch of the metadata (None in it removes a field), or both."""
+        headers = {"If-Match": f'"{if_revision}"'} if if_revision is not None else {}
+        body = {k: v for k, v in (("title", title), ("metadata", metadata)) if v is not None}
+        book: Book = self._call("PATCH", f"/books/{_id(book_id)}", body, headers=headers)
+        return book
+
+    def add_asset(self, book_id: str, name: str, data: bytes, content_type: str | None = None) -> Book:
+        """Upload an image the manuscript names (`images/coast.png`) and have the book adopt it. Its type
+        is the one its name says unless given; the API checks it against the bytes either way."""
+        kind = content_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
+        ticket = self._call(
+            "POST", f"/books/{_id(book_id)}/assets", {"name": name, "content_type": kind, "size": len(data)}
+        )
+        # The same bytes to the same key: repeating the PUT changes nothing.
+        sent = self._send("PUT", ticket["upload_url"], body=data, headers=ticket["headers"], repeatable=True)
+        if sent.status >= 300:
+            raise ApiError(sent.status, f"http_{sent.status}", f"the upload URL refused {name}")
+        path = f"/books/{_id(book_id)}/assets/{urllib.parse.quote(name, safe='/')}"
+        book: Book = self._call("PUT", path, {"upload_id": ticket["upload_id"]})
+        return book
 
     def replace_manuscript(self, book_id: str, data: bytes, if_revision: int | None = None) -> Book:
         headers = {"If-Match": f'"{if_revision}"'} if if_revision is not None else {}

@@ -225,3 +225,24 @@ def test_asset_dimensions_are_read_from_each_type(stack: Stack) -> None:
         assert add_asset(stack, book, name, content_type, data).status == 200, kind
     got = {a["name"]: (a["width"], a["height"]) for a in stack.http("GET", f"/books/{book}").body["assets"]}
     assert got == dict.fromkeys(("a.png", "a.jpg", "a.gif", "a.webp"), (123, 45))
+
+
+def test_an_adoption_sent_again_after_its_answer_was_lost_is_answered_as_the_first(stack: Stack) -> None:
+    """The caller's PUT went through but its answer was lost, so it sends it again: by then the upload is
+    gone (adopted, then removed), and the retry must still get the book, not upload_not_found, nor a
+    second revision."""
+    book = stack.create_book()
+    ticket = stack.http(
+        "POST", f"/books/{book}/assets", body={"name": "a.png", "content_type": "image/png", "size": len(PNG)}
+    )
+    stack.objects.put_bytes(upload_key(book, ticket.body["upload_id"]), PNG, "image/png")
+    first = stack.http("PUT", f"/books/{book}/assets/a.png", body={"upload_id": ticket.body["upload_id"]})
+    assert stack.objects.keys("books/uploads/") == []
+    again = stack.http("PUT", f"/books/{book}/assets/a.png", body={"upload_id": ticket.body["upload_id"]})
+    assert first.status == again.status == 200
+    assert (
+        again.body["revision"] == first.body["revision"] == 2 and again.body["assets"] == first.body["assets"]
+    )
+    # Another upload id, never uploaded, is still refused.
+    other = stack.http("PUT", f"/books/{book}/assets/a.png", body={"upload_id": "0123456789abcdef01234567"})
+    assert (other.status, other.body["error"]["code"]) == (422, "upload_not_found")
