@@ -1,12 +1,15 @@
 """`make demo`: the walk-through, against a running stack (`make run` in another terminal).
 
-It creates a book from each examples/*.md, exports it in every format, polls with visible progress,
-downloads each file and prints its size, and — when links are short (BINDERY_LINK_TTL_SECONDS) — waits for
-one to lapse and shows the poll say so and the bytes go.
+It creates a book from each examples/*.md, and an illustrated one from each examples/*/manuscript.md (its
+metadata.json, and every image beside it uploaded as an asset under its own path, the cover among them),
+exports it in every format, polls with visible progress, downloads each file and prints its size and
+checks its SHA-256, and — when links are short (BINDERY_LINK_TTL_SECONDS) — waits for one to lapse and
+shows the poll say so and the bytes go.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -19,9 +22,11 @@ from typing import Any
 
 from bindery.engine import FORMATS
 from bindery_local import tokens
+from bindery_local.client import ApiError, Client
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_FOR_EXPIRY_UP_TO = 120.0
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".webp"}
 
 
 def _call(method: str, url: str, token: str, body: Any = None) -> tuple[int, Any]:
@@ -51,14 +56,27 @@ def main() -> int:
     out.mkdir(exist_ok=True)
     print(f"Bindery demo against {api}\n")
     last: tuple[str, str, dict[str, Any]] | None = None
-    for manuscript in sorted((ROOT / "examples").glob("*.md")):
-        title = manuscript.stem.replace("-", " ").title()
-        body = {"title": title, "manuscript": manuscript.read_text()}
-        status, book = _call("POST", f"{api}/books", token, body)
-        if status != 201:
-            print(f"could not create {manuscript.name}: {status} {book}", file=sys.stderr)
+    examples = sorted((ROOT / "examples").glob("*.md")) + sorted((ROOT / "examples").glob("*/manuscript.md"))
+    for manuscript in examples:
+        illustrated = manuscript.name == "manuscript.md"
+        stem = manuscript.parent.name if illustrated else manuscript.stem
+        title = stem.replace("-", " ").title()
+        try:
+            book = _illustrated(api, token, title, manuscript) if illustrated else None
+        except ApiError as exc:
+            print(f"could not create {stem}: {exc}", file=sys.stderr)
             return 1
+        if book is None:
+            status, book = _call(
+                "POST", f"{api}/books", token, {"title": title, "manuscript": manuscript.read_text()}
+            )
+            if status != 201:
+                print(f"could not create {manuscript.name}: {status} {book}", file=sys.stderr)
+                return 1
         print(f"book {book['id']} “{title}”: {len(book['chapters'])} chapters, revision {book['revision']}")
+        if book.get("assets"):
+            meta = book["metadata"]
+            print(f"  by {', '.join(meta['authors'])}, {book['identifier']}, {len(book['assets'])} images")
         for fmt in FORMATS:
             _, export = _call("POST", f"{api}/books/{book['id']}/exports", token, {"format": fmt})
             started = time.monotonic()
@@ -72,10 +90,18 @@ def main() -> int:
                 print(f"\r  {fmt:<9} {export.get('state')}  {export.get('failure_code')}")
                 continue
             _, content = _fetch(export["download_url"])
-            path = out / f"{manuscript.stem}.{FORMATS[fmt].extension}"
+            extension = export.get("download_name", "").rsplit(".", 1)[-1] or FORMATS[fmt].extension
+            path = out / f"{stem}.{fmt}.{extension}" if extension == "zip" else out / f"{stem}.{extension}"
             path.write_bytes(content)
             took = time.monotonic() - started
-            print(f"\r  {fmt:<9} ready    {took:4.1f}s  {len(content):>8,} bytes  -> {path}")
+            checked = (
+                "sha256 ok"
+                if hashlib.sha256(content).hexdigest() == export.get("sha256")
+                else "SHA-256 MISMATCH"
+            )
+            print(f"\r  {fmt:<9} ready    {took:4.1f}s  {len(content):>9,} bytes  {checked}  -> {path}")
+            for missing in export.get("missing_images", []):
+                print(f"            missing image {missing['name']} (chapter {missing['chapter']})")
             last = (book["id"], export["id"], export)
     if last is None:
         return 1
@@ -95,6 +121,23 @@ def main() -> int:
     gone = _fetch(export["download_url"])[0]
     print(f"  the old download URL now answers {gone}: the GC has unlinked the bytes")
     return 0
+
+
+def _illustrated(api: str, token: str, title: str, manuscript: Path) -> dict[str, Any]:
+    """A book with its metadata and every image beside its manuscript, adopted as assets under their paths
+    (images/fog-days.png), then its cover set: what a publisher's upload tool does."""
+    folder = manuscript.parent
+    metadata = (
+        json.loads((folder / "metadata.json").read_text()) if (folder / "metadata.json").exists() else {}
+    )
+    cover = metadata.pop("cover", None)
+    client = Client(api, token)
+    book = client.create_book(title, manuscript.read_text(), metadata)
+    for image in sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES):
+        book = client.add_asset(book["id"], image.relative_to(folder).as_posix(), image.read_bytes())
+    if cover:
+        book = client.edit_book(book["id"], metadata={"cover": cover})
+    return dict(book)
 
 
 if __name__ == "__main__":
