@@ -73,7 +73,7 @@ def main() -> int:
             if status != 201:
                 print(f"could not create {manuscript.name}: {status} {book}", file=sys.stderr)
                 return 1
-        print(f"book {book['id']} “{title}”: {len(book['chapters'])} chapters, revision {book['revision']}")
+        print(f"book {book['id']} “{book['title']}”: {len(book['chapters'])} chapters, revision {book['revision']}")
         if book.get("assets"):
             meta = book["metadata"]
             print(f"  by {', '.join(meta['authors'])}, {book['identifier']}, {len(book['assets'])} images")
@@ -131,6 +131,7 @@ def _illustrated(api: str, token: str, title: str, manuscript: Path) -> dict[str
         json.loads((folder / "metadata.json").read_text()) if (folder / "metadata.json").exists() else {}
     )
     cover = metadata.pop("cover", None)
+    title = metadata.pop("title", title)  # the book's, beside its metadata
     client = Client(api, token)
     book = client.create_book(title, manuscript.read_text(), metadata)
     for image in sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES):

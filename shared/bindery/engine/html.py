@@ -27,7 +27,7 @@ CSS = """
 body{font:1.05rem/1.6 Georgia,'DejaVu Serif',serif;max-width:42rem;margin:2rem auto;padding:0 1rem;color:#222}
 h1,h2,h3{font-family:'DejaVu Sans',Helvetica,sans-serif;line-height:1.25}
 header .authors{font-size:1.15rem;margin-top:-.5rem}
-header img.cover{display:block;max-width:100%;height:auto;margin:0 auto 1.5rem}
+header img.cover{display:block;max-width:min(100%,22rem);height:auto;margin:0 auto 1.5rem}
 img{max-width:100%;height:auto}
 nav.toc ol{padding-inline-start:1.2rem}
 pre{overflow-x:auto;background:#f6f6f6;padding:.6rem}

@@ -78,6 +78,7 @@ def _needs_shaping(text: str) -> bool:
     return _COMPLEX_SCRIPT.search(text) is not None
 
 
+_FIGURE = re.compile(r"<p>(<img [^>]*>)</p>")
 _INTERNAL_LINK = re.compile(r'<a href="#[^"]*"[^>]*>(.*?)</a>', re.S)
 
 
@@ -86,6 +87,7 @@ def _for_pdf(html: str) -> str:
     anchors within the page (footnotes) keep their text and lose the jump fpdf2 cannot resolve."""
     if html.startswith("<h1>"):
         html = html[html.index("</h1>") + 5 :]
+    html = _FIGURE.sub(r'<p align="center">\1<br></p>', html)  # a figure: an image alone in its paragraph
     return _INTERNAL_LINK.sub(r"\1", html).replace("\ufe0e", "")
 
 
