@@ -19,13 +19,14 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from bindery import images
 from bindery.objects import ARTIFACT_PREFIX, BOOK_PREFIX, UPLOAD_PREFIX
 from bindery.states import ENDED, Queue, State
 
 # What the checks read of each item: one projected Scan, so that checking after every step stays cheap.
 _PROJECTION = (
     "pk, sk, export_id, #state, failure_code, #path, paths, #queue, counted_against, live_ids, cut,"
-    " key_digest, requested_at, revision"
+    " key_digest, requested_at, revision, assets"
 )
 _NAMES = {"#state": "state", "#path": "path", "#queue": "queue"}
 
@@ -141,10 +142,17 @@ def violations(
                 found.append(
                     f"2: ended export {row['export_id']} still waits for its unlink after the GC ran"
                 )
-    # ...and under books/: each manuscript is its book's current cut, or a cut waiting to be retired
+    # ...and under books/: each manuscript is its book's current cut, or a cut waiting to be retired; each
+    # image is one its book's revision names, or one waiting to be retired
     books = {i["pk"].removeprefix("BOOK#"): i.get("cut") for i in items if i["sk"] == "BOOK"}
+    named_images = {
+        (i["pk"].removeprefix("BOOK#"), f"assets/{asset.object_id}")
+        for i in items
+        if i["sk"] == "BOOK"
+        for asset in images.from_stored(i.get("assets"))
+    }
     retiring = {
-        (i["pk"].removeprefix("BOOK#"), i["sk"].removeprefix("RETIRE#"))
+        (i["pk"].removeprefix("BOOK#"), i["sk"].removeprefix("RETIRE#").replace("A#", "assets/", 1))
         for i in items
         if i["sk"].startswith("RETIRE#")
     }
@@ -154,9 +162,14 @@ def violations(
             continue  # a caller's upload: adopted and removed, or expired by the bucket's lifecycle rule
         book, _, name = key.removeprefix(BOOK_PREFIX).partition("/")
         cut = name.removesuffix(".md")
-        if books.get(book) == cut or (book, cut) in retiring or book in purging:
+        if (
+            books.get(book) == cut
+            or (book, cut) in retiring
+            or (book, cut) in named_images
+            or book in purging
+        ):
             continue
-        found.append(f"2: manuscript {key} belongs to no book's current cut nor one waiting to be retired")
+        found.append(f"2: {key} belongs to no book's current revision nor waits to be retired")
     uploads = objects.client.list_multipart_uploads(Bucket=objects.settings.bucket).get("Uploads", [])
     for upload in uploads:
         found.append(f"2: multipart upload left open: {upload['Key']}")

@@ -152,18 +152,7 @@ class Objects:
     def presign_put(self, key: str, content_type: str, size: int, expires_in: int) -> str:
         """A presigned PUT for exactly this key, type and length: the signature covers the Content-Type and
         Content-Length headers, so S3 refuses a PUT that sends others."""
-        return str(
-            self.client.generate_presigned_url(
-                "put_object",
-                Params={
-                    "Bucket": self.settings.bucket,
-                    "Key": key,
-                    "ContentType": content_type,
-                    "ContentLength": size,
-                },
-                ExpiresIn=expires_in,
-            )
-        )
+        return self._presigned("put_object", key, expires_in, ContentType=content_type, ContentLength=size)
 
     def copy(self, source: str, target: str, content_type: str | None = None) -> str | None:
         """A server-side copy: the bytes never pass through the function. (CopyObject takes up to 5 GB.)
@@ -258,18 +247,20 @@ class Objects:
     def presign_download(self, key: str, filename: str, content_type: str, expires_in: int) -> str:
         """A GET URL valid for `expires_in` seconds that downloads as `filename`. Never stored."""
         quoted = filename.replace("\\", "_").replace('"', "_")
-        return str(
-            self.client.generate_presigned_url(
-                "get_object",
-                Params={
-                    "Bucket": self.settings.bucket,
-                    "Key": key,
-                    "ResponseContentDisposition": f'attachment; filename="{quoted}"',
-                    "ResponseContentType": content_type,
-                },
-                ExpiresIn=expires_in,
-            )
+        disposition = f'attachment; filename="{quoted}"'
+        return self._presigned(
+            "get_object",
+            key,
+            expires_in,
+            ResponseContentDisposition=disposition,
+            ResponseContentType=content_type,
         )
+
+    def _presigned(self, operation: str, key: str, expires_in: int, **params: Any) -> str:
+        url = self.client.generate_presigned_url(
+            operation, Params={"Bucket": self.settings.bucket, "Key": key, **params}, ExpiresIn=expires_in
+        )
+        return str(url)
 
 
 @translate_faults

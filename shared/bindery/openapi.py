@@ -33,6 +33,18 @@ METADATA_FIELDS: dict[str, Any] = {
 ID = {"type": "string", "pattern": "^[0-9a-z]{8,40}$"}
 TIME = {"type": ["string", "null"], "format": "date-time"}
 
+
+def _upload(method: str, **how: Any) -> dict[str, Any]:
+    """A presigned upload: its id, where and how to send the bytes, until when, and how many at most."""
+    properties = {"upload_id": ID, "upload_url": {"type": "string"}, "method": {"const": method}, **how}
+    properties |= {"expires_at": TIME, "max_bytes": {"type": "integer"}}
+    return {"type": "object", "required": list(properties), "properties": properties}
+
+
+def _strings(description: str) -> dict[str, Any]:
+    return {"type": "object", "additionalProperties": {"type": "string"}, "description": description}
+
+
 SCHEMAS: dict[str, Any] = {
     "Error": {
         "type": "object",
@@ -126,23 +138,11 @@ SCHEMAS: dict[str, Any] = {
         },
         "additionalProperties": False,
     },
-    "AssetUpload": {
-        "type": "object",
-        "required": ["upload_id", "name", "upload_url", "method", "headers", "expires_at", "max_bytes"],
-        "properties": {
-            "upload_id": ID,
-            "name": {"type": "string"},
-            "upload_url": {"type": "string"},
-            "method": {"const": "PUT"},
-            "headers": {
-                "type": "object",
-                "additionalProperties": {"type": "string"},
-                "description": "send exactly these headers with the PUT: the URL is signed for them",
-            },
-            "expires_at": TIME,
-            "max_bytes": {"type": "integer"},
-        },
-    },
+    "AssetUpload": _upload(
+        "PUT",
+        name={"type": "string"},
+        headers=_strings("send exactly these headers with the PUT: the URL is signed for them"),
+    ),
     "AdoptAsset": {
         "type": "object",
         "required": ["upload_id"],
@@ -192,22 +192,10 @@ SCHEMAS: dict[str, Any] = {
             "next_cursor": {"type": ["string", "null"]},
         },
     },
-    "Upload": {
-        "type": "object",
-        "required": ["upload_id", "upload_url", "method", "fields", "expires_at", "max_bytes"],
-        "properties": {
-            "upload_id": ID,
-            "upload_url": {"type": "string"},
-            "method": {"const": "POST"},
-            "fields": {
-                "type": "object",
-                "additionalProperties": {"type": "string"},
-                "description": "form fields to send as they are, before the manuscript as the form's `file`",
-            },
-            "expires_at": TIME,
-            "max_bytes": {"type": "integer"},
-        },
-    },
+    "Upload": _upload(
+        "POST",
+        fields=_strings("form fields to send as they are, before the manuscript as the form's `file`"),
+    ),
     "CreateBook": {
         "type": "object",
         "required": ["title", "manuscript"],

@@ -73,7 +73,8 @@ def main() -> int:
             if status != 201:
                 print(f"could not create {manuscript.name}: {status} {book}", file=sys.stderr)
                 return 1
-        print(f"book {book['id']} “{book['title']}”: {len(book['chapters'])} chapters, revision {book['revision']}")
+        chapters, revision = len(book["chapters"]), book["revision"]
+        print(f"book {book['id']} “{book['title']}”: {chapters} chapters, revision {revision}")
         if book.get("assets"):
             meta = book["metadata"]
             print(f"  by {', '.join(meta['authors'])}, {book['identifier']}, {len(book['assets'])} images")

@@ -99,10 +99,6 @@ class Source:
     def language(self) -> str:
         return self.metadata.language
 
-    @property
-    def direction(self) -> str:
-        return self.metadata.direction
-
     def option(self, name: str) -> Any:
         return self.options.get(name, FORMATS_OPTION_DEFAULTS.get(name))
 

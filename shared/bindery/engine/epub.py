@@ -49,7 +49,7 @@ def _page(title: str, body: str, source: Source) -> str:
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE html>\n'
         '<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops" '
-        f'xml:lang="{lang}" lang="{lang}" dir="{source.direction}">\n'
+        f'xml:lang="{lang}" lang="{lang}" dir="{source.metadata.direction}">\n'
         f'<head><meta charset="utf-8"/><title>{escape(title)}</title>'
         '<link rel="stylesheet" type="text/css" href="style.css"/></head>\n'
         f"<body>\n{body}\n</body>\n</html>\n"
@@ -216,10 +216,10 @@ class EpubRenderer:
         ]
         spine = ['<itemref idref="cover" linear="no"/>', '<itemref idref="title"/>', '<itemref idref="nav"/>']
         spine += [f'<itemref idref="ch{n}"/>' for n, _, _ in contents]
-        progression = ' page-progression-direction="rtl"' if source.direction == "rtl" else ""
+        progression = ' page-progression-direction="rtl"' if source.metadata.direction == "rtl" else ""
         return f"""<?xml version="1.0" encoding="UTF-8"?>
 <package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="book-id"
- xml:lang="{source.language}" dir="{source.direction}">
+ xml:lang="{source.language}" dir="{source.metadata.direction}">
 <metadata xmlns:dc="http://purl.org/dc/elements/1.1/">
 {chr(10).join(described)}
 </metadata>

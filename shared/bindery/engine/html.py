@@ -81,7 +81,7 @@ class HtmlRenderer:
         )
         out.write(
             (
-                f'<!DOCTYPE html>\n<html lang="{source.language}" dir="{source.direction}"><head>'
+                f'<!DOCTYPE html>\n<html lang="{source.language}" dir="{source.metadata.direction}"><head>'
                 '<meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'
                 f"<title>{title}</title>{described}<style>{CSS}</style></head><body>\n<header>"
             ).encode()
