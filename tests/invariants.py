@@ -3,8 +3,9 @@
 1. Every accepted export has a row, and has ended (ready, failed, cancelled or expired), a failed one
    with its code.
 2. Every ready export's object exists; every object under artifacts/ is named by a row that is ready or
-   still waiting for its unlink; every manuscript under books/ is its book's current cut, or one waiting
-   to be retired; after the GC nothing else remains, and no multipart upload is left open.
+   still waiting for its unlink; every manuscript and image under books/ is its book's current cut or
+   one of its current images, or one waiting to be retired; after the GC nothing else remains, and no
+   multipart upload is left open.
 3. Each caller's live set is exactly that caller's pending exports.
 4. No Idempotency-Key answered with two different exports, and the table holds at most one export per
    key and window (its rows carry the key's digest).

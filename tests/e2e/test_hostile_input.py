@@ -39,6 +39,9 @@ def _foreign_token(**changes: Any) -> str:
     return jwt.encode(claims, tokens.secret(), algorithm="HS256")
 
 
+SVG_ASSET = '{"name": "a.svg", "content_type": "image/svg+xml", "size": 10}'
+
+
 def _cases() -> list[tuple[str, str, str, dict[str, str], Any, int, str | None]]:
     """(name, method, path, extra headers, body (str, bytes or None), status, error code or None)."""
     exp = f"/books/{BOOK}/exports"
@@ -223,8 +226,19 @@ def _cases() -> list[tuple[str, str, str, dict[str, str], Any, int, str | None]]
         ("unicode export id", "DELETE", f"/books/{BOOK}/exports/%C3%A9t%C3%A9", {}, None, 404, "not_found"),
         ("sql in id", "GET", "/books/1%27%20OR%20%271%27%3D%271", {}, None, 404, "not_found"),
         ("overlong id", "GET", "/books/" + "a" * 5000, {}, None, 404, "not_found"),
-        ("unknown route", "PATCH", f"/books/{BOOK}", {}, "{}", 404, None),
-    ]
+        ("unknown route", "PATCH", f"/books/{BOOK}/exports", {}, "{}", 404, None),
+        ("svg asset", "POST", f"/books/{BOOK}/assets", {}, SVG_ASSET, 422, "svg_refused"),
+        ("asset name escapes the book", "DELETE", f"/books/{BOOK}/assets/..%2F..%2Fetc", {}, None, 422,
+         "invalid_asset_name"),
+        ("asset name with a scheme", "PUT", f"/books/{BOOK}/assets/https:%2F%2Fx.test%2Fa.png", {},
+         '{"upload_id": "0123456789abcdef01234567"}', 422, "invalid_asset_name"),
+        ("adopting what was never uploaded", "PUT", f"/books/{BOOK}/assets/a.png", {},
+         '{"upload_id": "0123456789abcdef01234567"}', 422, "upload_not_found"),
+        ("metadata with a bad isbn", "PATCH", f"/books/{BOOK}", {}, '{"metadata": {"identifier": "1"}}', 422,
+         "invalid_metadata"),
+        ("an option the format lacks", "POST", f"/books/{BOOK}/exports", {},
+         '{"format": "html", "options": {"page_size": "a4"}}', 422, "unknown_option"),
+    ]  # fmt: skip
     return cases
 
 

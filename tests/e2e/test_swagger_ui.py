@@ -28,7 +28,7 @@ def test_swagger_ui_runs_a_request_with_a_token_from_localhost_alone(
 
     with chromium() as page:
         page.send("Page.navigate", url=f"{stack.api}/docs")
-        page.wait_for("document.querySelectorAll('.opblock').length === 9")
+        page.wait_for("document.querySelectorAll('.opblock').length === 13")
 
         page.click(".auth-wrapper .authorize")
         page.wait_for("document.querySelector('.auth-container input') !== null")

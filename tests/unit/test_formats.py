@@ -13,7 +13,7 @@ import pytest
 from bindery.engine import FORMATS, Source, Text, renderer_for
 from bindery.manuscript import cut_text, normalise
 from tests.books import BOOKS, SAMPLES
-from tests.validators import epubcheck, pdftotext, qpdf_check
+from tests.validators import ace, epubcheck, pdftotext, qpdf_check
 
 BUILDABLE = [name for name in BOOKS if name != "empty"]
 
@@ -67,6 +67,19 @@ def test_epub_passes_epubcheck_with_no_errors_or_warnings(book: str, tmp_path: P
     assert (
         "<dc:title>" in opf and "dcterms:modified" in opf and "urn:uuid:" in opf and 'properties="nav"' in opf
     )
+
+
+# Ace opens every content document in Chromium: the 1,200-chapter book takes it over ten minutes, and its
+# pages are the others' template. (The illustrated and Arabic books: tests/unit/test_illustrated.py.)
+ACE_BOOKS = [name for name in BUILDABLE if name != "many"]
+
+
+@pytest.mark.slow(5)
+@pytest.mark.parametrize("book", ACE_BOOKS)
+def test_epub_has_no_accessibility_violations_by_ace(book: str, tmp_path: Path) -> None:
+    violations, report = ace(_build(book, "epub", tmp_path), tmp_path / "ace")
+    assert violations == [], violations
+    assert report["a11y-metadata"]["empty"] == []  # type: ignore[index]
 
 
 @pytest.mark.parametrize("book", BUILDABLE)

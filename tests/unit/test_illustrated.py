@@ -189,10 +189,13 @@ def test_a_right_to_left_book_is_set_right_to_left_in_every_format(stack: Stack,
     spec = arabic()
     book = make(stack, spec)
     assert stack.http("GET", f"/books/{book}").body["metadata"]["language"] == "ar"
-    for fmt in ("html", "epub", "pdf"):
+    for fmt in FORMATS:
         view, data = export(stack, book, fmt)
         assert view["complete"] is True and "warnings" not in view, view
         (tmp_path / f"book.{fmt}").write_bytes(data)
+    with zipfile.ZipFile(tmp_path / "book.markdown") as bundle:
+        assert bundle.read("manuscript.md").decode() == spec.manuscript
+        assert bundle.read("images/dunes.png") == spec.assets["images/dunes.png"][1]
     page = _Page()
     page.feed((tmp_path / "book.html").read_text())
     assert page.root == {"lang": "ar", "dir": "rtl"} and len(page.images) == 1

@@ -54,7 +54,7 @@ def _pending_outside_the_live_set(stack: Stack, book: str, export: str) -> None:
 
 
 BREAKS: dict[str, tuple[Callable[[Stack, str, str], None], str]] = {
-    "a manuscript no cut names": (_stray_manuscript, "2: manuscript books/"),
+    "a manuscript no cut names": (_stray_manuscript, "2: books/"),
     "a ready row without its object": (_ready_without_bytes, "2: ready export"),
     "an artifact no row names": (_stray_artifact, "2: object artifacts/"),
     "two exports for one key in one window": (_second_export_for_one_key, "4: one key"),
