@@ -97,7 +97,7 @@ class BookAssets(Revisions):
             kept = tuple(a for a in current.assets if a.name != name)
             return replace(current, assets=(*kept, asset)), old.object_id if old else None
 
-        published = self._publish_change(caller, book_id, if_match, change, staged=asset.object_id)
+        published = self._publish_change(caller, book_id, if_match, change, staged=asset.object_id, read=book)
         try:
             self.objects.delete([source])
         except StorageError:  # the bucket's lifecycle rule for books/uploads/ removes it

@@ -37,14 +37,21 @@ class Revisions:
         return book
 
     def _publish_change(
-        self, caller: str, book_id: str, if_match: str | None, change: Change, staged: str | None = None
+        self,
+        caller: str,
+        book_id: str,
+        if_match: str | None,
+        change: Change,
+        staged: str | None = None,
+        read: Book | None = None,
     ) -> Book:
         """Apply `change` to the book's current revision and publish it as the next one. With
         `If-Match: "<revision>"` a book at any other revision answers 412 and nothing changes; without it,
-        a change that lost a race is made again on top of the winner."""
+        a change that lost a race is made again on top of the winner. `read`: the book as the caller has
+        just read it, tried first (the publish's own condition says whether it is still current)."""
         expected = parse_if_match(if_match)
         for _ in range(PUBLISH_TRIES):
-            current = self._owned(caller, book_id)
+            current, read = read or self._owned(caller, book_id), None
             if expected is not None and expected != current.revision:
                 raise precondition_failed(current.revision)
             made = change(current)

@@ -11,6 +11,7 @@ from bindery import assets
 from bindery.objects import asset_key, assets_prefix, upload_key
 from bindery.states import Queue
 from tests.books.illustrated import picture
+from tests.calls import recording
 from tests.unit.conftest import Stack
 from tests.unit.test_illustrated import add_asset
 
@@ -246,3 +247,19 @@ def test_an_adoption_sent_again_after_its_answer_was_lost_is_answered_as_the_fir
     # Another upload id, never uploaded, is still refused.
     other = stack.http("PUT", f"/books/{book}/assets/a.png", body={"upload_id": "0123456789abcdef01234567"})
     assert (other.status, other.body["error"]["code"]) == (422, "upload_not_found")
+
+
+def test_an_adoption_makes_exactly_these_aws_calls(stack: Stack) -> None:
+    """One read of the book, the upload's head and its first bytes (a small image's tail is among them),
+    the stage marker, the copy, the one write that publishes, the upload's removal, and the chapters the
+    answer (the book at its new revision) lists."""
+    book = stack.create_book()
+    ticket = stack.http(
+        "POST", f"/books/{book}/assets", body={"name": "a.png", "content_type": "image/png", "size": len(PNG)}
+    )
+    stack.objects.put_bytes(upload_key(book, ticket.body["upload_id"]), PNG, "image/png")
+    with recording(stack.store.client, stack.objects.client) as calls:
+        reply = stack.http("PUT", f"/books/{book}/assets/a.png", body={"upload_id": ticket.body["upload_id"]})
+    assert reply.status == 200
+    assert calls.count("dynamodb") == {"GetItem": 1, "PutItem": 1, "TransactWriteItems": 1, "Query": 1}
+    assert calls.count("s3") == {"HeadObject": 1, "GetObject": 1, "CopyObject": 1, "DeleteObject": 1}
