@@ -261,7 +261,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
     if "413" in answers:  # API Gateway itself refuses a payload over 10 MB, in its own shape
         answers["413"] = {
             "description": described[413],
-            "content": {"application/json": {"schema": {"oneOf": [
+            "content": {"application/json": {"schema": {"anyOf": [
                 {"$ref": "#/components/schemas/Error"}, {"$ref": "#/components/schemas/GatewayError"}]}}},
         }  # fmt: skip
     return answers
@@ -327,7 +327,8 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         {200: ("the book", "Book")}, (400, 404, 503)),
     "PATCH /books/{bookId}": _op(
         "editBook", "Edit the title or metadata (a merge patch): revision + 1", [BOOK_ID, IF_MATCH],
-        {200: ("the book at its new revision", "Book")}, (400, 404, 409, 412, 422, 503), body="EditBook"),
+        {200: ("the book at its new revision", "Book")}, (400, 404, 409, 412, 413, 422, 503),
+        body="EditBook"),
     "POST /books/{bookId}/assets": _op(
         "createAsset", "A presigned PUT for an image (PNG, JPEG, GIF, WebP) to name in the text", [BOOK_ID],
         {201: ("where to upload", "AssetUpload")}, (400, 404, 413, 422, 503), body="CreateAsset"),
