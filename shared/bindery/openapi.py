@@ -316,6 +316,16 @@ def _op(
     return operation
 
 
+def _next_revision(
+    operation_id: str, summary: str, parameters: list[dict[str, Any]], body: str
+) -> dict[str, Any]:
+    """A change that publishes the book's next revision: each answers alike, with the book, and refuses
+    alike (If-Match, a book that kept changing, a body too large or not acceptable)."""
+    answers: dict[int, tuple[str, str | None]] = {200: ("the book at its new revision", "Book")}
+    errors = (400, 404, 409, 412, 413, 422, 503)
+    return _op(operation_id, f"{summary}: revision + 1", parameters, answers, errors, body=body)
+
+
 # Route key (as template.yaml and API Gateway write it) -> operation.
 OPERATIONS: dict[str, dict[str, Any]] = {
     "POST /books": _op(
@@ -325,24 +335,19 @@ OPERATIONS: dict[str, dict[str, Any]] = {
     "GET /books/{bookId}": _op(
         "getBook", "A book and its chapters, a page at a time", [BOOK_ID, CHAPTERS_AFTER],
         {200: ("the book", "Book")}, (400, 404, 503)),
-    "PATCH /books/{bookId}": _op(
-        "editBook", "Edit the title or metadata (a merge patch): revision + 1", [BOOK_ID, IF_MATCH],
-        {200: ("the book at its new revision", "Book")}, (400, 404, 409, 412, 413, 422, 503),
-        body="EditBook"),
+    "PATCH /books/{bookId}": _next_revision(
+        "editBook", "Edit the title or metadata (a merge patch)", [BOOK_ID, IF_MATCH], "EditBook"),
     "POST /books/{bookId}/assets": _op(
         "createAsset", "A presigned PUT for an image (PNG, JPEG, GIF, WebP) to name in the text", [BOOK_ID],
         {201: ("where to upload", "AssetUpload")}, (400, 404, 413, 422, 503), body="CreateAsset"),
-    "PUT /books/{bookId}/assets/{name+}": _op(
-        "adoptAsset", "Check the uploaded image and make it the book's asset: revision + 1",
-        [BOOK_ID, ASSET_NAME, IF_MATCH], {200: ("the book at its new revision", "Book")},
-        (400, 404, 409, 412, 413, 422, 503), body="AdoptAsset"),
+    "PUT /books/{bookId}/assets/{name+}": _next_revision(
+        "adoptAsset", "Check the uploaded image, make it the book's", [BOOK_ID, ASSET_NAME, IF_MATCH],
+        "AdoptAsset"),
     "DELETE /books/{bookId}/assets/{name+}": _op(
         "deleteAsset", "Remove an asset: revision + 1; its bytes go once no build reads them",
         [BOOK_ID, ASSET_NAME, IF_MATCH], {204: ("removed", None)}, (400, 404, 409, 412, 422, 503)),
-    "PUT /books/{bookId}/manuscript": _op(
-        "replaceManuscript", "Replace the manuscript: re-cut, revision + 1", [BOOK_ID, IF_MATCH],
-        {200: ("the book at its new revision", "Book")}, (400, 404, 409, 412, 413, 422, 503),
-        body="ReplaceManuscript"),
+    "PUT /books/{bookId}/manuscript": _next_revision(
+        "replaceManuscript", "Replace the manuscript: re-cut", [BOOK_ID, IF_MATCH], "ReplaceManuscript"),
     "POST /books/{bookId}/uploads": _op(
         "createUpload", "A presigned POST for a manuscript of 1 byte to 500 MiB", [BOOK_ID],
         {201: ("where to upload", "Upload")}, (404, 503)),
