@@ -76,7 +76,8 @@ class ByDue(GlobalSecondaryIndex["ExportItem"]):
 class BookItem(Item):
     owner = UnicodeAttribute()
     title = UnicodeAttribute()
-    # The revision an If-Match names and an export builds from; +1 each time the manuscript is replaced.
+    # The revision an If-Match names and an export builds from; +1 at every change: the manuscript, the
+    # title or metadata, an image.
     revision = NumberAttribute()
     # The cut the revision reads: its chapters (CH#<cut>#...) and its text object, both immutable.
     cut = UnicodeAttribute()
