@@ -85,11 +85,12 @@ def _whole(content_type: str, head: bytes, tail: bytes, size: int) -> bool:
 def examine(name: str, declared: str | None, head: bytes, tail: bytes, size: int) -> Picture:
     """The picture these bytes are, or a 422 naming what is wrong: not an image, not the type the name or
     the declaration says, cut short, or too large a canvas."""
-    if b"<svg" in head[:1024].lower() or head.lstrip()[:5].lower() in (b"<?xml", b"<svg"):
-        raise refused(f"{name}: SVG is not accepted (it can carry script); send PNG, JPEG, GIF or WebP",
-                      "svg_refused")  # fmt: skip
     found = sniff(head)
     if found is None:
+        # Only bytes no raster signature claims are looked at as SVG: a PNG may carry "<svg" in a text chunk.
+        if b"<svg" in head[:1024].lower() or head.lstrip()[:5].lower() in (b"<?xml", b"<svg"):
+            raise refused(f"{name}: SVG is not accepted (it can carry script); send PNG, JPEG, GIF or WebP",
+                          "svg_refused")  # fmt: skip
         raise refused(f"{name}: the bytes are not a PNG, JPEG, GIF or WebP image", "not_an_image")
     if declared is not None and declared != found:
         raise refused(f"{name}: declared {declared}, but the bytes are {found}", "type_mismatch")

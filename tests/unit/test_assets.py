@@ -3,6 +3,7 @@ retired a lease later; a deleted book's images gone with it."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
@@ -263,3 +264,15 @@ def test_an_adoption_makes_exactly_these_aws_calls(stack: Stack) -> None:
     assert reply.status == 200
     assert calls.count("dynamodb") == {"GetItem": 1, "PutItem": 1, "TransactWriteItems": 1, "Query": 1}
     assert calls.count("s3") == {"HeadObject": 1, "GetObject": 1, "CopyObject": 1, "DeleteObject": 1}
+
+
+def test_a_png_that_mentions_svg_in_its_text_is_still_a_png(stack: Stack) -> None:
+    from PIL import Image, PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Comment", "drawn from <svg> source")
+    out = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(out, format="PNG", pnginfo=info)
+    assert b"<svg" in out.getvalue()[:1024]
+    book = stack.create_book()
+    assert add_asset(stack, book, "drawn.png", "image/png", out.getvalue()).status == 200
