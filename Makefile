@@ -46,22 +46,22 @@ $(SAM):
 	$(PYTHON) -m venv $(SAMVENV)
 	$(SAMVENV)/bin/pip install -q aws-sam-cli
 
-run: $(VENV)/.installed
+run: $(VENV)/.installed $(FONT_STAMP)
 	$(PY) -m bindery_local
 
-test: $(VENV)/.installed $(DDB_STAMP) $(IAM_STAMP) $(ACE_STAMP) $(SAM) lint
+test: $(VENV)/.installed $(FONT_STAMP) $(DDB_STAMP) $(IAM_STAMP) $(ACE_STAMP) $(SAM) lint
 	$(VENV)/bin/cfn-lint template.yaml
 	$(SAM) validate --lint --region us-east-1
 	$(MAKE) --no-print-directory build
 	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) BINDERY_IAM_SIMULATE_DIR=$(IAM_DIR) BINDERY_ACE_DIR=$(ACE_DIR) $(PY) -m pytest -n 2 --dist worksteal --durations=10
 
-unit: $(VENV)/.installed $(IAM_STAMP) $(ACE_STAMP)
+unit: $(VENV)/.installed $(FONT_STAMP) $(IAM_STAMP) $(ACE_STAMP)
 	BINDERY_IAM_SIMULATE_DIR=$(IAM_DIR) BINDERY_ACE_DIR=$(ACE_DIR) $(PY) -m pytest tests/unit
 
-integration: $(VENV)/.installed $(DDB_STAMP)
+integration: $(VENV)/.installed $(FONT_STAMP) $(DDB_STAMP)
 	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m pytest tests/integration
 
-e2e: $(VENV)/.installed
+e2e: $(VENV)/.installed $(FONT_STAMP)
 	$(PY) -m pytest tests/e2e
 
 lint: $(VENV)/.installed
@@ -69,13 +69,17 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-# The PDF's fonts ride in the layer: copied from the system's packages (fonts-dejavu, fonts-wqy-microhei,
-# fonts-symbola), never committed.
+# The PDF's fonts beyond the ones Typst has built in (Libertinus Serif, DejaVu Sans Mono) ride in the layer:
+# DejaVu Sans for Arabic, WenQuanYi Micro Hei for CJK, Symbola for emoji. They are copied from the system's
+# packages (fonts-dejavu-core, fonts-wqy-microhei, fonts-symbola), never committed.
 FONT_DIR := shared/bindery/engine/fonts
-fonts:
+FONT_STAMP := $(FONT_DIR)/.installed
+$(FONT_STAMP):
 	mkdir -p $(FONT_DIR)
-	cp /usr/share/fonts/truetype/dejavu/DejaVu{Serif,Serif-Bold,Serif-Italic,Serif-BoldItalic,Sans,Sans-Bold,SansMono}.ttf $(FONT_DIR)/
+	cp /usr/share/fonts/truetype/dejavu/DejaVuSans{,-Bold}.ttf $(FONT_DIR)/
 	cp /usr/share/fonts/truetype/wqy/wqy-microhei.ttc /usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf $(FONT_DIR)/
+	touch $@
+fonts: $(FONT_STAMP)
 
 # sam build needs python3.12 on PATH: pyenv provides it here (on a machine without pyenv, any python3.12 does).
 build: $(SAM) fonts
@@ -89,11 +93,11 @@ demo: $(VENV)/.installed
 	$(PY) -m bindery_local.demo
 
 # Every benchmark figure in one run, each beside its budget; writes docs/BENCHMARKS.md.
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed $(FONT_STAMP)
 	$(PY) -m tests.bench
 
 # The reliability proofs; writes docs/RELIABILITY.md from what this run measured.
-reliability: $(VENV)/.installed $(DDB_STAMP) $(IAM_STAMP)
+reliability: $(VENV)/.installed $(FONT_STAMP) $(DDB_STAMP) $(IAM_STAMP)
 	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) BINDERY_IAM_SIMULATE_DIR=$(IAM_DIR) $(PY) -m tests.reliability
 
 # Ten times the stateful property test's examples.

@@ -1,5 +1,6 @@
-"""The real validators: epubcheck, Ace by DAISY, qpdf, pdftotext and pdfimages. A missing one skips its
-tests loudly on a developer's machine and fails the run under CI=true, where .ci/run has installed them."""
+"""The real validators: epubcheck, Ace by DAISY, qpdf, and poppler's pdftotext, pdfimages, pdffonts and
+pdfinfo. A missing one skips its tests loudly on a developer's machine and fails the run under CI=true,
+where .ci/run has installed them."""
 
 from __future__ import annotations
 
@@ -37,6 +38,25 @@ def qpdf_check(path: Path) -> subprocess.CompletedProcess[str]:
 def pdftotext(path: Path, *extra: str) -> str:
     tool = _need("pdftotext", "poppler-utils")
     return subprocess.run([tool, *extra, str(path), "-"], capture_output=True, text=True, check=True).stdout
+
+
+def pdffonts(path: Path) -> list[dict[str, str]]:
+    """`pdffonts`: one row a font in the PDF, with its name, type and whether it is embedded ("emb")."""
+    tool = _need("pdffonts", "poppler-utils")
+    lines = subprocess.run([tool, str(path)], capture_output=True, text=True, check=True).stdout.splitlines()
+    rows = []
+    for line in lines[2:]:
+        # name, type (may hold spaces), encoding, emb, sub, uni, object, id: the last six are single words
+        words = line.split()
+        rows.append({"name": words[0], "emb": words[-5], "sub": words[-4], "uni": words[-3]})
+    return rows
+
+
+def pdfinfo(path: Path) -> dict[str, str]:
+    """`pdfinfo`'s fields (Title, Tagged, Pages, Page size, ...)."""
+    tool = _need("pdfinfo", "poppler-utils")
+    out = subprocess.run([tool, str(path)], capture_output=True, text=True, check=True).stdout
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines()) if v}
 
 
 def pdfimages(path: Path) -> list[dict[str, str]]:
@@ -81,3 +101,80 @@ def ace(path: Path, out: Path) -> tuple[list[str], dict[str, object]]:
                     f"{check['earl:result'].get('dct:description', '')[:200]}"
                 )
     return violations, report
+
+
+def structure_problems(path: Path) -> list[str]:
+    """What is wrong with a tagged PDF's structure tree, read with pikepdf: each element's parent is the
+    one that holds it; every marked-content id an element claims is the one its page's ParentTree entry
+    gives back, and the other way round; every annotation's StructParent leads to an element that holds
+    it; element IDs are unique; and the tree has one Document at its root. An empty list is a sound tree.
+    (A joined PDF whose pieces' keys collided would fail the round trip.)"""
+    import pikepdf
+
+    problems: list[str] = []
+    with pikepdf.open(path) as pdf:
+        pages = {page.objgen: n for n, page in enumerate(pdf.pages)}
+        root = pdf.Root.StructTreeRoot
+        kids = root.K if isinstance(root.K, pikepdf.Array) else [root.K]
+        if [k.get("/S") for k in kids] != [pikepdf.Name.Document]:
+            problems.append(f"the root holds {[str(k.get('/S')) for k in kids]}, not one Document")
+        tree: dict[int, pikepdf.Object] = {}
+
+        def numbers(node: pikepdf.Object) -> None:
+            pairs = list(node.get("/Nums", []))
+            for i in range(0, len(pairs), 2):
+                tree[int(pairs[i])] = pairs[i + 1]
+            for kid in node.get("/Kids", []):
+                numbers(kid)
+
+        numbers(root.ParentTree)
+        if tree and int(root.ParentTreeNextKey) <= max(tree):
+            problems.append("ParentTreeNextKey is not past every key")
+        claimed: dict[tuple[int, int], tuple[int, int]] = {}  # (page, mcid) -> element
+        objects: dict[tuple[int, int], tuple[int, int]] = {}  # annotation -> element
+        ids: set[str] = set()
+        stack = [(kid, root) for kid in kids]
+        while stack:
+            element, parent = stack.pop()
+            if element.get("/P") is None or element.P.objgen != parent.objgen:
+                problems.append(f"{element.get('/S')} {element.objgen}: /P is not its parent")
+            if "/ID" in element:
+                name = str(element.ID)
+                if name in ids:
+                    problems.append(f"ID {name!r} is used twice")
+                ids.add(name)
+            page = pages.get(element.Pg.objgen) if "/Pg" in element else None
+            if "/Pg" in element and page is None:
+                problems.append(f"{element.S} {element.objgen}: /Pg is not a page of this document")
+            content = element.get("/K")
+            held = content if isinstance(content, pikepdf.Array) else [] if content is None else [content]
+            for kid in held:
+                if isinstance(kid, int):
+                    claimed[(page if page is not None else -1, int(kid))] = element.objgen
+                elif kid.get("/Type") == pikepdf.Name.MCR:
+                    claimed[(pages.get(kid.Pg.objgen, -1) if "/Pg" in kid else page or -1, int(kid.MCID))] = (
+                        element.objgen
+                    )
+                elif kid.get("/Type") == pikepdf.Name.OBJR:
+                    objects[kid.Obj.objgen] = element.objgen
+                else:
+                    stack.append((kid, element))
+        for n, page in enumerate(pdf.pages):
+            if "/StructParents" in page.obj:
+                entry = tree.get(int(page.obj.StructParents))
+                if not isinstance(entry, pikepdf.Array):
+                    problems.append(f"page {n + 1}: its StructParents key has no array in the ParentTree")
+                    continue
+                for mcid, element in enumerate(entry):
+                    if isinstance(element, pikepdf.Dictionary) and claimed.get((n, mcid)) != element.objgen:
+                        problems.append(f"page {n + 1}, mcid {mcid}: the ParentTree and the element disagree")
+            for annot in page.obj.get("/Annots", []):
+                if "/StructParent" in annot:
+                    element = tree.get(int(annot.StructParent))
+                    if element is None or objects.get(annot.objgen) != element.objgen:
+                        problems.append(f"page {n + 1}: an annotation's StructParent leads elsewhere")
+        for (n, mcid), element in claimed.items():
+            parents = tree.get(int(pdf.pages[n].obj.get("/StructParents", -1))) if n >= 0 else None
+            if parents is None or mcid >= len(parents) or parents[mcid].objgen != element:
+                problems.append(f"page {n + 1}, mcid {mcid}: its element is not the one the ParentTree names")
+    return problems[:20]

@@ -1,7 +1,7 @@
 """The illustrated test books: a cover, five images of the four accepted types (one of them large), one
 image the manuscript names that the book never gets, one image with empty alt text, full metadata with
 an ISBN; and a right-to-left book in Arabic. Images are drawn here with Pillow (a test dependency through
-fpdf2; the layer's own code never imports it), so every byte is known."""
+pikepdf; the layer's own code imports it only for a WebP in an EPUB), so every byte is known."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ from functions.poll import app
 
 context = LambdaContext("poll", timeout_ms=30_000)
 answers = [app.handler(event, context) for event in json.load(open(sys.argv[1]))]
-loaded = [m for m in sys.modules if m.startswith(("bindery.engine.", "markdown_it", "fpdf"))]
+loaded = [m for m in sys.modules if m.startswith(("bindery.engine.", "markdown_it", "typst", "pikepdf"))]
 print(json.dumps({"answers": answers, "loaded": sorted(loaded)}))
 """
 

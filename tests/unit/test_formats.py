@@ -13,7 +13,7 @@ import pytest
 from bindery.engine import FORMATS, Source, Text, renderer_for
 from bindery.manuscript import cut_text, normalise
 from tests.books import BOOKS, SAMPLES
-from tests.validators import ace, epubcheck, pdftotext, qpdf_check
+from tests.validators import ace, epubcheck, pdftotext
 
 BUILDABLE = [name for name in BOOKS if name != "empty"]
 
@@ -82,20 +82,10 @@ def test_epub_has_no_accessibility_violations_by_ace(book: str, tmp_path: Path) 
     assert report["a11y-metadata"]["empty"] == []  # type: ignore[index]
 
 
-@pytest.mark.parametrize("book", BUILDABLE)
-def test_pdf_passes_qpdf_and_shows_every_title_and_sample(book: str, tmp_path: Path) -> None:
-    path = _build(book, "pdf", tmp_path)
-    check = qpdf_check(path)
-    assert check.returncode == 0, check.stdout + check.stderr
-    text = pdftotext(path)
-    for sample in SAMPLES[book]:
-        assert sample in text, sample
-    assert "Contents" in text
-
-
 def test_pdf_text_stays_inside_the_page(tmp_path: Path) -> None:
-    """No word is cut off at a page edge: every word's box lies inside the page's margins (16 mm, 45 pt;
-    a little slack is left for glyph overhang)."""
+    """No word is cut off at a page edge: every word's box lies inside the page's margins (15 mm outside,
+    20 mm inside: 42.5 pt at the least; a little slack is left for glyph overhang). The rest of the PDF's
+    checks: tests/unit/test_pdf.py."""
     path = _build("features", "pdf", tmp_path)
     layout = pdftotext(path, "-bbox")
     page = re.search(r'<page width="([\d.]+)" height="([\d.]+)"', layout)
@@ -107,17 +97,6 @@ def test_pdf_text_stays_inside_the_page(tmp_path: Path) -> None:
     for x0, y0, x1, y1 in ((float(v) for v in w) for w in words):
         assert inset <= x0 and x1 <= width - inset, (x0, x1, width)
         assert y0 >= 0 and y1 <= height
-
-
-def test_pdf_has_a_table_of_contents_with_the_chapters_page_numbers(tmp_path: Path) -> None:
-    path = _build("tiny", "pdf", tmp_path)
-    pages = pdftotext(path).split("\f")
-    toc = next(p for p in pages if "Contents" in p)
-    listed = re.search(r"Tiny\.+\s*(\d+)", toc)
-    assert listed is not None
-    number = int(listed.group(1))
-    assert "One short chapter." in pages[number - 1]  # the page the contents names holds the chapter
-    assert pages[number - 1].strip().endswith(str(number))  # and its footer carries that number
 
 
 @pytest.mark.parametrize("book", BUILDABLE)

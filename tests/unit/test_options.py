@@ -109,5 +109,5 @@ def test_the_build_honours_page_size_and_toc_depth(stack: Stack, tmp_path: Path)
 
     _, pdf = export(stack, book, "pdf", {"toc_depth": 2})
     (tmp_path / "deep.pdf").write_bytes(pdf)
-    contents = pdftotext(tmp_path / "deep.pdf", "-f", "2", "-l", "2")
+    contents = next(page for page in pdftotext(tmp_path / "deep.pdf").split("\f") if "Contents" in page)
     assert "A second level" in contents and "A third level" not in contents

@@ -93,7 +93,7 @@ def _packaged(asset: Asset) -> tuple[str, str]:
 def _image_bytes(asset: Asset, source: Source) -> Iterable[bytes]:
     if asset.content_type != "image/webp":
         return source.read_asset(asset)
-    from PIL import Image  # the layer carries Pillow for fpdf2; only a WebP in an EPUB needs it here
+    from PIL import Image  # the layer carries Pillow for pikepdf; only a WebP in an EPUB needs it here
 
     out = io.BytesIO()
     Image.open(io.BytesIO(b"".join(source.read_asset(asset)))).save(out, format="PNG")

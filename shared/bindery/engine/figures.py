@@ -28,19 +28,29 @@ class Figures:
     notes: Notes = field(default_factory=Notes)
 
     def image(self, src: str, alt: str, alt_html: str) -> str:
-        name = _asset_name(src)
-        if name is None:
+        found = self.resolve(src, alt)
+        if found is None:
             # Not one of the book's: a link to it, labelled with its alt text, never a fetch.
             return f'<a class="image" href="{escape(src)}">[{alt_html or "image"}]</a>'
+        if isinstance(found, str):
+            return f'<span class="missing-image">[{alt_html or escape(found)}]</span>'
+        return self.tag(found, alt_html)
+
+    def resolve(self, src: str, alt: str) -> Asset | str | None:
+        """The asset `src` shows (used, and warned of when its alt text is empty); or the name of one the
+        book does not have (missing, in the notes); or None for anything that is not a path in the book."""
+        name = _asset_name(src)
+        if name is None:
+            return None
         asset = self.assets.get(name)
         ordinal, title = self.chapter
         if asset is None:
             self.notes.miss({"chapter": ordinal, "chapter_title": title, "name": name})
-            return f'<span class="missing-image">[{alt_html or escape(name)}]</span>'
+            return name
         if not alt.strip():
             self.notes.warn({"code": "empty_alt", "chapter": ordinal, "name": name})
         self.used.setdefault(name, asset)
-        return self.tag(asset, alt_html)
+        return asset
 
 
 def _asset_name(src: str) -> str | None:

@@ -15,9 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
+from types import MethodType
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.parser_block import ParserBlock
+from markdown_it.rules_block import StateBlock
 from mdit_py_plugins.footnote import footnote_plugin
 
 from bindery.engine.figures import Figures
@@ -42,9 +45,40 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "xhtmlOut": xhtml, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.use(footnote_plugin)
+    md.block.tokenize = MethodType(_tokenize_bounded, md.block)  # type: ignore[method-assign]
     md.add_render_rule("image", _image)
     md.add_render_rule("heading_open", _heading_open)
     return md
+
+
+# The block rules that open a container (their content is parsed by a nested tokenize, one level deeper).
+CONTAINERS = frozenset({"blockquote", "list", "footnote_def"})
+
+
+def _tokenize_bounded(self: ParserBlock, state: StateBlock, start: int, end: int) -> None:
+    """markdown-it's block tokenize, with one change: at `maxNesting` (20) it does not drop the rest of
+    the document, as markdown-it does ("we should not care about content"), but stops opening containers,
+    so a list or quote nested deeper reads as the text it is. A 100,000-deep list is then twenty levels
+    and a paragraph of dashes, and what follows it in the chapter is still there."""
+    everything = self.ruler.getRules("")
+    leaves = [rule.fn for rule in self.ruler.__rules__ if rule.enabled and rule.name not in CONTAINERS]
+    max_nesting = state.md.options.maxNesting
+    line, had_empty = start, False
+    while line < end:
+        state.line = line = state.skipEmptyLines(line)
+        if line >= end or state.sCount[line] < state.blkIndent:
+            break  # the end of the range, or of the container this call is parsing
+        rules = everything if state.level < max_nesting else leaves
+        if not any(rule(state, line, end, False) for rule in rules):
+            raise RuntimeError("none of the block rules matched")
+        state.tight = not had_empty
+        line = state.line
+        if (line - 1) < end and state.isEmpty(line - 1):
+            had_empty = True  # a paragraph may take the blank line after it, in a nested list
+        if line < end and state.isEmpty(line):
+            had_empty = True
+            line += 1
+            state.line = line
 
 
 def _image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:

@@ -1,274 +1,357 @@
-"""pdf: a typeset book with fpdf2: a title page, a table of contents with page numbers, running heads and
-page numbers, and embedded (subset) Unicode fonts.
+"""pdf: a book typeset by Typst, in pieces, joined into one tagged PDF.
 
-Why fpdf2: it is pure Python on fontTools (a few MB in the layer), embeds and subsets TrueType fonts,
-falls back per glyph to other fonts (CJK, emoji), shapes Arabic and reorders RTL text with HarfBuzz, and
-lays out the HTML our Markdown parser makes — headings, lists, quotes, code, tables. WeasyPrint typesets
-better, but needs Pango and Cairo, which no Lambda runtime carries; ReportLab has no text shaping.
+Typst sets the text the way books are set: justified with Knuth–Plass line breaking, hyphenated in the
+book's language, footnotes at the foot of their page, tables whose header repeats across a page break,
+Arabic and Hebrew shaped and set right to left, CJK lines broken between characters. It writes tagged PDF
+(a structure tree a screen reader follows), and PDF/UA-1 where the book allows it (see `_Book.compile`).
 
-fpdf2 keeps the whole document in memory until it writes it, so a PDF's memory grows with the book.
-MAX_MANUSCRIPT_BYTES is the largest manuscript that builds inside the worker's memory (measured by
-`make bench`); a larger book fails at once with `too_large_for_format` instead of dying of memory.
+**Pieces, for flat memory.** Typst lays out a whole document in memory, about 0.5 GB for each MB of
+manuscript. So a book is compiled in *runs* of whole chapters, about RUN_BYTES of manuscript each, one
+after another by one long-lived child process (`bindery.engine.compiler`), and only then joined
+(`bindery.engine.join`). A run knows the page it starts on, so folios run on from one run to the next;
+each chapter opens on a recto, and a run whose last page is a recto is followed by a blank verso. The
+front matter (title page, imprint, contents) is compiled last, when every chapter's page is known, and
+joined first. Memory is then one run's, whatever the book's size; MAX_MANUSCRIPT_BYTES is bounded by
+time (`make bench` measures the largest book against the worker's timeout), and MAX_CHAPTER_BYTES by the
+memory a single chapter's compile takes: a longer chapter is skipped, named, and the book goes on.
+
+**The manuscript is data.** `bindery.engine.typeset` hands every word to Typst as a string literal, and
+each compile runs under the build's time limit: a compile that overruns is killed, and the export fails as
+`render_failed`, never hanging the worker.
+
+**Fonts** (the layer carries them; no system font is read): Libertinus Serif and DejaVu Sans Mono are
+built into Typst; `engine/fonts` adds DejaVu Sans (Arabic), WenQuanYi Micro Hei (CJK) and Symbola (emoji
+and symbols). `make fonts` copies them from the system's packages.
 """
 
 from __future__ import annotations
 
-import io
-import os
-import re
-import textwrap
-import warnings
+import shutil
+import tempfile
+import time
 from collections.abc import Iterable
-from functools import cache
-from html import escape
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bindery.engine import Report, Sink, Source, Text, markup, skipped
+from bindery.engine.compiler import CompileError, Compiler
 from bindery.engine.figures import Figures
+from bindery.engine.join import GOTO, Entry, Piece, join, read_piece
+from bindery.engine.typeset import Block, Chapter, Parse, chapter_source, direction, image_file, literal, text
 from bindery.images import Asset
+from bindery.metadata import Metadata
 
-MAX_MANUSCRIPT_BYTES = 8 * 1024 * 1024
-# Page sizes in mm, as fpdf2 takes them; 6x9in is the common trade paperback.
-PAGE_SIZES = {"a5": (148.0, 210.0), "a4": (210.0, 297.0), "letter": (215.9, 279.4), "6x9in": (152.4, 228.6)}
-IMAGE_DPI = 150  # an image no wider than the text block is set at this resolution; a wider one, to fit it
-MAX_IMAGE_HEIGHT = 0.6  # of the text block's height, so a tall figure leaves room for its paragraph
-CODE_COLUMNS = 62  # the widest code line that fits the text block at the code size; longer ones wrap
-PACKAGED_FONTS = Path(__file__).resolve().parent / "fonts"
-SYSTEM_FONTS = (
-    Path("/usr/share/fonts/truetype/dejavu"),
-    Path("/usr/share/fonts/truetype/wqy"),
-    Path("/usr/share/fonts/truetype/ancient-scripts"),
-)
-FONTS = {
-    ("serif", ""): "DejaVuSerif.ttf",
-    ("serif", "B"): "DejaVuSerif-Bold.ttf",
-    ("serif", "I"): "DejaVuSerif-Italic.ttf",
-    ("serif", "BI"): "DejaVuSerif-BoldItalic.ttf",
-    ("sans", ""): "DejaVuSans.ttf",
-    ("sans", "B"): "DejaVuSans-Bold.ttf",
-    ("mono", ""): "DejaVuSansMono.ttf",
-    ("cjk", ""): "wqy-microhei.ttc",
-    ("symbols", ""): "Symbola_hint.ttf",
+HERE = Path(__file__).resolve().parent
+FONTS = HERE / "fonts"
+DESIGN = HERE / "book.typ"
+
+MAX_MANUSCRIPT_BYTES = 64 * 1024 * 1024
+MAX_CHAPTER_BYTES = 4 * 1024 * 1024
+RUN_BYTES = 512 * 1024  # a run of chapters is compiled once it holds this much manuscript
+RUN_CHAPTERS = 100  # or this many chapters
+TIME_LIMIT_SECONDS = 240.0  # all of a book's compiles; the worker's timeout is 300 s
+UNRENDERED = text("This chapter could not be rendered.")
+
+
+@dataclass(frozen=True)
+class PageSize:
+    """A page and its margins in mm: inside is the bound edge, so a recto's left and a verso's right."""
+
+    width: float
+    height: float
+    inside: float
+    outside: float
+    top: float
+    bottom: float
+
+    @property
+    def block(self) -> Block:
+        width = self.width - self.inside - self.outside
+        # DejaVu Sans Mono at 8 pt is 0.602 em a character; 5 pt go to the code block's inset each side.
+        columns = int((width * 72 / 25.4 - 10) / (0.602 * 8))
+        return Block(width, self.height - self.top - self.bottom - 12, columns)
+
+    def typst(self) -> str:
+        return (
+            f"width: {self.width}mm, height: {self.height}mm, margin: (inside: {self.inside}mm, "
+            f"outside: {self.outside}mm, top: {self.top}mm, bottom: {self.bottom}mm)"
+        )
+
+
+PAGE_SIZES = {
+    "a5": PageSize(148, 210, 20, 15, 18, 20),
+    "6x9in": PageSize(152.4, 228.6, 21, 16, 19, 21),
+    "a4": PageSize(210, 297, 28, 22, 25, 28),
+    "letter": PageSize(215.9, 279.4, 28, 22, 24, 27),
 }
-
-
-@cache
-def font_path(name: str) -> Path:
-    """A font file: BINDERY_FONT_DIR, then the fonts packaged into the layer, then the system's."""
-    folders = [Path(os.environ["BINDERY_FONT_DIR"])] if os.environ.get("BINDERY_FONT_DIR") else []
-    for folder in (*folders, PACKAGED_FONTS, *SYSTEM_FONTS):
-        if (folder / name).is_file():
-            return folder / name
-    raise FileNotFoundError(f"font {name} not found (set BINDERY_FONT_DIR, or `make fonts`)")
-
-
-def _wrap_code(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-    """Code keeps its lines, but a line wider than the page wraps rather than running off its edge."""
-    lines = []
-    for line in tokens[idx].content.rstrip("\n").split("\n"):
-        lines += textwrap.wrap(line, CODE_COLUMNS, drop_whitespace=False, replace_whitespace=False) or [""]
-    return "<pre>" + escape("\n".join(lines)) + "</pre>\n"
-
-
-_COMPLEX_SCRIPT = re.compile("[\u0590-\u08ff\u0900-\u0dff\u0e00-\u0eff\u1000-\u109f\ufb1d-\ufeff]")
-
-
-def _needs_shaping(text: str) -> bool:
-    return _COMPLEX_SCRIPT.search(text) is not None
-
-
-_FIGURE = re.compile(r"<p>(<img [^>]*>)</p>")
-_INTERNAL_LINK = re.compile(r'<a href="#[^"]*"[^>]*>(.*?)</a>', re.S)
-
-
-def _for_pdf(html: str) -> str:
-    """Our own HTML, trimmed for fpdf2: the chapter's leading h1 is already its section title; links to
-    anchors within the page (footnotes) keep their text and lose the jump fpdf2 cannot resolve."""
-    if html.startswith("<h1>"):
-        html = html[html.index("</h1>") + 5 :]
-    html = _FIGURE.sub(r'<p align="center">\1<br></p>', html)  # a figure: an image alone in its paragraph
-    return _INTERNAL_LINK.sub(r"\1", html).replace("\ufe0e", "")
 
 
 class PdfRenderer:
     max_manuscript_bytes = MAX_MANUSCRIPT_BYTES
+    time_limit = TIME_LIMIT_SECONDS
 
     def __init__(self) -> None:
         self._md = markup.parser()
-        self._md.add_render_rule("fence", _wrap_code)
-        self._md.add_render_rule("code_block", _wrap_code)
+        self.peak_child_rss = 0  # the typesetter's most memory, over this process's builds (for the bench)
 
     def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> Report:
-        from fpdf import FPDF
-        from fpdf.enums import XPos, YPos
-        from fpdf.fonts import FontFace, TextStyle
-
-        title = source.title
-
-        class Book(FPDF):
-            def header(self) -> None:
-                if self.page_no() <= 1:
-                    return
-                self.set_font("sans", "", 8)
-                self.set_text_color(110)
-                self.cell(0, 6, title, align="C", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
-                self.set_text_color(0)
-                self.ln(2)
-
-            def footer(self) -> None:
-                if self.page_no() <= 1:
-                    return
-                self.set_y(-14)
-                self.set_font("sans", "", 8)
-                self.cell(0, 8, str(self.page_no()), align="C")
-
-        with warnings.catch_warnings():  # fpdf2 notes that its A5 was corrected in 2.8.5: ours is
-            warnings.simplefilter("ignore", UserWarning)
-            pdf = Book(format=PAGE_SIZES[source.option("page_size")], unit="mm")
-        pdf.set_margins(16, 16, 16)
-        pdf.set_auto_page_break(True, margin=18)
-        meta = source.metadata
-        pdf.set_title(title)
-        pdf.set_lang(source.language)
-        pdf.set_creator("Bindery")
-        if meta.authors:
-            pdf.set_author(", ".join(meta.authors))
-        if meta.description:
-            pdf.set_subject(meta.description)
-        if meta.subjects:
-            pdf.set_keywords(", ".join(meta.subjects))
-        images = _Images(source, pdf)
-        for (family, style), name in FONTS.items():
-            pdf.add_font(family, style, str(font_path(name)))
-        # DejaVu Serif has no Arabic or Hebrew; DejaVu Sans has both; CJK and emoji come from their own fonts.
-        pdf.set_fallback_fonts(["sans", "cjk", "symbols"], exact_match=False)
-
-        cover = next((a for a in source.assets if a.name == meta.cover), None)
-        if cover is not None:
-            # The cover: its image, as large as the page allows, centred.
-            pdf.add_page()
-            width, height = _fit(cover, pdf.w - 20, pdf.h - 20)
-            pdf.image(
-                images.bytes_of(cover), x=(pdf.w - width) / 2, y=(pdf.h - height) / 2, w=width, h=height
-            )
-
-        # The title page.
-        pdf.add_page()
-        pdf.set_font("serif", "B", 26)
-        pdf.set_y(pdf.h / 3)
-        pdf.multi_cell(0, 12, title, align="C", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
-        if meta.authors:
-            pdf.ln(6)
-            pdf.set_font("serif", "", 14)
-            pdf.multi_cell(0, 8, ", ".join(meta.authors), align="C", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
-        pdf.set_font("serif", "", 11)
-        pdf.ln(8)
-        pdf.cell(0, 8, f"Revision {source.revision}", align="C")
-
-        # The table of contents, filled in with page numbers once every chapter is laid out.
-        pdf.add_page()
-        depth = source.option("toc_depth")
-        pdf.insert_toc_placeholder(
-            lambda pdf, outline: _render_toc(pdf, outline, depth),
-            pages=max(1, len(source.chapter_titles) // 28 + 1),
-            allow_extra_pages=True,
-        )
-
-        tags = {
-            "h1": TextStyle(font_family="sans", font_style="B", font_size_pt=15, t_margin=4, b_margin=3),
-            "h2": TextStyle(font_family="sans", font_style="B", font_size_pt=13, t_margin=4, b_margin=2),
-            "h3": TextStyle(font_family="sans", font_style="B", font_size_pt=11.5, t_margin=3, b_margin=2),
-            "pre": FontFace(family="mono", size_pt=8),
-            "code": FontFace(family="mono"),
-            "blockquote": FontFace(color=80),
-        }
-        report = Report(notes=images.figures.notes)
-        missed = report.skipped
-        # The placeholder leaves us on a fresh page: the first chapter starts there, each later one anew.
-        for n, text in enumerate(chapters):
-            if n:
-                pdf.add_page()
-            # HarfBuzz shaping (Arabic joining, RTL order, Indic clusters) is slow, so only text that needs it
-            # pays for it.
-            pdf.set_text_shaping(_needs_shaping(text.title + text.markdown))
-            pdf.start_section(text.title, level=0)
-            pdf.set_font("sans", "B", 18)
-            pdf.multi_cell(0, 9, text.title, new_x=XPos.LMARGIN, new_y=YPos.NEXT)
-            pdf.ln(4)
-            pdf.set_font("serif", "", 10.5)
-            images.figures.chapter = (text.ordinal, text.title)
+        with tempfile.TemporaryDirectory(prefix="bindery-pdf-") as tmp:
+            book = _Book(source, Path(tmp), self._md.parse, time.monotonic() + self.time_limit)
             try:
-                html = _for_pdf(
-                    markup.render(self._md, text.markdown, f"ch{text.ordinal}", images.figures).html
-                )
-                pdf.write_html(html, tag_styles=tags, font_family="serif", image_map=images.bytes_for)
-            except Exception as exc:  # one bad chapter must not sink the book
-                missed.append(skipped(text, exc))
-                pdf.set_font("serif", "I", 10.5)
-                pdf.multi_cell(0, 6, "This chapter could not be rendered.")
-        out.write(bytes(pdf.output()))
+                path, report = book.typeset(chapters)
+                with path.open("rb") as pdf:
+                    while chunk := pdf.read(1 << 20):
+                        out.write(chunk)
+            finally:
+                book.compiler.close()
+                self.peak_child_rss = max(self.peak_child_rss, book.compiler.peak_rss)
         return report
 
 
-def _fit(asset: Asset, width: float, height: float) -> tuple[float, float]:
-    """The size in mm to set an image at: IMAGE_DPI, shrunk to fit `width` x `height`, never enlarged."""
-    natural_w, natural_h = asset.width * 25.4 / IMAGE_DPI, asset.height * 25.4 / IMAGE_DPI
-    scale = min(1.0, width / natural_w, height / natural_h)
-    return natural_w * scale, natural_h * scale
+@dataclass
+class _Opened:
+    """A chapter as set: its page number (arabic) and top, and its ## and ### headings."""
+
+    title: str
+    number: int
+    top: float
+    headings: list[tuple[int, str, int, float]] = field(default_factory=list)  # level, title, number, top
 
 
-class _Images:
-    """The book's images for fpdf2: an <img> names an asset by its object id, and fpdf2 asks for its bytes
-    (once an image: fpdf2 embeds each image once however often it is shown)."""
+class _Book:
+    def __init__(self, source: Source, root: Path, parse: Parse, deadline: float):
+        self.source, self.root, self.parse, self.deadline = source, root, parse, deadline
+        self.page = PAGE_SIZES[source.option("page_size")]
+        self.figures = Figures({a.name: a for a in source.assets}, lambda asset, alt: "")
+        self.report = Report(notes=self.figures.notes)
+        self.compiler = Compiler(root, FONTS)
+        self.standards = ["ua-1"]  # dropped, for every piece, when one cannot meet it
+        self.written: set[str] = set()
+        self.runs: list[Piece] = []
+        self.opened: list[_Opened] = []
+        shutil.copy(DESIGN, root / "book.typ")
+        (root / "img").mkdir()
 
-    def __init__(self, source: Source, pdf: Any):
-        self.source, self.pdf = source, pdf
-        self.by_id = {a.object_id: a for a in source.assets}
-        self.figures = Figures({a.name: a for a in source.assets}, self.tag)
-        self._read: dict[str, bytes] = {}
+    # ---- the body ----------------------------------------------------------------------------------
 
-    def tag(self, asset: Asset, alt: str) -> str:
-        width, height = _fit(asset, self.pdf.epw, self.pdf.eph * MAX_IMAGE_HEIGHT)
-        points = (
-            f'width="{width * self.pdf.k:.1f}" height="{height * self.pdf.k:.1f}"'  # as fpdf2 reads <img>
+    def typeset(self, chapters: Iterable[Text]) -> tuple[Path, Report]:
+        run: list[tuple[Text, Chapter]] = []
+        size, first = 0, 1
+        for chapter in chapters:
+            run.append((chapter, self._chapter(chapter)))
+            size += len(chapter.markdown)
+            if size >= RUN_BYTES or len(run) >= RUN_CHAPTERS:
+                first = self._compile_run(run, first)
+                run, size = [], 0
+        if run:
+            self._compile_run(run, first)
+        if self.runs:
+            self.runs[-1].blank_after = False  # nothing follows the last chapter
+        return self._bound(), self.report
+
+    def _chapter(self, chapter: Text) -> Chapter:
+        if len(chapter.markdown) > MAX_CHAPTER_BYTES:
+            reason = f"ValueError: a chapter over {MAX_CHAPTER_BYTES // 2**20} MB is too long to typeset"
+            self.report.skipped.append({"ordinal": chapter.ordinal, "title": chapter.title, "reason": reason})
+            return Chapter(UNRENDERED)
+        self.figures.chapter = (chapter.ordinal, chapter.title)
+        try:
+            label = f"ch{chapter.ordinal}"
+            return chapter_source(self.parse, chapter.markdown, label, self.page.block, self.figures)
+        except Exception as exc:  # one bad chapter must not sink the book
+            self.report.skipped.append(skipped(chapter, exc))
+            return Chapter(UNRENDERED)
+
+    def _compile_run(self, run: list[tuple[Text, Chapter]], first: int) -> int:
+        """Compile a run of chapters whose first page is numbered `first`; return the next run's first."""
+        name = f"run-{len(self.runs) + 1}"
+        for _, body in run:
+            self._write_images(body.images)
+        try:
+            piece = self._compile(name, self._preamble(first, "1") + _chapters(run))
+        except CompileError:
+            # Typst refused the run: find the chapters it refuses alone, set them as unrendered, go on.
+            for n, (chapter, body) in enumerate(run):
+                try:
+                    self._compile(f"{name}-{n}", self._preamble(1, "1") + _chapters([(chapter, body)]))
+                except CompileError as exc:
+                    self.report.skipped.append(skipped(chapter, exc))
+                    run[n] = (chapter, Chapter(UNRENDERED))
+            piece = self._compile(name, self._preamble(first, "1") + _chapters(run))
+        chapters = iter(run)
+        for mark in piece.marks:
+            number = first + mark.page
+            if mark.level == 1:
+                self.opened.append(_Opened(next(chapters)[0].title, number, mark.top))
+            elif mark.level <= 3 and self.opened:
+                self.opened[-1].headings.append((mark.level, mark.title, number, mark.top))
+        piece.blank_after = piece.pages % 2 == 1
+        self.runs.append(piece)
+        return first + piece.pages + piece.blank_after
+
+    def _compile(self, name: str, source: str) -> Piece:
+        path = self.root / f"{name}.typ"
+        path.write_text(source)
+        output = path.with_suffix(".pdf")
+        while True:
+            try:
+                self.compiler.compile(
+                    path,
+                    output,
+                    standards=self.standards,
+                    seconds=self._left(),
+                    timestamp=int(self.source.modified),
+                )
+                break
+            except CompileError as exc:
+                if not self.standards or "PDF/UA" not in str(exc):
+                    raise
+                # PDF/UA-1 asks what a book may lack (alt text for every image, say): the book is then
+                # tagged PDF without the claim, every piece alike.
+                self.standards = []
+                for earlier in self.runs:
+                    self.compiler.compile(
+                        earlier.path.with_suffix(".typ"),
+                        earlier.path,
+                        standards=[],
+                        seconds=self._left(),
+                        timestamp=int(self.source.modified),
+                    )
+        return read_piece(output)
+
+    def _left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def _write_images(self, images: dict[str, Asset]) -> None:
+        for object_id, asset in images.items():
+            if object_id not in self.written:
+                with (self.root / image_file(asset)).open("wb") as file:
+                    for piece in self.source.read_asset(asset):
+                        file.write(piece)
+                self.written.add(object_id)
+
+    def _preamble(self, first: int, numbering: str) -> str:
+        meta = self.source.metadata
+        lang, region = _language(meta.language)
+        return (
+            '#import "book.typ": *\n'
+            f"#show: book.with(title: {literal(self.source.title)}, authors: {_array(meta.authors)}, "
+            f"lang: {literal(lang)}, region: {literal(region) if region else 'none'}, {self.page.typst()}, "
+            f'numbering: "{numbering}", first: {first})\n'
         )
-        return f'<img src="asset:{asset.object_id}" {points}>'
 
-    def bytes_for(self, src: str) -> Any:
-        return self.bytes_of(self.by_id[src.removeprefix("asset:")])
+    # ---- the front matter and the join -------------------------------------------------------------
 
-    def bytes_of(self, asset: Asset) -> io.BytesIO:
-        if asset.object_id not in self._read:
-            self._read[asset.object_id] = b"".join(self.source.read_asset(asset))
-        return io.BytesIO(self._read[asset.object_id])
+    def _bound(self) -> Path:
+        source, meta = self.source, self.source.metadata
+        pieces: list[Piece] = []
+        depth = int(source.option("toc_depth"))
+        entries: list[str] = []
+        targets: dict[int, tuple[int, float]] = {}
+        for chapter in self.opened:
+            rows = [(1, chapter.title, chapter.number, chapter.top)]
+            rows += [h for h in chapter.headings if h[0] <= depth]
+            for level, title, number, top in rows:
+                targets[len(targets)] = (number, top)
+                entries.append(
+                    f"#entry({level}, {literal(title)}, {literal(str(number))}, "
+                    f"{literal(GOTO + str(len(targets) - 1))})\n"
+                )
+        front_source = (
+            self._preamble(1, "i")
+            + f"#title-page({literal(source.title)}, {_array(meta.authors)})\n"
+            + f"#imprint({_array(_imprint(source, meta))})\n"
+            + f"#contents({literal('Contents')}, [\n{''.join(entries)}])\n"
+        )
+        front = self._compile("front", front_source)
+        front.blank_after = front.pages % 2 == 1 and bool(self.runs)
+        cover = next((a for a in source.assets if a.name == meta.cover), None)
+        if cover is not None:
+            self._write_images({cover.object_id: cover})
+            alt = literal(f"The cover of {source.title}")
+            page = f"#cover({literal(image_file(cover))}, {alt})\n"
+            pieces.append(self._compile("cover", self._preamble(1, "i") + page))
+        pieces.append(front)
+        # The chapters' runs were compiled before the front matter knew their pages; if the front matter
+        # dropped PDF/UA-1 since, they were recompiled without it (see _compile).
+        before = sum(p.pages for p in pieces) + front.blank_after  # pages before the body's page 1
+        pieces += self.runs
+        body = [
+            Entry(
+                c.title,
+                before + c.number - 1,
+                c.top,
+                _nested([(lv, title, before + number - 1, top) for lv, title, number, top in c.headings]),
+            )
+            for c in self.opened
+        ]
+        from pikepdf import Dictionary, Name, String
+
+        labels = [(0, Dictionary(P=String("Cover")))] if cover is not None else []
+        labels.append((1 if cover is not None else 0, Dictionary(S=Name.r)))
+        if self.runs:
+            labels.append((before, Dictionary(S=Name.D)))
+        out = self.root / "book.pdf"
+        start = 1 if cover is not None else 0
+        join(
+            pieces,
+            out,
+            outline=body,
+            labels=labels,
+            targets={n: (before + number - 1, top) for n, (number, top) in targets.items()},
+            contents=range(start, start + front.pages),
+        )
+        return out
 
 
-def _render_toc(pdf: Any, outline: list[Any], depth: int = 1) -> None:
-    from fpdf.enums import XPos, YPos
+def _chapters(run: list[tuple[Text, Chapter]]) -> str:
+    return "".join(
+        f"#chapter({literal(chapter.title)}, <c{chapter.ordinal}>, <e{chapter.ordinal}>, "
+        f"dir: {direction(chapter.title + chapter.markdown[:2000])})[#metadata(none)<c{chapter.ordinal}>\n"
+        f"{body.source}\n#metadata(none)<e{chapter.ordinal}>]\n"
+        for chapter, body in run
+    )
 
-    pdf.set_x(pdf.l_margin)  # fpdf2 renders this at the end, wherever the last page left x
-    pdf.set_text_shaping(any(_needs_shaping(s.name) for s in outline))
-    pdf.set_font("sans", "B", 16)
-    pdf.cell(0, 12, "Contents", new_x=XPos.LMARGIN, new_y=YPos.NEXT)
-    pdf.ln(2)
-    pdf.set_font("serif", "", 10.5)
-    for section in (s for s in outline if s.level < depth):  # chapters, and their ## and ### to `depth`
-        page = str(section.page_number)
-        link = pdf.add_link(page=section.page_number)
-        name = section.name
-        indent = 5.0 * section.level
-        pdf.set_x(pdf.l_margin + indent)
-        width = pdf.epw - indent
-        number_width = pdf.get_string_width(page) + 2
-        while name and pdf.get_string_width(name + " …") > width - number_width - 4:
-            name = name[:-1]
-        if name != section.name:
-            name = name.rstrip() + " …"
-        dots = width - number_width - pdf.get_string_width(name) - 2
-        pdf.cell(pdf.get_string_width(name) + 1, 6.5, name, link=link)
-        pdf.cell(dots, 6.5, "." * max(0, int(dots / pdf.get_string_width("."))), align="R", link=link)
-        pdf.cell(number_width, 6.5, page, align="R", link=link, new_x=XPos.LMARGIN, new_y=YPos.NEXT)
+
+def _nested(headings: list[tuple[int, str, int, float]]) -> tuple[Entry, ...]:
+    """## headings as a chapter's children, each ### under the ## before it (or, with none, beside them)."""
+    out: list[Entry] = []
+    for level, title, page, top in headings:
+        if level == 3 and out:
+            last = out[-1]
+            out[-1] = Entry(last.title, last.page, last.top, (*last.children, Entry(title, page, top)))
+        else:
+            out.append(Entry(title, page, top))
+    return tuple(out)
+
+
+def _array(values: Iterable[str]) -> str:
+    items = [literal(v) for v in values]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _language(tag: str) -> tuple[str, str | None]:
+    """Typst's lang and region from a BCP 47 tag: `pt-BR` is ("pt", "BR"); a script subtag is skipped."""
+    parts = tag.split("-")
+    lang = parts[0].lower() if 2 <= len(parts[0]) <= 3 and parts[0].isalpha() else "en"
+    region = next((p.upper() for p in parts[1:] if len(p) == 2 and p.isalpha()), None)
+    return lang, region
+
+
+def _imprint(source: Source, meta: Metadata) -> list[str]:
+    lines = [source.title]
+    if meta.authors:
+        lines.append("By " + ", ".join(meta.authors))
+    if meta.publisher:
+        lines.append(f"Published by {meta.publisher}" + (f", {meta.published}" if meta.published else ""))
+    elif meta.published:
+        lines.append(f"Published {meta.published}")
+    if meta.identifier:
+        lines.append(f"ISBN {meta.identifier}")
+    if meta.rights:
+        lines.append(meta.rights)
+    lines.append(f"Revision {source.revision}. Typeset by Bindery.")
+    return lines
 
 
 RENDERER = PdfRenderer()

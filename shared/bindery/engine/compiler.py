@@ -1,0 +1,148 @@
+"""Typst in a process of its own, so that every compile has a time limit.
+
+A Typst compile is one call into native code that Python cannot interrupt, and a hostile book can make
+one slow (a megabyte-long paragraph is a single line-breaking problem). So the build never calls Typst
+itself: a child process holds one `typst.Compiler` (its fonts loaded once) and compiles piece after piece
+on request, and the build waits for each answer only until its deadline. A compile that overruns is
+ended by killing the child, and the build fails as `render_failed`; the worker is never left hanging.
+
+The child is also where Typst's memory lives: it is given back whole when the child ends, and its peak
+(VmHWM) is read before it does, so a benchmark can add it to the build's own.
+
+The protocol is a JSON line each way over the child's stdin and stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+class TimeLimit(Exception):
+    """A compile did not finish in the time it was given."""
+
+
+class CompileError(Exception):
+    """Typst refused a piece (its message, first line)."""
+
+
+class Compiler:
+    """The parent's side: `compile` one piece at a time, each within `seconds`."""
+
+    def __init__(self, root: Path, fonts: Path):
+        self.root, self.fonts = root, fonts
+        self._child: subprocess.Popen[bytes] | None = None
+        self.peak_rss = 0  # the most memory the child held, in bytes (VmHWM)
+
+    def __enter__(self) -> Compiler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        if self._child is None:
+            self._child = subprocess.Popen(
+                [sys.executable, "-m", "bindery.engine.compiler", str(self.root), str(self.fonts)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+        return self._child
+
+    def compile(
+        self, source: Path, output: Path, *, standards: list[str], seconds: float, timestamp: int = 0
+    ) -> list[str]:
+        """Compile `source` (under the root) to `output`, dated `timestamp` (epoch seconds); return
+        Typst's warnings."""
+        child = self._started()
+        assert child.stdin is not None and child.stdout is not None
+        request = {
+            "input": str(source),
+            "output": str(output),
+            "standards": standards,
+            "timestamp": timestamp,
+        }
+        child.stdin.write(json.dumps(request).encode() + b"\n")
+        child.stdin.flush()
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([child.stdout], [], [], max(0.0, left))
+            if ready:
+                break
+            if left <= 0:
+                self.close(kill=True)
+                raise TimeLimit(f"typesetting {source.name} took over {seconds:.0f} s")
+        line = child.stdout.readline()
+        if not line:
+            self.close(kill=True)
+            raise CompileError(f"the typesetter ended while compiling {source.name}")
+        self._note_peak()
+        answer: dict[str, Any] = json.loads(line)
+        if "error" in answer:
+            raise CompileError(answer["error"])
+        warnings: list[str] = answer["warnings"]
+        return warnings
+
+    def _note_peak(self) -> None:
+        if self._child is None:
+            return
+        try:
+            with open(f"/proc/{self._child.pid}/status") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        self.peak_rss = max(self.peak_rss, int(line.split()[1]) * 1024)
+        except OSError:
+            pass
+
+    def close(self, *, kill: bool = False) -> None:
+        child, self._child = self._child, None
+        if child is None:
+            return
+        if kill:
+            child.kill()
+        else:
+            assert child.stdin is not None
+            child.stdin.close()  # the child's loop ends at end of input
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        for stream in (child.stdin, child.stdout):
+            if stream is not None:
+                stream.close()
+
+
+def main(root: str, fonts: str) -> None:
+    """The child: compile each piece asked for, answer with its warnings or its error."""
+    import typst
+
+    compiler = typst.Compiler(root=root, font_paths=[fonts], ignore_system_fonts=True)
+    out = sys.stdout.buffer
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        try:
+            _, warnings = compiler.compile_with_warnings(
+                request["input"],
+                output=request["output"],
+                format="pdf",
+                pdf_standards=request["standards"],
+                timestamp=request["timestamp"],  # the revision's: the same book makes the same bytes
+            )
+            answer: dict[str, Any] = {"warnings": [w.message for w in warnings]}
+        except typst.TypstError as exc:
+            answer = {"error": str(exc.message).splitlines()[0][:500] if exc.message else "typst failed"}
+        out.write(json.dumps(answer).encode() + b"\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    os.environ.pop("TYPST_FONT_PATHS", None)  # only the fonts the layer carries
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,291 @@
+"""The typeset PDF, checked the way a printer and a screen reader would: qpdf, pdffonts, pdfinfo, pdftotext
+(text, and where each word sits), and the document's own outline, page labels and structure tree read with
+pikepdf."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import os
+import re
+from pathlib import Path
+
+import pikepdf
+import pytest
+
+from bindery.engine import Source, Text, renderer_for
+from bindery.engine.compiler import TimeLimit
+from bindery.engine.pdf import RENDERER
+from bindery.manuscript import cut_text
+from bindery.metadata import Metadata
+from tests.books import BOOKS, SAMPLES
+from tests.validators import pdffonts, pdfinfo, pdftotext, qpdf_check, structure_problems
+
+BUILDABLE = [name for name in BOOKS if name != "empty"]
+BIDI_CONTROLS = dict.fromkeys(map(ord, "\u200e\u200f\u202a\u202b\u202c\u202d\u202e"))
+
+
+def _build(manuscript: str, tmp_path: Path, name: str = "book", **options: object) -> Path:
+    language = str(options.pop("language", "en"))
+    sections = cut_text(manuscript)
+    source = Source(
+        "abcdef0123456789abcd",
+        f"The {name} book",
+        3,
+        tuple(s.title for s, _ in sections),
+        1.8e9,
+        metadata=Metadata(authors=("Ann Author",), language=language),
+        options={"page_size": "a5", "toc_depth": 1, **options},
+    )
+    out = io.BytesIO()
+    report = renderer_for("pdf").render(
+        source, [Text(n, s.title, text) for n, (s, text) in enumerate(sections, start=1)], out
+    )
+    assert report.skipped == []
+    path = tmp_path / f"{name}.pdf"
+    path.write_bytes(out.getvalue())
+    return path
+
+
+def _pages(path: Path) -> list[str]:
+    return pdftotext(path).split("\f")[:-1]
+
+
+def _labels(path: Path) -> list[str]:
+    with pikepdf.open(path) as pdf:
+        return [page.label for page in pdf.pages]
+
+
+def _chapters(book: str) -> list[str]:
+    return [s.title for s, _ in cut_text(BOOKS[book])]
+
+
+@pytest.mark.slow(3)
+@pytest.mark.parametrize("book", BUILDABLE)
+def test_every_book_is_a_valid_tagged_pdf_with_every_font_embedded(book: str, tmp_path: Path) -> None:
+    path = _build(BOOKS[book], tmp_path, book)
+    check = qpdf_check(path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    fonts = pdffonts(path)
+    assert fonts and all(font["emb"] == "yes" for font in fonts), fonts
+    info = pdfinfo(path)
+    assert (info["Tagged"], info["Title"]) == ("yes", f"The {book} book")
+    assert info["Page size"].startswith("419.528 x 595.276")  # A5, the default
+    text = pdftotext(path)
+    for sample in [*SAMPLES[book], *_chapters(book)]:
+        assert sample in text, sample
+    assert structure_problems(path) == []
+    with pikepdf.open(path) as pdf:
+        assert str(pdf.Root.Lang) == "en"
+        assert pdf.open_metadata()["pdfuaid:part"] == "1"  # PDF/UA-1 is claimed
+        assert int(pdf.open_metadata()["{http://ns.adobe.com/xap/1.0/t/pg/}NPages"]) == len(pdf.pages)
+
+
+def _contents(pages: list[str], labels: list[str]) -> list[tuple[str, str]]:
+    """(title, page number) for each line of the contents, from the pages with roman labels."""
+    lines = "\n".join(p for p, label in zip(pages, labels, strict=True) if re.fullmatch(r"[ivxl]+", label))
+    return [
+        (m.group(1).translate(BIDI_CONTROLS).strip(), m.group(2))
+        for m in re.finditer(r"^(.+?)\s*(?:\. ?){3,}\s*(\d+)$", lines, re.M)
+    ]
+
+
+@pytest.mark.slow(4)
+@pytest.mark.parametrize("book", ["features", "scripts", "many"])
+def test_the_contents_gives_the_page_each_chapter_opens_on(book: str, tmp_path: Path) -> None:
+    path = _build(BOOKS[book], tmp_path, book)
+    pages, labels = _pages(path), _labels(path)
+    listed = _contents(pages, labels)
+    assert [title for title, _ in listed] == _chapters(book)
+    for title, number in listed:
+        opening = pages[labels.index(number)]  # the page whose label is the number the contents gives
+        assert opening.translate(BIDI_CONTROLS).lstrip().startswith(title), (title, number)
+        assert int(number) % 2 == 1  # a chapter opens on a recto
+
+
+def test_the_outline_has_one_entry_per_chapter_pointing_at_its_opening(tmp_path: Path) -> None:
+    path = _build(BOOKS["features"], tmp_path, "features", toc_depth=2)
+    pages = _pages(path)
+    with pikepdf.open(path) as pdf, pdf.open_outline() as outline:
+        index = {page.objgen: n for n, page in enumerate(pdf.pages)}
+        entries = [(item.title, index[item.destination[0].objgen], item.children) for item in outline.root]
+        assert [title for title, _, _ in entries] == _chapters("features")
+        for title, page, _ in entries:
+            assert pages[page].lstrip().startswith(title)
+        first = entries[0][2]
+        assert [c.title for c in first] == ["A second level"]  # ## under its chapter, ### under its ##
+        assert [c.title for c in first[0].children] == ["A third level"]
+        assert "A second level" in pages[index[first[0].destination[0].objgen]]
+
+
+def test_front_matter_is_numbered_in_roman_and_the_body_from_one_after_blank_versos(tmp_path: Path) -> None:
+    path = _build(BOOKS["many"], tmp_path, "many")
+    pages, labels = _pages(path), _labels(path)
+    assert labels[:3] == ["i", "ii", "iii"] and "The many book" in pages[0] and "Ann Author" in pages[0]
+    assert "Contents" in pages[2]
+    body = labels.index("1")
+    assert labels[body : body + 4] == ["1", "2", "3", "4"] and body % 2 == 0  # page 1 is a recto
+    assert pages[body].lstrip().startswith("Chapter 1") and pages[body].rstrip().endswith("1")
+    assert pages[body + 1].strip() == ""  # the verso a one-page chapter leaves is blank: no head, no folio
+    assert pages[body + 2].lstrip().startswith("Chapter 2")
+    assert len(pages) == body + 2 * 1200 - 1
+
+
+def test_running_heads_name_the_book_on_versos_and_the_chapter_on_rectos(tmp_path: Path) -> None:
+    words = " ".join(f"sentence{n} with some ordinary words in it." for n in range(900))
+    path = _build(f"# The Long Chapter\n\n{words}\n\n# Next\n\nShort.\n", tmp_path, "long")
+    pages, labels = _pages(path), _labels(path)
+    opening = labels.index("1")
+    assert pages[opening].lstrip().startswith("The Long Chapter")  # no running head on an opening
+    assert pages[opening + 1].lstrip().startswith("The long book")  # a verso: the book
+    assert pages[opening + 2].lstrip().startswith("The Long Chapter\n")  # a recto: the chapter
+    assert pages[opening + 1].rstrip().endswith("2") and pages[opening + 2].rstrip().endswith("3")
+
+
+def _words(path: Path, page: int) -> list[tuple[float, float, float, float, str]]:
+    layout = pdftotext(path, "-bbox", "-f", str(page + 1), "-l", str(page + 1))
+    return [
+        (float(a), float(b), float(c), float(d), w)
+        for a, b, c, d, w in re.findall(
+            r'xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">([^<]*)</word>', layout
+        )
+    ]
+
+
+def test_text_is_justified_and_hyphenated_in_the_books_language(tmp_path: Path) -> None:
+    english = " ".join(["Extraordinarily considerate administrators understand responsibilities."] * 40)
+    german = " ".join(["Die Donaudampfschifffahrtsgesellschaft beschäftigt Kapitänsanwärter."] * 40)
+    for language, text, sample in (("en", english, "administrators"), ("de", german, "Kapitäns")):
+        path = _build(f"# Words\n\n{text}\n", tmp_path, language, language=language)
+        page = _labels(path).index("1")
+        lines: dict[float, list[tuple[float, float, float, float, str]]] = {}
+        for word in _words(path, page):
+            lines.setdefault(round(word[1]), []).append(word)
+        body = [ws for y, ws in sorted(lines.items()) if len(ws) > 2][1:-1]  # full lines of the paragraph
+        assert len(body) > 10
+        ends = [max(ws, key=lambda w: w[2]) for ws in body]
+        hyphenated = [end[2] for end in ends if end[4].endswith(("-", "\xad"))]
+        flush = [end[2] for end in ends if not end[4].endswith(("-", "\xad"))]
+        assert hyphenated, [end[4] for end in ends]  # words are broken at line ends
+        # Justified: every full line ends at one right edge (a hyphen or a stop hangs a little past it).
+        edge = min(flush)
+        assert sum(abs(end - edge) < 0.5 for end in flush) > len(flush) / 2, flush
+        assert all(0 <= end - edge < 3 for end in flush + hyphenated), (flush, hyphenated)
+        assert sample in pdftotext(path).replace("\xad\n", "")
+
+
+def test_footnotes_sit_at_the_foot_of_the_page_that_cites_them(tmp_path: Path) -> None:
+    path = _build(BOOKS["features"], tmp_path, "features")
+    page = _labels(path).index("1")
+    words = _words(path, page)
+    height = 595.276
+    cited = next(w for w in words if w[4].startswith("reference"))
+    note = next(b for a, b in itertools.pairwise(words) if (a[4], b[4]) == ("first", "note."))
+    assert note[1] > cited[1] and note[1] > 0.75 * height
+    assert "The first note." in pdftotext(path, "-f", str(page + 1), "-l", str(page + 1))
+
+
+def test_a_long_table_breaks_across_pages_with_its_header_repeated(tmp_path: Path) -> None:
+    rows = "".join(f"| row {n} | value {n * 3} |\n" for n in range(150))
+    path = _build(f"# Tables\n\n| Name | Amount |\n|---|--:|\n{rows}", tmp_path, "table")
+    pages = _pages(path)
+    holding = [p for p in pages if "row " in p]
+    assert len(holding) >= 3
+    assert all("Name" in p and "Amount" in p for p in holding)  # the header on every page of the table
+    assert "row 0" in holding[0] and "row 149" in holding[-1]
+
+
+def test_the_right_to_left_chapter_is_set_right_to_left_in_reading_order(tmp_path: Path) -> None:
+    path = _build(BOOKS["scripts"], tmp_path, "scripts")
+    pages, labels = _pages(path), _labels(path)
+    arabic = next(n for n, p in enumerate(pages) if p.translate(BIDI_CONTROLS).lstrip().startswith("العربية"))
+    assert "نص عربي قصير للتجربة" in pages[arabic].translate(BIDI_CONTROLS)  # logical order, word by word
+    greek = next(n for n, p in enumerate(pages) if p.lstrip().startswith("Ελληνικά") and labels[n].isdigit())
+    # -bbox gives a right-to-left word in visual order, reversed
+    heading_ar = next(w for w in _words(path, arabic) if "العربية" in (w[4], w[4][::-1]))
+    heading_el = next(w for w in _words(path, greek) if w[4] == "Ελληνικά")
+    width = 419.528
+    assert heading_ar[2] > width - 60 and heading_ar[0] > width / 2  # set from the right margin
+    assert heading_el[0] < 70  # and a left-to-right chapter from the left
+
+
+HOSTILE = (
+    "# Hostile\n\n"
+    '#read("/etc/passwd") #import "@preview/x:1.0.0": * #include "/etc/hosts"\n\n'
+    "#let f(n) = if n > 0 { f(n - 1) } else { 0 }\n#f(100000) #while true {} $x^2$ @ref <label>\n\n"
+    "]]]] [[[[ ` \\ \\\\ \" #{ panic() }\n\n" + "- " * 100_000 + "deep\n\nAfter the deep list.\n\n"
+    + ">" * 100_000 + " quoted\n\nAfter the deep quote.\n\n# A long line\n\n"
+    + " ".join(f"word{n}" for n in range(150_000)) + "\n"
+)  # fmt: skip
+
+
+@pytest.mark.slow(8)
+def test_a_hostile_manuscript_is_set_as_the_text_it_is(tmp_path: Path) -> None:
+    assert max(len(line) for line in HOSTILE.splitlines()) > 1_000_000
+    path = _build(HOSTILE, tmp_path, "hostile")
+    text = " ".join(pdftotext(path).replace("\xad\n", "").split())
+    for sample in (
+        '#read("/etc/passwd")',
+        '#import "@preview/x:1.0.0"',
+        "#let f(n) = if n > 0 { f(n - 1) } else { 0 }",
+        "#while true {}",
+        "$x^2$ @ref <label>",
+        "#{ panic() }",
+        "After the deep list.",  # what follows a list nested past every limit is still there
+        "After the deep quote.",
+        "quoted",
+        "word0 word1",
+        "word149999",  # the 1 MB line, all of it
+    ):
+        assert sample in text, sample
+    assert "root:x:0:0" not in text  # nothing was read from the machine
+
+
+def _typesetters() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"bindery.engine.compiler" in command:
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_compile_over_the_time_limit_is_killed_and_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = _typesetters()
+    monkeypatch.setattr(RENDERER, "time_limit", 0.05)  # shorter than any compile of the 1,200 chapters
+    with pytest.raises(TimeLimit):
+        _build(BOOKS["many"], tmp_path, "slow")
+    assert _typesetters() == before  # the child was killed and reaped, not left running
+    assert not (tmp_path / "slow.pdf").exists()
+
+
+def test_every_compile_is_given_only_the_builds_time_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bindery.engine.compiler import Compiler
+
+    given: list[float] = []
+    original = Compiler.compile
+
+    def spy(self: Compiler, *args: object, **kwargs: object) -> list[str]:
+        given.append(float(kwargs["seconds"]))  # type: ignore[arg-type]
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Compiler, "compile", spy)
+    monkeypatch.setattr(RENDERER, "time_limit", 100.0)
+    _build(BOOKS["many"], tmp_path, "many")
+    assert len(given) == 1200 // 100 + 1  # twelve runs of a hundred chapters, then the front matter
+    assert all(0 < later < earlier <= 100.0 for earlier, later in itertools.pairwise(given))
+
+
+@pytest.mark.skipif(not os.path.exists("/etc/passwd"), reason="needs a file to not read")
+def test_the_typesetter_reads_no_file_outside_its_build(tmp_path: Path) -> None:
+    """Our own code could still be wrong: a chapter whose title names a file is set as that name."""
+    path = _build('# /etc/passwd\n\n#image("/etc/passwd")\n', tmp_path, "files")
+    assert "/etc/passwd" in pdftotext(path) and "root:" not in pdftotext(path)
