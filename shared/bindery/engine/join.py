@@ -1,36 +1,49 @@
-"""Pieces of one tagged PDF, compiled apart, joined into one document with pikepdf (libqpdf).
+"""Pieces of one tagged PDF, compiled apart, joined into one document a piece at a time.
 
-A book is typeset in pieces so that Typst's memory stays that of one piece (see `bindery.engine.pdf`).
-Joining tagged pieces is more than putting their pages one after another:
+A book is typeset in pieces so that Typst's memory stays one piece's (see `bindery.engine.pdf`), and the
+join must not undo that. Copying every piece into one pikepdf document would hold every object of the
+book at once (about 50 MB of memory per MB of manuscript, most of it structure elements), so the join
+writes the file itself: it opens one piece with pikepdf, writes the objects the book needs from it,
+renumbered past the pieces before it, and closes it before opening the next. Its memory is one piece's
+objects plus an entry per object of the cross-reference, whatever the book's length.
 
-- **The structure tree.** Each piece has its own StructTreeRoot. Its top-level elements become children
-  of the first piece's root, in page order, so a screen reader meets the book in reading order.
+What a tagged book needs from joining that a concatenation of pages would get wrong:
+
+- **One structure tree.** Each piece's tree is rooted in a Document element; the first piece's Document
+  is the book's, and every later piece's elements become its children, in page order, so a screen reader
+  meets the book in reading order.
 - **Marked-content keys.** A page's /StructParents and an annotation's /StructParent are keys into the
-  root's ParentTree, and each piece numbers them from 0; a later piece's keys are moved past the ones
-  already taken, in the pages and in the tree alike, so no key means two things.
-- **Element IDs.** Typst names notes "Note 1", "Note 2" in every piece; a piece's IDs get its own prefix,
-  in the elements and in the IDTree alike.
-- **Foreign objects.** qpdf copies each object of a piece once, however many times it is reached (a
-  page, then the elements that point at it), and copies stream data only when the joined file is written,
-  so the join holds the pieces' object tables in memory, not their bytes.
+  ParentTree, and each piece numbers them from 0; a later piece's keys move past the ones already taken.
+- **Element IDs.** Typst names notes "Note 1", "Note 2" in every piece; a later piece's IDs get a prefix.
+- **What no piece can know:** the page tree, the outline (bookmarks) across all of them, the page labels
+  (roman front matter, arabic body), and the contents' links, which the front matter writes as
+  placeholders (`GOTO` + a number) because the pages they point at are in other pieces.
 
-What the pieces cannot know is filled in here: the outline (bookmarks) across all of them, the page
-labels (roman front matter, arabic body), and the contents' links, which the front matter writes as
-placeholders (`GOTO` + a number) because the pages they point at are in other pieces.
+Objects are written into compressed object streams (as pikepdf's `generate` would), with a
+cross-reference stream: the joined file is no larger than Typst's own output would be.
 """
 
 from __future__ import annotations
 
+import re
+import zlib
+from array import array
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pikepdf
 from pikepdf import Array, Dictionary, Name
 
-NPAGES = "{http://ns.adobe.com/xap/1.0/t/pg/}NPages"  # XMP's page count
 GOTO = "https://bindery.invalid/goto/"  # a contents link the join points at a page: GOTO + target number
+NPAGES = "{http://ns.adobe.com/xap/1.0/t/pg/}NPages"  # XMP's page count
+PER_STREAM = 200  # objects in each object stream
+
+# A reference in qpdf's unparsed syntax, or a literal string to step over (qpdf escapes the parentheses
+# inside one, so a title such as "Chapter 12 0 R" is never read as a reference).
+_TOKENS = re.compile(rb"\((?:\\.|[^\\)])*\)|(?<![\d.])(\d+) (\d+) R(?=[\s/\]\[<>()]|$)", re.S)
 
 
 @dataclass(frozen=True)
@@ -49,10 +62,13 @@ class Piece:
     pages: int
     marks: list[Mark] = field(default_factory=list)
     blank_after: bool = False  # a blank verso follows, so the next piece opens on a recto
+    size: int = 0  # the piece's highest object number, plus one
+    page_objects: list[int] = field(default_factory=list)
+    page_size: tuple[float, float] = (0.0, 0.0)
 
 
 def read_piece(path: Path) -> Piece:
-    """A compiled piece's page count and the headings in its outline."""
+    """A compiled piece's pages, its object count, and the headings in its outline."""
     with pikepdf.open(path) as pdf:
         index: dict[Any, int] = {page.objgen: n for n, page in enumerate(pdf.pages)}
         marks = [
@@ -60,7 +76,15 @@ def read_piece(path: Path) -> Piece:
             for level, item in _outline(pdf.Root.get("/Outlines"))
             if "/Dest" in item
         ]
-        return Piece(path, len(pdf.pages), marks)
+        box = pdf.pages[0].mediabox
+        return Piece(
+            path,
+            len(pdf.pages),
+            marks,
+            size=int(pdf.trailer.Size),
+            page_objects=[page.objgen[0] for page in pdf.pages],
+            page_size=(float(box[2]) - float(box[0]), float(box[3]) - float(box[1])),
+        )
 
 
 def _outline(node: pikepdf.Object | None, level: int = 1) -> Iterator[tuple[int, pikepdf.Object]]:
@@ -81,6 +105,86 @@ class Entry:
     children: tuple[Entry, ...] = ()
 
 
+class _File:
+    """The joined PDF as it is written: objects go into object streams, streams directly, and the
+    cross-reference stream records where each one went."""
+
+    def __init__(self, out: BinaryIO, next_number: int):
+        self.out = out
+        self.next_number = next_number
+        self.kind = bytearray()  # per object number: 0 free, 1 at an offset, 2 inside an object stream
+        self.where = array("Q")  # the offset, or the object stream's number
+        self.index = array("H")  # the place inside its object stream
+        self.pending: list[tuple[int, bytes]] = []
+        out.write(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+
+    def number(self) -> int:
+        self.next_number += 1
+        return self.next_number - 1
+
+    def _entry(self, number: int, kind: int, where: int, index: int) -> None:
+        if number >= len(self.kind):
+            grow = number + 1 - len(self.kind)
+            self.kind.extend(bytes(grow))
+            self.where.extend([0] * grow)
+            self.index.extend([0] * grow)
+        self.kind[number], self.where[number], self.index[number] = kind, where, index
+
+    def put(self, number: int, body: bytes) -> None:
+        self.pending.append((number, body))
+        if len(self.pending) >= PER_STREAM:
+            self._flush()
+
+    def put_stream(self, number: int, head: bytes, data: bytes) -> None:
+        self._entry(number, 1, self.out.tell(), 0)
+        self.out.write(b"%d 0 obj\n%s\nstream\n" % (number, head))
+        self.out.write(data)
+        self.out.write(b"\nendstream\nendobj\n")
+
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        stream = self.number()
+        offsets, bodies, at = [], [], 0
+        for n, (number, body) in enumerate(self.pending):
+            self._entry(number, 2, stream, n)
+            offsets.append(b"%d %d" % (number, at))
+            bodies.append(body)
+            at += len(body) + 1
+        header = b" ".join(offsets) + b"\n"
+        data = zlib.compress(header + b"\n".join(bodies) + b"\n", 6)
+        head = b"<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode /Length %d >>" % (
+            len(self.pending),
+            len(header),
+            len(data),
+        )
+        self.pending = []
+        self.put_stream(stream, head, data)
+
+    def finish(self, root: int, info: int | None, ids: bytes | None) -> None:
+        self._flush()
+        xref = self.number()
+        self._entry(xref, 1, self.out.tell(), 0)
+        self._entry(0, 0, 0, 65535)
+        rows = bytearray()
+        for kind, where, index in zip(self.kind, self.where, self.index, strict=True):
+            rows += bytes([kind]) + where.to_bytes(5, "big") + index.to_bytes(2, "big")
+        data = zlib.compress(bytes(rows), 6)
+        trailer = (
+            b"/Root %d 0 R" % root
+            + (b" /Info %d 0 R" % info if info else b"")
+            + (b" /ID " + ids if ids else b"")
+        )
+        head = b"<< /Type /XRef /Size %d /W [ 1 5 2 ] %s /Filter /FlateDecode /Length %d >>" % (
+            len(self.kind),
+            trailer,
+            len(data),
+        )
+        at = self.out.tell()
+        self.put_stream(xref, head, data)
+        self.out.write(b"startxref\n%d\n%%%%EOF\n" % at)
+
+
 def join(
     pieces: list[Piece],
     out: Path,
@@ -93,105 +197,232 @@ def join(
     """Write `pieces` as one PDF at `out`; return its page count. The first piece's catalog (language,
     title, XMP, viewer preferences) is the book's; every piece was compiled with the same document
     settings. `targets` maps a GOTO number to (page, top); the links are on the pages in `contents`."""
-    opened = [pikepdf.open(piece.path) for piece in pieces]
-    try:
-        book = opened[0]
-        root = _structure_root(book)
-        kids = _as_array(root.get("/K"))
-        # Typst roots each piece's tree in one Document element: the book has one, holding every piece's.
-        document = kids[0] if len(kids) == 1 and kids[0].get("/S") == Name.Document else None
-        parent, kids = (document, _as_array(document.get("/K"))) if document is not None else (root, kids)
-        nums = list(_numbers(root.ParentTree))
-        next_key = int(root.get("/ParentTreeNextKey", len(nums)))
-        ids = list(_names(root["/IDTree"])) if "/IDTree" in root else []
-        if pieces[0].blank_after:
-            book.add_blank_page(page_size=_size(book.pages[-1]))
-        for n, (piece, pdf) in enumerate(zip(pieces[1:], opened[1:], strict=True), start=1):
-            next_key = _adopt(book, root, parent, pdf, kids, nums, ids, next_key, prefix=f"p{n} ")
+    bases, total = [], 0
+    for piece in pieces:
+        bases.append(total)
+        total += piece.size - 1  # object 0 is no object
+    with out.open("wb") as file:
+        book = _File(file, total + 1)
+        catalog, pages_root, tree_root, parent_tree = (book.number() for _ in range(4))
+        numbers: list[int] = []  # every page of the book, as object numbers in the joined file
+        for piece, base in zip(pieces, bases, strict=True):
+            numbers += [base + n for n in piece.page_objects]
             if piece.blank_after:
-                book.add_blank_page(page_size=_size(book.pages[-1]))
-        parent.K = kids
-        nums.sort(key=lambda pair: pair[0])
-        root.ParentTree = book.make_indirect(Dictionary(Nums=Array(_flat(nums))))
-        root.ParentTreeNextKey = next_key
-        if ids:
-            ids.sort(key=lambda pair: pair[0])
-            root.IDTree = book.make_indirect(Dictionary(Names=Array(_flat(ids))))
-        book.Root.PageLabels = Dictionary(Nums=Array([x for start, label in labels for x in (start, label)]))
-        _point_contents(book, targets, contents)
-        _write_outline(book, outline)
-        with book.open_metadata(set_pikepdf_as_editor=False, update_docinfo=False) as xmp:
-            xmp[NPAGES] = str(len(book.pages))  # each piece counted only its own
-        book.save(out, object_stream_mode=pikepdf.ObjectStreamMode.generate, compress_streams=True)
-        return len(book.pages)
-    finally:
-        for pdf in opened:
-            pdf.close()
+                # A blank verso after the piece's last page: nothing on it, so nothing to tag.
+                numbers.append(book.number())
+                width, height = (_real(side) for side in piece.page_size)
+                box = b"[ 0 0 %s %s ]" % (width, height)
+                book.put(
+                    numbers[-1],
+                    b"<< /Type /Page /Parent %d 0 R /MediaBox %s /Resources << >> >>" % (pages_root, box),
+                )
+        state = _Tree(document=0, keys=0)
+        first: dict[str, bytes] = {}
+        for n, (piece, base) in enumerate(zip(pieces, bases, strict=True)):
+            links = {page: numbers[page] for page, _ in targets.values()} if n == 0 else {}
+            _write_piece(
+                book,
+                piece,
+                base,
+                n,
+                state,
+                first,
+                pages_root,
+                len(numbers),
+                (targets, contents, links) if n == 0 else None,
+            )
+        kids = b" ".join(b"%d 0 R" % n for n in numbers)
+        book.put(pages_root, b"<< /Type /Pages /Count %d /Kids [ %s ] >>" % (len(numbers), kids))
+        # The book's Document element holds every piece's elements; the tree root holds it.
+        book.put(
+            state.document,
+            state.document_head.replace(b"/K __KIDS__", b"/K [ %s ]" % b" ".join(state.kids)).replace(
+                b"/P __ROOT__", b"/P %d 0 R" % tree_root
+            ),
+        )
+        book.put(parent_tree, b"<< /Nums [ %s ] >>" % b" ".join(b"%d %d 0 R" % kv for kv in state.nums))
+        role_map = b" ".join(k + b" " + v for k, v in state.roles.items())
+        id_tree = b""
+        if state.ids:
+            names = b" ".join(
+                pikepdf.String(name).unparse() + b" %d 0 R" % n for name, n in sorted(state.ids)
+            )
+            id_number = book.number()
+            book.put(id_number, b"<< /Names [ %s ] >>" % names)
+            id_tree = b" /IDTree %d 0 R" % id_number
+        book.put(
+            tree_root,
+            b"<< /Type /StructTreeRoot /K [ %d 0 R ] /ParentTree %d 0 R /ParentTreeNextKey %d"
+            b" /RoleMap << %s >>%s >>" % (state.document, parent_tree, state.keys, role_map, id_tree),
+        )
+        outlines = _write_outline(book, outline, numbers)
+        page_labels = b" ".join(b"%d %s" % (start, label.unparse()) for start, label in labels)
+        book.put(
+            catalog,
+            b"<< /Type /Catalog /Pages %d 0 R /StructTreeRoot %d 0 R /Outlines %d 0 R"
+            b" /PageLabels << /Nums [ %s ] >> /PageMode /UseOutlines %s >>"
+            % (pages_root, tree_root, outlines, page_labels, first.get("catalog", b"")),
+        )
+        book.finish(catalog, int(first["info"]) if "info" in first else None, first.get("ids"))
+    return len(numbers)
 
 
-def _structure_root(pdf: pikepdf.Pdf) -> pikepdf.Object:
-    root: pikepdf.Object = pdf.Root.StructTreeRoot
-    return root
+@dataclass
+class _Tree:
+    """The book's structure tree as the pieces are written: the Document's children, the ParentTree's
+    entries, the IDs and the role map."""
+
+    document: int
+    keys: int  # the next free marked-content key
+    document_head: bytes = b""
+    kids: list[bytes] = field(default_factory=list)
+    nums: list[tuple[int, int]] = field(default_factory=list)
+    ids: list[tuple[str, int]] = field(default_factory=list)
+    roles: dict[bytes, bytes] = field(default_factory=dict)
 
 
-def _adopt(
-    book: pikepdf.Pdf,
-    root: pikepdf.Object,
-    parent: pikepdf.Object,
-    pdf: pikepdf.Pdf,
-    kids: Array,
-    nums: list[tuple[int, pikepdf.Object]],
-    ids: list[tuple[str, pikepdf.Object]],
+def _real(value: float) -> bytes:
+    return f"{value:.4f}".encode()
+
+
+def _write_piece(
+    book: _File,
+    piece: Piece,
     base: int,
-    prefix: str,
-) -> int:
-    """Append `pdf`'s pages to `book`, and graft its structure tree's elements onto `parent` (the book's
-    Document element, or its root) in `root`'s tree; return the next free key."""
-    theirs = _structure_root(pdf)
-    their_kids = _as_array(theirs.get("/K"))
-    if parent is not root and len(their_kids) == 1 and their_kids[0].get("/S") == Name.Document:
-        their_kids = _as_array(their_kids[0].get("/K"))  # their Document's children join ours
-    for kid in their_kids:
-        if isinstance(kid, Dictionary) and "/P" in kid:
-            del kid["/P"]  # it pointed at their root or Document, which is not copied
-    their_nums = list(_numbers(theirs.ParentTree))
-    their_ids = list(_names(theirs["/IDTree"])) if "/IDTree" in theirs else []
-    for name, element in their_ids:
-        element.ID = pikepdf.String(prefix + name)
-    for page in pdf.pages:
-        if "/StructParents" in page.obj:
-            page.obj.StructParents = int(page.obj.StructParents) + base
-        for annot in page.obj.get("/Annots", Array()):
-            if "/StructParent" in annot:
-                annot.StructParent = int(annot.StructParent) + base
-    for page in pdf.pages:
-        book.pages.append(page)
-    # Copied after the pages, so their /Pg references land on the copies already made.
-    copied = book.copy_foreign(pdf.make_indirect(their_kids))
-    for kid in copied:
-        kid.P = parent
-        kids.append(kid)
-    if their_nums:
-        values = book.copy_foreign(pdf.make_indirect(Array([v for _, v in their_nums])))
-        nums.extend((key + base, value) for (key, _), value in zip(their_nums, values, strict=True))
-    if their_ids:
-        elements = book.copy_foreign(pdf.make_indirect(Array([e for _, e in their_ids])))
-        ids.extend((prefix + name, e) for (name, _), e in zip(their_ids, elements, strict=True))
-    for map_name in ("/RoleMap", "/ClassMap"):
-        if map_name in theirs:
-            ours = root.get(map_name)
-            if ours is None:
-                root[map_name] = ours = Dictionary()
-            for key, value in theirs[map_name].items():
-                if key not in ours:
-                    ours[key] = book.copy_foreign(value) if value.is_indirect else value
-    return base + int(theirs.get("/ParentTreeNextKey", len(their_nums)))
+    n: int,
+    state: _Tree,
+    first: dict[str, bytes],
+    pages_root: int,
+    page_count: int,
+    front: tuple[dict[int, tuple[int, float]], range, dict[int, int]] | None,
+) -> None:
+    """Write the objects of one piece the book needs, renumbered by `base`, and add its structure to
+    `state`. Objects only the piece needed (its catalog, page tree, outline, tree root) are left out."""
+    with pikepdf.open(piece.path) as pdf:
+        redirect: dict[int, int] = {}
+
+        def placeholder(number: int) -> pikepdf.Object:
+            """An object of this piece that stands for `number` in the joined file."""
+            made = pdf.make_indirect(Dictionary())
+            redirect[made.objgen[0]] = number
+            return made
+
+        theirs = pdf.Root.StructTreeRoot
+        kids = list(theirs.K) if isinstance(theirs.K, Array) else [theirs.K]
+        document = kids[0] if len(kids) == 1 and kids[0].get("/S") == Name.Document else None
+        if document is not None:
+            elements = list(document.K) if isinstance(document.K, Array) else [document.K]
+        else:
+            elements = kids
+        skip: set[int] = set()
+        roots: deque[int] = deque()
+        if n == 0:
+            if document is None:
+                raise ValueError("the first piece's structure tree has no Document element")
+            state.document = base + document.objgen[0]
+            document.P = placeholder(-1)
+            document.K = placeholder(-2)
+            head = _unparse(document, base, redirect, deque())
+            state.document_head = head.replace(b"-1 0 R", b"__ROOT__").replace(b"-2 0 R", b"__KIDS__")
+            skip.add(document.objgen[0])
+            # what the book's catalog takes from the first piece
+            values = [
+                f"{key} ".encode() + _unparse(pdf.Root[key], base, redirect, roots)
+                for key in ("/Lang", "/MarkInfo", "/ViewerPreferences")
+                if key in pdf.Root
+            ]
+            with pdf.open_metadata(set_pikepdf_as_editor=False, update_docinfo=False) as xmp:
+                xmp[NPAGES] = str(page_count)  # the piece counted only its own
+            values.append(b"/Metadata %d 0 R" % (base + pdf.Root.Metadata.objgen[0]))
+            first["catalog"] = b" ".join(values)
+            if "/Info" in pdf.trailer:
+                first["info"] = str(base + pdf.trailer.Info.objgen[0]).encode()
+            if "/ID" in pdf.trailer:
+                first["ids"] = pdf.trailer.ID.unparse(resolved=True)
+        parent = placeholder(state.document)
+        for element in elements:
+            element.P = parent
+            state.kids.append(b"%d 0 R" % (base + element.objgen[0]))
+        # Keys and IDs move past the pieces before this one.
+        keys = state.keys
+        for page in pdf.pages:
+            page.obj.Parent = placeholder(pages_root)
+            if "/StructParents" in page.obj:
+                page.obj.StructParents = int(page.obj.StructParents) + keys
+            for annot in page.obj.get("/Annots", Array()):
+                if "/StructParent" in annot:
+                    annot.StructParent = int(annot.StructParent) + keys
+        if "/IDTree" in theirs:
+            for name, element in _names(theirs.IDTree):
+                named = name if n == 0 else f"p{n} {name}"
+                element.ID = pikepdf.String(named)
+                state.ids.append((named, base + element.objgen[0]))
+        if front is not None:
+            targets, contents, links = front
+            for number in contents:
+                for annot in pdf.pages[number].obj.get("/Annots", Array()):
+                    action = annot.get("/A")
+                    uri = str(action.get("/URI", "")) if action is not None else ""
+                    if uri.startswith(GOTO):
+                        page, top = targets[int(uri.removeprefix(GOTO))]
+                        to = Array([placeholder(links[page]), Name.XYZ, None, top, None])
+                        annot.A = Dictionary(S=Name.GoTo, D=to)
+        roots.extend(p.objgen[0] for p in pdf.pages)
+        roots.extend(e.objgen[0] for e in elements)
+        for key, value in _numbers(theirs.ParentTree):
+            if value.is_indirect:
+                roots.append(value.objgen[0])
+                state.nums.append((key + keys, base + value.objgen[0]))
+            else:
+                number = book.number()
+                queue: deque[int] = deque()
+                book.put(number, _unparse(value, base, redirect, queue))
+                roots.extend(queue)
+                state.nums.append((key + keys, number))
+        if n == 0:
+            roots.append(pdf.Root.Metadata.objgen[0])
+            if "/Info" in pdf.trailer:
+                roots.append(pdf.trailer.Info.objgen[0])
+        state.keys = keys + int(theirs.get("/ParentTreeNextKey", 0))
+        for key, value in theirs.get("/RoleMap", Dictionary()).items():
+            state.roles.setdefault(key.encode(), value.unparse(resolved=True))
+        _write_reachable(book, pdf, roots, base, redirect, skip)
 
 
-def _as_array(kids: pikepdf.Object | None) -> Array:
-    if kids is None:
-        return Array()
-    return Array(list(kids)) if isinstance(kids, Array) else Array([kids])
+def _write_reachable(
+    book: _File, pdf: pikepdf.Pdf, roots: deque[int], base: int, redirect: dict[int, int], skip: set[int]
+) -> None:
+    """Every object reachable from `roots` (following references, never a placeholder), renumbered."""
+    seen = set(skip)
+    while roots:
+        number = roots.popleft()
+        if number in seen or number in redirect:
+            continue
+        seen.add(number)
+        obj = pdf.get_object(number, 0)
+        if isinstance(obj, pikepdf.Stream):
+            data = obj.read_raw_bytes()
+            head = obj.stream_dict
+            head.Length = len(data)
+            book.put_stream(base + number, _unparse(head, base, redirect, roots), data)
+        else:
+            book.put(base + number, _unparse(obj, base, redirect, roots))
+
+
+def _unparse(obj: pikepdf.Object, base: int, redirect: dict[int, int], found: deque[int]) -> bytes:
+    """`obj` in PDF syntax with every reference renumbered into the joined file (a placeholder's, to what
+    it stands for); each piece object it refers to is added to `found`."""
+
+    def renumber(match: re.Match[bytes]) -> bytes:
+        if match.group(1) is None:
+            return match.group(0)  # a string
+        number = int(match.group(1))
+        if number in redirect:
+            return b"%d 0 R" % redirect[number]
+        found.append(number)
+        return b"%d 0 R" % (base + number)
+
+    return _TOKENS.sub(renumber, obj.unparse(resolved=True))
 
 
 def _numbers(tree: pikepdf.Object) -> Iterator[tuple[int, pikepdf.Object]]:
@@ -214,33 +445,31 @@ def _names(tree: pikepdf.Object) -> Iterator[tuple[str, pikepdf.Object]]:
         yield from _names(kid)
 
 
-def _flat(pairs: list[tuple[int, pikepdf.Object]] | list[tuple[str, pikepdf.Object]]) -> list[object]:
-    return [x for key, value in pairs for x in (key, value)]
+def _write_outline(book: _File, entries: list[Entry], pages: list[int]) -> int:
+    """The outline: one item an entry, nested, each opening its page at its heading; its root's number."""
+    root = book.number()
 
+    def items(parent: int, level: list[Entry]) -> tuple[int, int, int]:
+        """Write `level` under `parent`; return its first and last item and how many items it holds."""
+        numbers = [book.number() for _ in level]
+        count = len(level)
+        for i, (entry, number) in enumerate(zip(level, numbers, strict=True)):
+            fields = [
+                b"/Title " + pikepdf.String(entry.title).unparse(),
+                b"/Parent %d 0 R" % parent,
+                b"/Dest [ %d 0 R /XYZ null %s null ]" % (pages[entry.page], _real(entry.top)),
+            ]
+            if i:
+                fields.append(b"/Prev %d 0 R" % numbers[i - 1])
+            if i + 1 < len(numbers):
+                fields.append(b"/Next %d 0 R" % numbers[i + 1])
+            if entry.children:
+                head, tail, inner = items(number, list(entry.children))
+                fields.append(b"/First %d 0 R /Last %d 0 R /Count -%d" % (head, tail, inner))
+            book.put(number, b"<< %s >>" % b" ".join(fields))
+        return (numbers[0], numbers[-1], count) if numbers else (0, 0, 0)
 
-def _size(page: pikepdf.Page) -> tuple[float, float]:
-    box = page.mediabox
-    return float(box[2]) - float(box[0]), float(box[3]) - float(box[1])
-
-
-def _point_contents(book: pikepdf.Pdf, targets: dict[int, tuple[int, float]], contents: range) -> None:
-    """Each contents link the front matter wrote as a GOTO placeholder now goes to its page."""
-    for n in contents:
-        for annot in book.pages[n].obj.get("/Annots", Array()):
-            action = annot.get("/A")
-            uri = str(action.get("/URI", "")) if action is not None else ""
-            if uri.startswith(GOTO):
-                number, top = targets[int(uri.removeprefix(GOTO))]
-                to = Array([book.pages[number].obj, Name.XYZ, None, top, None])
-                annot.A = Dictionary(S=Name.GoTo, D=to)
-
-
-def _write_outline(book: pikepdf.Pdf, entries: list[Entry]) -> None:
-    def item(entry: Entry) -> pikepdf.OutlineItem:
-        made = pikepdf.OutlineItem(entry.title, entry.page, pikepdf.PageLocation.XYZ, top=entry.top)
-        made.children.extend(item(child) for child in entry.children)
-        return made
-
-    with book.open_outline() as outline:
-        outline.root.clear()
-        outline.root.extend(item(entry) for entry in entries)
+    head, tail, count = items(root, entries)
+    links = b" /First %d 0 R /Last %d 0 R /Count %d" % (head, tail, count) if entries else b""
+    book.put(root, b"<< /Type /Outlines%s >>" % links)
+    return root

@@ -292,7 +292,7 @@ class _Book:
         if self.runs:
             labels.append((before, Dictionary(S=Name.D)))
         out = self.root / "book.pdf"
-        start = 1 if cover is not None else 0
+        start = 1 if cover is not None else 0  # the contents' pages: the front matter's, after any cover
         join(
             pieces,
             out,
