@@ -23,7 +23,7 @@ import pytest
 from bindery.objects import upload_key
 from tests.books.illustrated import Illustrated, arabic, lighthouse
 from tests.unit.conftest import Reply, Stack
-from tests.validators import ace, epubcheck, pdfimages, pdftotext, qpdf_check
+from tests.validators import ace, epubcheck, pdfimages, pdfinfo, pdftotext, qpdf_check, structure_problems
 
 FORMATS = ("html", "epub", "pdf", "markdown")
 
@@ -168,8 +168,11 @@ def test_an_illustrated_book_in_every_format_passes_every_validator(stack: Stack
     assert "alternativeText" not in opf and "conformsTo" not in opf
     assert "schema:accessModeSufficient" in str(ace_report["a11y-metadata"])
 
-    # pdf: valid, every image placed (the cover and the five), and the metadata in its text.
+    # pdf: valid, tagged with a sound tree, every image placed (the cover and the five), the metadata in
+    # its text, and the cover its first page.
     assert qpdf_check(tmp_path / "book.pdf").returncode == 0
+    assert structure_problems(tmp_path / "book.pdf") == []
+    assert pdfinfo(tmp_path / "book.pdf")["Tagged"] == "yes"
     placed = [row for row in pdfimages(tmp_path / "book.pdf") if row.get("type") == "image"]
     assert len(placed) == len(shown), placed
     text = pdftotext(tmp_path / "book.pdf")

@@ -101,6 +101,17 @@ def test_the_contents_gives_the_page_each_chapter_opens_on(book: str, tmp_path: 
         opening = pages[labels.index(number)]  # the page whose label is the number the contents gives
         assert opening.translate(BIDI_CONTROLS).lstrip().startswith(title), (title, number)
         assert int(number) % 2 == 1  # a chapter opens on a recto
+    # Each line of the contents is a link to its chapter's page (the front matter could not know it).
+    assert b"bindery.invalid" not in path.read_bytes()
+    with pikepdf.open(path) as pdf:
+        index = {page.objgen: n for n, page in enumerate(pdf.pages)}
+        linked = [
+            index[annot.A.D[0].objgen]
+            for n, label in enumerate(labels)
+            if re.fullmatch(r"[ivxl]+", label)
+            for annot in pdf.pages[n].obj.get("/Annots", [])
+        ]
+    assert linked == [labels.index(number) for _, number in listed]
 
 
 def test_the_outline_has_one_entry_per_chapter_pointing_at_its_opening(tmp_path: Path) -> None:

@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-
 RESTART_BYTES = 256 * 1024 * 1024
 
 

@@ -82,7 +82,7 @@ def read_piece(path: Path) -> Piece:
             len(pdf.pages),
             marks,
             size=int(pdf.trailer.Size),
-            page_objects=[page.objgen[0] for page in pdf.pages],
+            page_objects=[int(page.objgen[0]) for page in pdf.pages],
             page_size=(float(box[2]) - float(box[0]), float(box[3]) - float(box[1])),
         )
 
@@ -192,11 +192,10 @@ def join(
     outline: list[Entry],
     labels: list[tuple[int, Dictionary]],
     targets: dict[int, tuple[int, float]],
-    contents: range,
 ) -> int:
     """Write `pieces` as one PDF at `out`; return its page count. The first piece's catalog (language,
     title, XMP, viewer preferences) is the book's; every piece was compiled with the same document
-    settings. `targets` maps a GOTO number to (page, top); the links are on the pages in `contents`."""
+    settings. `targets` maps a GOTO link's number to the (page, top) it goes to."""
     bases, total = [], 0
     for piece in pieces:
         bases.append(total)
@@ -219,18 +218,7 @@ def join(
         state = _Tree(document=0, keys=0)
         first: dict[str, bytes] = {}
         for n, (piece, base) in enumerate(zip(pieces, bases, strict=True)):
-            links = {page: numbers[page] for page, _ in targets.values()} if n == 0 else {}
-            _write_piece(
-                book,
-                piece,
-                base,
-                n,
-                state,
-                first,
-                pages_root,
-                len(numbers),
-                (targets, contents, links) if n == 0 else None,
-            )
+            _write_piece(book, piece, base, n, state, first, pages_root, numbers, targets)
         kids = b" ".join(b"%d 0 R" % n for n in numbers)
         book.put(pages_root, b"<< /Type /Pages /Count %d /Kids [ %s ] >>" % (len(numbers), kids))
         # The book's Document element holds every piece's elements; the tree root holds it.
@@ -293,8 +281,8 @@ def _write_piece(
     state: _Tree,
     first: dict[str, bytes],
     pages_root: int,
-    page_count: int,
-    front: tuple[dict[int, tuple[int, float]], range, dict[int, int]] | None,
+    pages: list[int],
+    targets: dict[int, tuple[int, float]],
 ) -> None:
     """Write the objects of one piece the book needs, renumbered by `base`, and add its structure to
     `state`. Objects only the piece needed (its catalog, page tree, outline, tree root) are left out."""
@@ -332,11 +320,11 @@ def _write_piece(
                 if key in pdf.Root
             ]
             with pdf.open_metadata(set_pikepdf_as_editor=False, update_docinfo=False) as xmp:
-                xmp[NPAGES] = str(page_count)  # the piece counted only its own
+                xmp[NPAGES] = str(len(pages))  # the piece counted only its own
             values.append(b"/Metadata %d 0 R" % (base + pdf.Root.Metadata.objgen[0]))
             first["catalog"] = b" ".join(values)
             if "/Info" in pdf.trailer:
-                first["info"] = str(base + pdf.trailer.Info.objgen[0]).encode()
+                first["info"] = b"%d" % (base + pdf.trailer.Info.objgen[0])
             if "/ID" in pdf.trailer:
                 first["ids"] = pdf.trailer.ID.unparse(resolved=True)
         parent = placeholder(state.document)
@@ -357,17 +345,16 @@ def _write_piece(
                 named = name if n == 0 else f"p{n} {name}"
                 element.ID = pikepdf.String(named)
                 state.ids.append((named, base + element.objgen[0]))
-        if front is not None:
-            targets, contents, links = front
-            for number in contents:
-                for annot in pdf.pages[number].obj.get("/Annots", Array()):
-                    action = annot.get("/A")
-                    uri = str(action.get("/URI", "")) if action is not None else ""
-                    if uri.startswith(GOTO):
-                        page, top = targets[int(uri.removeprefix(GOTO))]
-                        to = Array([placeholder(links[page]), Name.XYZ, None, top, None])
-                        annot.A = Dictionary(S=Name.GoTo, D=to)
-        roots.extend(p.objgen[0] for p in pdf.pages)
+        # The contents' links, written as GOTO placeholders, now go to their pages.
+        for each in pdf.pages:
+            for annot in each.obj.get("/Annots", Array()):
+                action = annot.get("/A")
+                uri = str(action.get("/URI", "")) if action is not None else ""
+                if uri.startswith(GOTO):
+                    target, top = targets[int(uri.removeprefix(GOTO))]
+                    to = Array([placeholder(pages[target]), Name.XYZ, None, top, None])
+                    annot.A = Dictionary(S=Name.GoTo, D=to)
+        roots.extend(int(each.objgen[0]) for each in pdf.pages)
         roots.extend(e.objgen[0] for e in elements)
         for key, value in _numbers(theirs.ParentTree):
             if value.is_indirect:
@@ -384,8 +371,8 @@ def _write_piece(
             if "/Info" in pdf.trailer:
                 roots.append(pdf.trailer.Info.objgen[0])
         state.keys = keys + int(theirs.get("/ParentTreeNextKey", 0))
-        for key, value in theirs.get("/RoleMap", Dictionary()).items():
-            state.roles.setdefault(key.encode(), value.unparse(resolved=True))
+        for role, standard in theirs.get("/RoleMap", Dictionary()).items():
+            state.roles.setdefault(role.encode(), standard.unparse(resolved=True))
         _write_reachable(book, pdf, roots, base, redirect, skip)
 
 

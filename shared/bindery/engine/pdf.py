@@ -292,14 +292,12 @@ class _Book:
         if self.runs:
             labels.append((before, Dictionary(S=Name.D)))
         out = self.root / "book.pdf"
-        start = 1 if cover is not None else 0  # the contents' pages: the front matter's, after any cover
         join(
             pieces,
             out,
             outline=body,
             labels=labels,
             targets={n: (before + number - 1, top) for n, (number, top) in targets.items()},
-            contents=range(start, start + front.pages),
         )
         return out
 
