@@ -7,11 +7,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import boto3
 import pytest
 
 from bindery import engine
 from bindery.engine import Source
-from bindery.objects import cut_key, upload_key
+from bindery.objects import ARTIFACT_PREFIX, cut_key, upload_key
 from bindery.states import State
 from tests.calls import recording
 from tests.unit.conftest import Stack
@@ -338,6 +339,22 @@ def test_a_book_too_large_for_pdf_fails_early_and_never_reaches_the_engine(
     export_id = stack.submit(book, "pdf").body["id"]
 
     assert stack.exports.build(book, export_id) == "failed:too_large_for_format"
+
+
+def test_a_pdf_over_its_time_limit_fails_as_render_failed_and_leaves_no_artifact(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bindery.engine import pdf
+
+    monkeypatch.setattr(pdf.RENDERER, "time_limit", 0.001)  # no compile finishes in a millisecond
+    book = stack.create_book("# One\n\ntext\n\n# Two\n\nmore text\n")
+    export_id = stack.submit(book, "pdf").body["id"]
+
+    assert stack.exports.build(book, export_id) == "failed:render_failed"
+    polled = stack.poll(book, export_id).body
+    assert (polled["state"], polled["failure_code"]) == ("failed", "render_failed")
+    listed = boto3.client("s3").list_objects_v2(Bucket=stack.exports.settings.bucket, Prefix=ARTIFACT_PREFIX)
+    assert listed["KeyCount"] == 0  # the build's upload was aborted
 
 
 def test_each_chapter_is_read_from_its_own_byte_range(stack: Stack) -> None:

@@ -300,3 +300,13 @@ def test_the_typesetter_reads_no_file_outside_its_build(tmp_path: Path) -> None:
     """Our own code could still be wrong: a chapter whose title names a file is set as that name."""
     path = _build('# /etc/passwd\n\n#image("/etc/passwd")\n', tmp_path, "files")
     assert "/etc/passwd" in pdftotext(path) and "root:" not in pdftotext(path)
+
+
+def test_a_layer_without_the_fonts_is_refused_rather_than_set_without_arabic_or_cjk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bindery.engine import pdf
+
+    monkeypatch.setattr(pdf, "FONTS", tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"the PDF's fonts are missing .*wqy-microhei\.ttc"):
+        _build(BOOKS["scripts"], tmp_path, "scripts")

@@ -43,6 +43,7 @@ from bindery.metadata import Metadata
 
 HERE = Path(__file__).resolve().parent
 FONTS = HERE / "fonts"
+FONT_FILES = ("DejaVuSans.ttf", "DejaVuSans-Bold.ttf", "wqy-microhei.ttc", "Symbola_hint.ttf")
 DESIGN = HERE / "book.typ"
 
 MAX_MANUSCRIPT_BYTES = 50 * 1024 * 1024  # measured by `make bench` against the worker's timeout
@@ -95,6 +96,12 @@ class PdfRenderer:
         self.peak_child_rss = 0  # the typesetter's most memory, over this process's builds (for the bench)
 
     def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> Report:
+        missing = [name for name in FONT_FILES if not (FONTS / name).is_file()]
+        if missing:
+            # Typst would fall back to its own fonts without a word, and Arabic and CJK would not show.
+            raise FileNotFoundError(
+                f"the PDF's fonts are missing from {FONTS}: {', '.join(missing)} (make fonts)"
+            )
         with tempfile.TemporaryDirectory(prefix="bindery-pdf-") as tmp:
             book = _Book(source, Path(tmp), self._md.parse, time.monotonic() + self.time_limit)
             try:
