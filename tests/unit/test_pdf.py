@@ -151,6 +151,10 @@ def test_running_heads_name_the_book_on_versos_and_the_chapter_on_rectos(tmp_pat
     assert pages[opening + 1].lstrip().startswith("The long book")  # a verso: the book
     assert pages[opening + 2].lstrip().startswith("The Long Chapter\n")  # a recto: the chapter
     assert pages[opening + 1].rstrip().endswith("2") and pages[opening + 2].rstrip().endswith("3")
+    # Margins mirror for binding: the inside one (20 mm, 56.7 pt) is a recto's left and a verso's right.
+    recto, verso = _words(path, opening + 2), _words(path, opening + 1)
+    assert abs(min(w[0] for w in recto) - 56.69) < 1 and abs(min(w[0] for w in verso) - 42.52) < 1
+    assert abs(max(w[2] for w in verso) - (419.53 - 56.69)) < 4  # the verso's text ends at its inside
 
 
 def _words(path: Path, page: int) -> list[tuple[float, float, float, float, str]]:
