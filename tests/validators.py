@@ -152,9 +152,8 @@ def structure_problems(path: Path) -> list[str]:
                 if isinstance(kid, int):
                     claimed[(page if page is not None else -1, int(kid))] = element.objgen
                 elif kid.get("/Type") == pikepdf.Name.MCR:
-                    claimed[(pages.get(kid.Pg.objgen, -1) if "/Pg" in kid else page or -1, int(kid.MCID))] = (
-                        element.objgen
-                    )
+                    on = pages.get(kid.Pg.objgen, -1) if "/Pg" in kid else page
+                    claimed[(on if on is not None else -1, int(kid.MCID))] = element.objgen
                 elif kid.get("/Type") == pikepdf.Name.OBJR:
                     objects[kid.Obj.objgen] = element.objgen
                 else:

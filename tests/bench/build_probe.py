@@ -18,17 +18,28 @@ seconds = time.perf_counter() - started
 # VmHWM, not ru_maxrss: ru_maxrss survives fork+exec on Linux and would carry the parent's peak in.
 with open("/proc/self/status") as status:
     peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+child = 0
 if fmt == "pdf":
     # Typst runs in a child process (bindery.engine.compiler): Lambda counts its memory too, so its peak is
     # added (an upper bound: the two peaks need not fall at the same moment).
     from bindery.engine.pdf import RENDERER
 
-    peak += RENDERER.peak_child_rss
+    child = RENDERER.peak_child_rss
+    peak += child
 found = exports.store.read_export_for_owner(book_id, view["id"], "bench-user", time.time())
 size, path = (found[0].size_bytes, found[0].path) if found else (None, None)
 if sys.argv[4:] != ["keep"]:
     exports.cancel("bench-user", book_id, view["id"])  # revoked: its bytes go now
 print(
-    json.dumps({"outcome": outcome, "peak_rss": peak, "seconds": seconds, "size_bytes": size, "path": path})
+    json.dumps(
+        {
+            "outcome": outcome,
+            "peak_rss": peak,
+            "child_rss": child,
+            "seconds": seconds,
+            "size_bytes": size,
+            "path": path,
+        }
+    )
 )
 sys.exit(0 if outcome == "ready" else 1)

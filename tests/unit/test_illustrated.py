@@ -173,6 +173,12 @@ def test_an_illustrated_book_in_every_format_passes_every_validator(stack: Stack
     assert qpdf_check(tmp_path / "book.pdf").returncode == 0
     assert structure_problems(tmp_path / "book.pdf") == []
     assert pdfinfo(tmp_path / "book.pdf")["Tagged"] == "yes"
+    import pikepdf
+
+    with pikepdf.open(tmp_path / "book.pdf") as pdf:
+        labels = [page.label for page in pdf.pages]
+    # The cover and its blank verso, then the title page on a recto, and the body's page 1 on a recto.
+    assert labels[:3] == ["Cover", "Inside cover", "i"] and labels.index("1") % 2 == 0
     placed = [row for row in pdfimages(tmp_path / "book.pdf") if row.get("type") == "image"]
     assert len(placed) == len(shown), placed
     text = pdftotext(tmp_path / "book.pdf")

@@ -9,9 +9,9 @@ objects plus an entry per object of the cross-reference, whatever the book's len
 
 What a tagged book needs from joining that a concatenation of pages would get wrong:
 
-- **One structure tree.** Each piece's tree is rooted in a Document element; the first piece's Document
-  is the book's, and every later piece's elements become its children, in page order, so a screen reader
-  meets the book in reading order.
+- **One structure tree.** Each piece's tree is rooted in a Document element; in the book each becomes a
+  Div (a grouping with no meaning of its own) under the book's one Document, in page order, so a screen
+  reader meets the book in reading order, and no element inside a piece needs rewriting.
 - **Marked-content keys.** A page's /StructParents and an annotation's /StructParent are keys into the
   ParentTree, and each piece numbers them from 0; a later piece's keys move past the ones already taken.
 - **Element IDs.** Typst names notes "Note 1", "Note 2" in every piece; a later piece's IDs get a prefix.
@@ -37,7 +37,9 @@ from typing import Any, BinaryIO
 import pikepdf
 from pikepdf import Array, Dictionary, Name
 
-GOTO = "https://bindery.invalid/goto/"  # a contents link the join points at a page: GOTO + target number
+# A contents link the join points at its page: GOTO + the target's number. A scheme no manuscript link can
+# have (typeset.py passes only http, https and mailto), and rewritten only in the front matter's piece.
+GOTO = "bindery-goto:"
 NPAGES = "{http://ns.adobe.com/xap/1.0/t/pg/}NPages"  # XMP's page count
 PER_STREAM = 200  # objects in each object stream
 
@@ -192,17 +194,19 @@ def join(
     outline: list[Entry],
     labels: list[tuple[int, Dictionary]],
     targets: dict[int, tuple[int, float]],
+    front: int,
 ) -> int:
     """Write `pieces` as one PDF at `out`; return its page count. The first piece's catalog (language,
     title, XMP, viewer preferences) is the book's; every piece was compiled with the same document
-    settings. `targets` maps a GOTO link's number to the (page, top) it goes to."""
+    settings. `targets` maps a GOTO link's number to the (page, top) it goes to; the links are in
+    `pieces[front]`."""
     bases, total = [], 0
     for piece in pieces:
         bases.append(total)
         total += piece.size - 1  # object 0 is no object
     with out.open("wb") as file:
         book = _File(file, total + 1)
-        catalog, pages_root, tree_root, parent_tree = (book.number() for _ in range(4))
+        catalog, pages_root, tree_root, parent_tree, document = (book.number() for _ in range(5))
         numbers: list[int] = []  # every page of the book, as object numbers in the joined file
         for piece, base in zip(pieces, bases, strict=True):
             numbers += [base + n for n in piece.page_objects]
@@ -215,18 +219,18 @@ def join(
                     numbers[-1],
                     b"<< /Type /Page /Parent %d 0 R /MediaBox %s /Resources << >> >>" % (pages_root, box),
                 )
-        state = _Tree(document=0, keys=0)
+        state = _Tree(document=document, keys=0)
         first: dict[str, bytes] = {}
         for n, (piece, base) in enumerate(zip(pieces, bases, strict=True)):
-            _write_piece(book, piece, base, n, state, first, pages_root, numbers, targets)
+            _write_piece(
+                book, piece, base, n, state, first, pages_root, numbers, targets if n == front else {}
+            )
         kids = b" ".join(b"%d 0 R" % n for n in numbers)
         book.put(pages_root, b"<< /Type /Pages /Count %d /Kids [ %s ] >>" % (len(numbers), kids))
-        # The book's Document element holds every piece's elements; the tree root holds it.
+        # The book's Document element holds each piece's elements in a Div; the tree root holds it.
+        pieces_held = b" ".join(b"%d 0 R" % n for n in state.kids)
         book.put(
-            state.document,
-            state.document_head.replace(b"/K __KIDS__", b"/K [ %s ]" % b" ".join(state.kids)).replace(
-                b"/P __ROOT__", b"/P %d 0 R" % tree_root
-            ),
+            document, b"<< /Type /StructElem /S /Document /P %d 0 R /K [ %s ] >>" % (tree_root, pieces_held)
         )
         book.put(parent_tree, b"<< /Nums [ %s ] >>" % b" ".join(b"%d %d 0 R" % kv for kv in state.nums))
         role_map = b" ".join(k + b" " + v for k, v in state.roles.items())
@@ -262,8 +266,7 @@ class _Tree:
 
     document: int
     keys: int  # the next free marked-content key
-    document_head: bytes = b""
-    kids: list[bytes] = field(default_factory=list)
+    kids: list[int] = field(default_factory=list)  # each piece's Div
     nums: list[tuple[int, int]] = field(default_factory=list)
     ids: list[tuple[str, int]] = field(default_factory=list)
     roles: dict[bytes, bytes] = field(default_factory=dict)
@@ -297,40 +300,39 @@ def _write_piece(
 
         theirs = pdf.Root.StructTreeRoot
         kids = list(theirs.K) if isinstance(theirs.K, Array) else [theirs.K]
-        document = kids[0] if len(kids) == 1 and kids[0].get("/S") == Name.Document else None
-        if document is not None:
-            elements = list(document.K) if isinstance(document.K, Array) else [document.K]
-        else:
-            elements = kids
+        if len(kids) != 1 or kids[0].get("/S") != Name.Document:
+            raise ValueError(f"{piece.path.name}: its structure tree is not one Document element")
+        # The piece's Document becomes a Div (a grouping with no meaning of its own) in the book's, so
+        # none of its elements is touched: memory stays the piece's, whatever the book's length.
+        division = kids[0]
+        division.S = Name.Div
+        division.P = placeholder(state.document)
+        state.kids.append(base + division.objgen[0])
         skip: set[int] = set()
-        roots: deque[int] = deque()
+        roots: deque[int] = deque([division.objgen[0]])
         if n == 0:
-            if document is None:
-                raise ValueError("the first piece's structure tree has no Document element")
-            state.document = base + document.objgen[0]
-            document.P = placeholder(-1)
-            document.K = placeholder(-2)
-            head = _unparse(document, base, redirect, deque())
-            state.document_head = head.replace(b"-1 0 R", b"__ROOT__").replace(b"-2 0 R", b"__KIDS__")
-            skip.add(document.objgen[0])
             # what the book's catalog takes from the first piece
             values = [
                 f"{key} ".encode() + _unparse(pdf.Root[key], base, redirect, roots)
                 for key in ("/Lang", "/MarkInfo", "/ViewerPreferences")
                 if key in pdf.Root
             ]
+            # The XMP, with the book's page count (the piece counted only its own). pikepdf writes the edit
+            # as a new stream, numbered past the piece's objects, so it goes under the old one's number.
+            metadata = int(pdf.Root.Metadata.objgen[0])
             with pdf.open_metadata(set_pikepdf_as_editor=False, update_docinfo=False) as xmp:
-                xmp[NPAGES] = str(len(pages))  # the piece counted only its own
-            values.append(b"/Metadata %d 0 R" % (base + pdf.Root.Metadata.objgen[0]))
+                xmp[NPAGES] = str(len(pages))
+            data = pdf.Root.Metadata.read_raw_bytes()
+            head = pdf.Root.Metadata.stream_dict
+            head.Length = len(data)
+            book.put_stream(base + metadata, _unparse(head, base, redirect, roots), data)
+            skip.add(metadata)
+            values.append(b"/Metadata %d 0 R" % (base + metadata))
             first["catalog"] = b" ".join(values)
             if "/Info" in pdf.trailer:
                 first["info"] = b"%d" % (base + pdf.trailer.Info.objgen[0])
             if "/ID" in pdf.trailer:
                 first["ids"] = pdf.trailer.ID.unparse(resolved=True)
-        parent = placeholder(state.document)
-        for element in elements:
-            element.P = parent
-            state.kids.append(b"%d 0 R" % (base + element.objgen[0]))
         # Keys and IDs move past the pieces before this one.
         keys = state.keys
         for page in pdf.pages:
@@ -350,12 +352,11 @@ def _write_piece(
             for annot in each.obj.get("/Annots", Array()):
                 action = annot.get("/A")
                 uri = str(action.get("/URI", "")) if action is not None else ""
-                if uri.startswith(GOTO):
+                if targets and uri.startswith(GOTO):
                     target, top = targets[int(uri.removeprefix(GOTO))]
                     to = Array([placeholder(pages[target]), Name.XYZ, None, top, None])
                     annot.A = Dictionary(S=Name.GoTo, D=to)
         roots.extend(int(each.objgen[0]) for each in pdf.pages)
-        roots.extend(e.objgen[0] for e in elements)
         for key, value in _numbers(theirs.ParentTree):
             if value.is_indirect:
                 roots.append(value.objgen[0])
@@ -366,10 +367,8 @@ def _write_piece(
                 book.put(number, _unparse(value, base, redirect, queue))
                 roots.extend(queue)
                 state.nums.append((key + keys, number))
-        if n == 0:
-            roots.append(pdf.Root.Metadata.objgen[0])
-            if "/Info" in pdf.trailer:
-                roots.append(pdf.trailer.Info.objgen[0])
+        if n == 0 and "/Info" in pdf.trailer:
+            roots.append(pdf.trailer.Info.objgen[0])
         state.keys = keys + int(theirs.get("/ParentTreeNextKey", 0))
         for role, standard in theirs.get("/RoleMap", Dictionary()).items():
             state.roles.setdefault(role.encode(), standard.unparse(resolved=True))

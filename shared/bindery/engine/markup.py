@@ -71,6 +71,8 @@ def _tokenize_bounded(self: ParserBlock, state: StateBlock, start: int, end: int
         rules = everything if state.level < max_nesting else leaves
         if not any(rule(state, line, end, False) for rule in rules):
             raise RuntimeError("none of the block rules matched")
+        if state.line <= line:
+            raise RuntimeError("block rule didn't increment state.line")
         state.tight = not had_empty
         line = state.line
         if (line - 1) < end and state.isEmpty(line - 1):

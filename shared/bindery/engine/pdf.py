@@ -135,6 +135,7 @@ class _Book:
         self.standards = ["ua-1"]  # dropped, for every piece, when one cannot meet it
         self.written: set[str] = set()
         self.runs: list[Piece] = []
+        self.kept: list[Piece] = []  # every piece of the book compiled so far (runs, front matter, cover)
         self.opened: list[_Opened] = []
         shutil.copy(DESIGN, root / "book.typ")
         (root / "img").mkdir()
@@ -145,8 +146,9 @@ class _Book:
         run: list[tuple[Text, Chapter]] = []
         size, first = 0, 1
         for chapter in chapters:
-            run.append((chapter, self._chapter(chapter)))
-            size += len(chapter.markdown)
+            length = len(chapter.markdown.encode())
+            run.append((chapter, self._chapter(chapter, length)))
+            size += length
             if size >= RUN_BYTES or len(run) >= RUN_CHAPTERS:
                 first = self._compile_run(run, first)
                 run, size = [], 0
@@ -156,8 +158,8 @@ class _Book:
             self.runs[-1].blank_after = False  # nothing follows the last chapter
         return self._bound(), self.report
 
-    def _chapter(self, chapter: Text) -> Chapter:
-        if len(chapter.markdown) > MAX_CHAPTER_BYTES:
+    def _chapter(self, chapter: Text, length: int) -> Chapter:
+        if length > MAX_CHAPTER_BYTES:
             reason = f"ValueError: a chapter over {MAX_CHAPTER_BYTES // 2**20} MB is too long to typeset"
             self.report.skipped.append({"ordinal": chapter.ordinal, "title": chapter.title, "reason": reason})
             return Chapter(UNRENDERED)
@@ -175,7 +177,7 @@ class _Book:
         for _, body in run:
             self._write_images(body.images)
         try:
-            piece = self._compile(name, self._preamble(first, "1") + _chapters(run))
+            piece = self._compile(name, self._preamble(first, "1") + _chapters(run), keep=True)
         except CompileError:
             # Typst refused the run: find the chapters it refuses alone, set them as unrendered, go on.
             for n, (chapter, body) in enumerate(run):
@@ -184,7 +186,7 @@ class _Book:
                 except CompileError as exc:
                     self.report.skipped.append(skipped(chapter, exc))
                     run[n] = (chapter, Chapter(UNRENDERED))
-            piece = self._compile(name, self._preamble(first, "1") + _chapters(run))
+            piece = self._compile(name, self._preamble(first, "1") + _chapters(run), keep=True)
         chapters = iter(run)
         for mark in piece.marks:
             number = first + mark.page
@@ -196,35 +198,37 @@ class _Book:
         self.runs.append(piece)
         return first + piece.pages + piece.blank_after
 
-    def _compile(self, name: str, source: str) -> Piece:
+    def _compile(self, name: str, source: str, *, keep: bool = False) -> Piece:
+        """Compile one piece; `keep` it among the book's pieces (a trial compile of one chapter is not)."""
         path = self.root / f"{name}.typ"
         path.write_text(source)
-        output = path.with_suffix(".pdf")
-        while True:
-            try:
-                self.compiler.compile(
-                    path,
-                    output,
-                    standards=self.standards,
-                    seconds=self._left(),
-                    timestamp=int(self.source.modified),
-                )
-                break
-            except CompileError as exc:
-                if not self.standards or "PDF/UA" not in str(exc):
-                    raise
-                # PDF/UA-1 asks what a book may lack (alt text for every image, say): the book is then
-                # tagged PDF without the claim, every piece alike.
-                self.standards = []
-                for earlier in self.runs:
-                    self.compiler.compile(
-                        earlier.path.with_suffix(".typ"),
-                        earlier.path,
-                        standards=[],
-                        seconds=self._left(),
-                        timestamp=int(self.source.modified),
-                    )
-        return read_piece(output)
+        try:
+            self._typeset(path)
+        except CompileError as exc:
+            if not self.standards or "PDF/UA" not in str(exc):
+                raise
+            # PDF/UA-1 asks what a book may lack (a text alternative for something, say): the book is then
+            # tagged PDF without the claim, every piece alike, so the ones kept so far are set again.
+            self.standards = []
+            for earlier in self.kept:
+                self._typeset(earlier.path.with_suffix(".typ"))
+                again = read_piece(earlier.path)
+                earlier.pages, earlier.marks, earlier.size = again.pages, again.marks, again.size
+                earlier.page_objects = again.page_objects
+            self._typeset(path)
+        piece = read_piece(path.with_suffix(".pdf"))
+        if keep:
+            self.kept.append(piece)
+        return piece
+
+    def _typeset(self, path: Path) -> None:
+        self.compiler.compile(
+            path,
+            path.with_suffix(".pdf"),
+            standards=self.standards,
+            seconds=self._left(),
+            timestamp=int(self.source.modified),
+        )
 
     def _left(self) -> float:
         return self.deadline - time.monotonic()
@@ -270,18 +274,20 @@ class _Book:
             + f"#imprint({_array(_imprint(source, meta))})\n"
             + f"#contents({literal('Contents')}, [\n{''.join(entries)}])\n"
         )
-        front = self._compile("front", front_source)
+        front = self._compile("front", front_source, keep=True)
         front.blank_after = front.pages % 2 == 1 and bool(self.runs)
         cover = next((a for a in source.assets if a.name == meta.cover), None)
         if cover is not None:
             self._write_images({cover.object_id: cover})
             alt = literal(f"The cover of {source.title}")
             page = f"#cover({literal(image_file(cover))}, {alt})\n"
-            pieces.append(self._compile("cover", self._preamble(1, "i") + page))
+            pieces.append(self._compile("cover", self._preamble(1, "i") + page, keep=True))
+            # Its verso is left blank, so the title page, and every chapter after it, is a recto.
+            pieces[0].blank_after = True
         pieces.append(front)
-        # The chapters' runs were compiled before the front matter knew their pages; if the front matter
-        # dropped PDF/UA-1 since, they were recompiled without it (see _compile).
-        before = sum(p.pages for p in pieces) + front.blank_after  # pages before the body's page 1
+        # The chapters' runs were compiled before the front matter knew their pages (and, if a later
+        # piece dropped PDF/UA-1, compiled again without it: see _compile).
+        before = sum(p.pages + p.blank_after for p in pieces)  # pages before the body's page 1
         pieces += self.runs
         body = [
             Entry(
@@ -294,8 +300,10 @@ class _Book:
         ]
         from pikepdf import Dictionary, Name, String
 
-        labels = [(0, Dictionary(P=String("Cover")))] if cover is not None else []
-        labels.append((1 if cover is not None else 0, Dictionary(S=Name.r)))
+        labels = (
+            [(0, Dictionary(P=String("Cover"))), (1, Dictionary(P=String("Inside cover")))] if cover else []
+        )
+        labels.append((len(labels), Dictionary(S=Name.r)))
         if self.runs:
             labels.append((before, Dictionary(S=Name.D)))
         out = self.root / "book.pdf"
@@ -305,6 +313,7 @@ class _Book:
             outline=body,
             labels=labels,
             targets={n: (before + number - 1, top) for n, (number, top) in targets.items()},
+            front=pieces.index(front),
         )
         return out
 

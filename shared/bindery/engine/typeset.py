@@ -6,8 +6,10 @@ a literal Typst reads nothing but `\\` and `"`, and both are escaped here. So `#
 in the source is what this module writes around the literals, calls into `book.typ` and Typst's own
 elements, each with arguments it made itself.
 
-Nesting is bounded before Typst sees it: the Markdown parser stops nesting at its `maxNesting` (20) and
-reads anything deeper as text, so a 100,000-deep list becomes one paragraph, not 100,000 levels of calls.
+Nesting is bounded before Typst sees it: the Markdown parser stops nesting blocks at its `maxNesting`
+(20) and reads anything deeper as text, so a 100,000-deep list becomes one paragraph, not 100,000 levels
+of calls; block quotes nest at most MAX_QUOTE_DEPTH deep here, emphasis and links MAX_INLINE_DEPTH, and a
+footnote cited inside a footnote is named, not nested.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class Chapter:
 
 # Typst applies a few show rules at each quote and stops at 64 nested ones; Markdown may nest 20.
 MAX_QUOTE_DEPTH = 8
+# Emphasis, strong, strike and links nest without a bound in Markdown; Typst's parser stops at 256 deep.
+MAX_INLINE_DEPTH = 32
 IMAGE_DPI = 150  # an image no wider than the text block is set at this resolution; a wider one, to fit it
 MAX_IMAGE_HEIGHT = 0.6  # of the text block's height, so a tall figure leaves room for its paragraph
 
@@ -84,8 +88,9 @@ def image_size(asset: Asset, width: float, height: float) -> tuple[float, float]
 
 
 def image_file(asset: Asset) -> str:
-    """Where, under the compile's root, an asset's bytes are written for Typst to read."""
-    return f"img/{asset.object_id}.{asset.name.rsplit('.', 1)[-1].lower()}"
+    """Where, under the compile's root, an asset's bytes are written for Typst to read: named by its
+    object id, with the extension of its real type (an asset's own name may have none)."""
+    return f"img/{asset.file_name}"
 
 
 class Writer:
@@ -101,6 +106,7 @@ class Writer:
         self.noted: set[int] = set()
         self.images: dict[str, Asset] = {}
         self.quotes = 0  # block quotes open around the block being written
+        self.in_note = False  # writing a footnote's body
 
     def chapter(self, tokens: list[Token]) -> str:
         tokens = self._take_notes(tokens)
@@ -177,8 +183,8 @@ class Writer:
     def _paragraph(self, inner: list[Token], body: str) -> str:
         children = [c for c in (inner[0].children or []) if not (c.type == "text" and not c.content.strip())]
         if len(children) == 1 and children[0].type == "image":
-            # A figure: an image alone in its paragraph, centred.
-            return f"#align(center, {body.removeprefix('#')})\n\n"
+            # A figure: an image alone in its paragraph (perhaps with spaces beside it), centred.
+            return f"#align(center)[{body}]\n\n"
         return body + "\n\n"
 
     def _wrapped(self, code: str) -> list[str]:
@@ -227,6 +233,7 @@ class Writer:
                 run.clear()
 
         wraps = {"em_open": "#emph[", "strong_open": "#strong[", "s_open": "#strike["}
+        opened: list[bool] = []  # for each open wrapper, whether it was written (past the bound, not)
         for child in children:
             kind = child.type
             if kind in ("text", "text_special", "html_inline"):
@@ -237,16 +244,21 @@ class Writer:
             elif kind == "code_inline":
                 flush()
                 out.append(f"#raw({literal(child.content)})")
-            elif kind in wraps:
+            elif kind in wraps or kind == "link_open":
                 flush()
-                out.append(wraps[kind])
+                opened.append(sum(opened) < MAX_INLINE_DEPTH)
+                if not opened[-1]:
+                    continue  # nested deeper than Typst parses: the words, without this emphasis
+                href = str(child.attrGet("href") or "")
+                if kind in wraps:
+                    out.append(wraps[kind])
+                else:
+                    out.append(f"#link({literal(href)})[" if href.startswith(_SAFE_SCHEMES) else "#[")
             elif kind in ("em_close", "strong_close", "s_close", "link_close"):
                 flush()
-                out.append("]")
-            elif kind == "link_open":
-                flush()
-                href = str(child.attrGet("href") or "")
-                out.append(f"#link({literal(href)})[" if href.startswith(_SAFE_SCHEMES) else "#[")
+                written = opened.pop() if opened else False
+                if written:
+                    out.append("]")
             elif kind == "hardbreak":
                 flush()
                 out.append("#linebreak()")
@@ -263,8 +275,14 @@ class Writer:
         label = f"<{self.label}-fn{note}>"
         if note in self.noted:
             return f"#footnote({label})"  # a note referenced again: the same number, one body
+        if self.in_note:
+            return text(f"[{note + 1}]")  # a note cited inside a note: named, not nested (chains nest deep)
         self.noted.add(note)
-        return f"#footnote[{self.blocks(self.notes.get(note, [])).strip()}]{label}"
+        self.in_note = True
+        try:
+            return f"#footnote[{self.blocks(self.notes.get(note, [])).strip()}]{label}"
+        finally:
+            self.in_note = False
 
     def _image(self, token: Token) -> str:
         alt = "".join(c.content for c in token.children or [] if c.type in ("text", "code_inline"))
