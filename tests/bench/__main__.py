@@ -927,8 +927,8 @@ def _sweep_scale(ddb: str, s3: str, rows: int) -> None:
     )
 
 
-PANDOC_MB = float(os.environ.get("BINDERY_BENCH_PANDOC_MB", "50"))
-PANDOC_CHAPTERS = int(os.environ.get("BINDERY_BENCH_PANDOC_CHAPTERS", "2000"))
+PANDOC_MB = float(os.environ.get("BINDERY_BENCH_PANDOC_MB", "25"))
+PANDOC_CHAPTERS = int(os.environ.get("BINDERY_BENCH_PANDOC_CHAPTERS", "1000"))
 
 
 def _pandoc(source: Path, fmt: str, out: Path) -> tuple[float, int]:

@@ -7,9 +7,10 @@ on request, and the build waits for each answer only until its deadline. A compi
 ended by killing the child, and the build fails as `render_failed`; the worker is never left hanging.
 
 The child is also where Typst's memory lives. Typst memoises across compiles and never lets go, so a
-child that has grown past RESTART_BYTES (about what one run of small chapters leaves; a full run leaves
-more) is ended after its answer and the next piece starts a fresh one, in about 50 ms, since fonts load
-lazily. A build's memory is then one piece's, however many pieces it has.
+child that has grown past RESTART_BYTES (a fresh one that has set a few pages holds about 70 MiB; one
+that has set a full run, three or four times that) is ended after its answer, and the next piece starts a
+fresh one, in about 50 ms, since fonts load lazily. Every run is then set by a child in the same state,
+so a build's memory is one run's, however many runs it has.
 The child's peak (VmHWM) is read before it ends, so a benchmark can add it to the build's own.
 
 The protocol is a JSON line each way over the child's stdin and stdout.
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-RESTART_BYTES = 160 * 1024 * 1024
+RESTART_BYTES = 100 * 1024 * 1024
 
 
 class TimeLimit(Exception):

@@ -114,9 +114,12 @@ class _File:
     def __init__(self, out: BinaryIO, next_number: int):
         self.out = out
         self.next_number = next_number
-        self.kind = bytearray()  # per object number: 0 free, 1 at an offset, 2 inside an object stream
-        self.where = array("Q")  # the offset, or the object stream's number
-        self.index = array("H")  # the place inside its object stream
+        # Per object number, in arrays (a few bytes an object, not a Python object each): 0 free, 1 at an
+        # offset, 2 inside an object stream; the offset or the object stream's number (4 bytes: a book's
+        # file stays under 4 GiB, the 50 MiB bound's is about 50 MB); the place inside its object stream.
+        self.kind = bytearray()
+        self.where = array("I")
+        self.index = array("H")
         self.pending: list[tuple[int, bytes]] = []
         out.write(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
 
@@ -128,8 +131,8 @@ class _File:
         if number >= len(self.kind):
             grow = number + 1 - len(self.kind)
             self.kind.extend(bytes(grow))
-            self.where.extend([0] * grow)
-            self.index.extend([0] * grow)
+            self.where.frombytes(bytes(grow * self.where.itemsize))
+            self.index.frombytes(bytes(grow * self.index.itemsize))
         self.kind[number], self.where[number], self.index[number] = kind, where, index
 
     def put(self, number: int, body: bytes) -> None:
@@ -168,10 +171,16 @@ class _File:
         xref = self.number()
         self._entry(xref, 1, self.out.tell(), 0)
         self._entry(0, 0, 0, 65535)
-        rows = bytearray()
-        for kind, where, index in zip(self.kind, self.where, self.index, strict=True):
-            rows += bytes([kind]) + where.to_bytes(5, "big") + index.to_bytes(2, "big")
-        data = zlib.compress(bytes(rows), 6)
+        packer, chunks = zlib.compressobj(6), []
+        for start in range(0, len(self.kind), 65536):  # compressed as it is made, 64 Ki rows at a time
+            rows = bytearray()
+            end = start + 65536
+            rows_of = zip(self.kind[start:end], self.where[start:end], self.index[start:end], strict=True)
+            for kind, where, index in rows_of:
+                rows += bytes((kind, 0)) + where.to_bytes(4, "big") + index.to_bytes(2, "big")
+            chunks.append(packer.compress(rows))
+        chunks.append(packer.flush())
+        data = b"".join(chunks)
         trailer = (
             b"/Root %d 0 R" % root
             + (b" /Info %d 0 R" % info if info else b"")
