@@ -52,6 +52,10 @@ class Compiler:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def start(self) -> None:
+        """Start the child ahead of the first compile, so its start overlaps the build's own work."""
+        self._started()
+
     def _started(self) -> subprocess.Popen[bytes]:
         if self._child is None:
             self._child = subprocess.Popen(
@@ -91,6 +95,7 @@ class Compiler:
             raise CompileError(f"the typesetter ended while compiling {source.name}")
         if self._measure() > RESTART_BYTES:
             self.close()
+            self.start()  # the next child starts now, while the build writes the next piece
         answer: dict[str, Any] = json.loads(line)
         if "error" in answer:
             raise CompileError(answer["error"])

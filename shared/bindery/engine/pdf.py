@@ -132,6 +132,7 @@ class _Book:
         self.figures = Figures({a.name: a for a in source.assets}, lambda asset, alt: "")
         self.report = Report(notes=self.figures.notes)
         self.compiler = Compiler(root, FONTS)
+        self.compiler.start()  # Python and Typst load while the first run's chapters are parsed
         self.standards = ["ua-1"]  # dropped, for every piece, when one cannot meet it
         self.written: set[str] = set()
         self.runs: list[Piece] = []
