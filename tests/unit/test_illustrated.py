@@ -179,6 +179,8 @@ def test_an_illustrated_book_in_every_format_passes_every_validator(stack: Stack
         labels = [page.label for page in pdf.pages]
     # The cover and its blank verso, then the title page on a recto, and the body's page 1 on a recto.
     assert labels[:3] == ["Cover", "Inside cover", "i"] and labels.index("1") % 2 == 0
+    first_chapter = pdftotext(tmp_path / "book.pdf").split("\f")[labels.index("1")]
+    assert first_chapter.lstrip().startswith("The Coast"), first_chapter[:200]
     placed = [row for row in pdfimages(tmp_path / "book.pdf") if row.get("type") == "image"]
     assert len(placed) == len(shown), placed
     text = pdftotext(tmp_path / "book.pdf")

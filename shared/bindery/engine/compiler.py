@@ -78,8 +78,12 @@ class Compiler:
             "standards": standards,
             "timestamp": timestamp,
         }
-        child.stdin.write(json.dumps(request).encode() + b"\n")
-        child.stdin.flush()
+        try:
+            child.stdin.write(json.dumps(request).encode() + b"\n")
+            child.stdin.flush()
+        except BrokenPipeError:
+            self.close(kill=True)
+            raise CompileError(f"the typesetter ended before it was sent {source.name}") from None
         deadline = time.monotonic() + seconds
         while True:
             left = deadline - time.monotonic()
@@ -126,7 +130,10 @@ class Compiler:
             child.kill()
         else:
             assert child.stdin is not None
-            child.stdin.close()  # the child's loop ends at end of input
+            try:
+                child.stdin.close()  # the child's loop ends at end of input
+            except BrokenPipeError:
+                child.kill()  # it had already ended
         try:
             child.wait(timeout=10)
         except subprocess.TimeoutExpired:

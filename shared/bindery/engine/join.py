@@ -42,6 +42,8 @@ from pikepdf import Array, Dictionary, Name
 GOTO = "bindery-goto:"
 NPAGES = "{http://ns.adobe.com/xap/1.0/t/pg/}NPages"  # XMP's page count
 PER_STREAM = 200  # objects in each object stream
+# What the join carries from a piece's structure tree root; anything else would be lost, so it refuses it.
+CARRIED = {"/Type", "/K", "/ParentTree", "/ParentTreeNextKey", "/RoleMap", "/ClassMap", "/IDTree"}
 
 # A reference in qpdf's unparsed syntax, or a literal string to step over (qpdf escapes the parentheses
 # inside one, so a title such as "Chapter 12 0 R" is never read as a reference).
@@ -243,6 +245,7 @@ def join(
         )
         book.put(parent_tree, b"<< /Nums [ %s ] >>" % b" ".join(b"%d %d 0 R" % kv for kv in state.nums))
         role_map = b" ".join(k + b" " + v for k, v in state.roles.items())
+        class_map = b" ".join(k + b" " + v for k, v in state.classes.items())
         id_tree = b""
         if state.ids:
             names = b" ".join(
@@ -254,7 +257,15 @@ def join(
         book.put(
             tree_root,
             b"<< /Type /StructTreeRoot /K [ %d 0 R ] /ParentTree %d 0 R /ParentTreeNextKey %d"
-            b" /RoleMap << %s >>%s >>" % (state.document, parent_tree, state.keys, role_map, id_tree),
+            b" /RoleMap << %s >>%s%s >>"
+            % (
+                state.document,
+                parent_tree,
+                state.keys,
+                role_map,
+                id_tree,
+                b" /ClassMap << %s >>" % class_map if class_map else b"",
+            ),
         )
         outlines = _write_outline(book, outline, numbers)
         page_labels = b" ".join(b"%d %s" % (start, label.unparse()) for start, label in labels)
@@ -279,6 +290,7 @@ class _Tree:
     nums: list[tuple[int, int]] = field(default_factory=list)
     ids: list[tuple[str, int]] = field(default_factory=list)
     roles: dict[bytes, bytes] = field(default_factory=dict)
+    classes: dict[bytes, bytes] = field(default_factory=dict)
 
 
 def _real(value: float) -> bytes:
@@ -356,6 +368,7 @@ def _write_piece(
                 named = name if n == 0 else f"p{n} {name}"
                 element.ID = pikepdf.String(named)
                 state.ids.append((named, base + element.objgen[0]))
+                roots.append(element.objgen[0])
         # The contents' links, written as GOTO placeholders, now go to their pages.
         for each in pdf.pages:
             for annot in each.obj.get("/Annots", Array()):
@@ -381,6 +394,11 @@ def _write_piece(
         state.keys = keys + int(theirs.get("/ParentTreeNextKey", 0))
         for role, standard in theirs.get("/RoleMap", Dictionary()).items():
             state.roles.setdefault(role.encode(), standard.unparse(resolved=True))
+        for name, attributes in theirs.get("/ClassMap", Dictionary()).items():
+            state.classes.setdefault(name.encode(), _unparse(attributes, base, redirect, roots))
+        unknown = set(theirs.keys()) - CARRIED
+        if unknown:
+            raise ValueError(f"{piece.path.name}: its tree root has {sorted(unknown)}, which the join drops")
         _write_reachable(book, pdf, roots, base, redirect, skip)
 
 

@@ -132,7 +132,6 @@ class _Book:
         self.figures = Figures({a.name: a for a in source.assets}, lambda asset, alt: "")
         self.report = Report(notes=self.figures.notes)
         self.compiler = Compiler(root, FONTS)
-        self.compiler.start()  # Python and Typst load while the first run's chapters are parsed
         self.standards = ["ua-1"]  # dropped, for every piece, when one cannot meet it
         self.written: set[str] = set()
         self.runs: list[Piece] = []
@@ -140,6 +139,7 @@ class _Book:
         self.opened: list[_Opened] = []
         shutil.copy(DESIGN, root / "book.typ")
         (root / "img").mkdir()
+        self.compiler.start()  # last, so nothing here fails with it running; it loads as chapters are parsed
 
     # ---- the body ----------------------------------------------------------------------------------
 
@@ -214,8 +214,10 @@ class _Book:
             for earlier in self.kept:
                 self._typeset(earlier.path.with_suffix(".typ"))
                 again = read_piece(earlier.path)
-                earlier.pages, earlier.marks, earlier.size = again.pages, again.marks, again.size
-                earlier.page_objects = again.page_objects
+                if (again.pages, again.marks) != (earlier.pages, earlier.marks):
+                    # Its pages were counted into every later piece's folios and the contents.
+                    raise CompileError(f"{earlier.path.name} set out differently without PDF/UA-1") from exc
+                earlier.size, earlier.page_objects = again.size, again.page_objects
             self._typeset(path)
         piece = read_piece(path.with_suffix(".pdf"))
         if keep:

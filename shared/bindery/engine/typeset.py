@@ -9,7 +9,7 @@ elements, each with arguments it made itself.
 Nesting is bounded before Typst sees it: the Markdown parser stops nesting blocks at its `maxNesting`
 (20) and reads anything deeper as text, so a 100,000-deep list becomes one paragraph, not 100,000 levels
 of calls; block quotes nest at most MAX_QUOTE_DEPTH deep here, emphasis and links MAX_INLINE_DEPTH, and a
-footnote cited inside a footnote is named, not nested.
+footnote cited inside a footnote is cited by its number and set after it, not nested.
 """
 
 from __future__ import annotations
@@ -103,7 +103,8 @@ class Writer:
     def __init__(self, label: str, block: Block, figures: Figures | None):
         self.label, self.block, self.figures = label, block, figures
         self.notes: dict[int, list[Token]] = {}
-        self.noted: set[int] = set()
+        self.numbers: dict[int, int] = {}  # each note set so far, or due to be: its number in the chapter
+        self.pending: list[int] = []  # notes cited inside a note, to be set after it
         self.images: dict[str, Asset] = {}
         self.quotes = 0  # block quotes open around the block being written
         self.in_note = False  # writing a footnote's body
@@ -272,12 +273,26 @@ class Writer:
         return "".join(out)
 
     def _note(self, note: int) -> str:
+        """A note where it is cited. Typst numbers notes in the order they are set, from 1 in each chapter
+        (book.typ resets the counter), and so does this: `numbers` holds each note's number."""
         label = f"<{self.label}-fn{note}>"
-        if note in self.noted:
-            return f"#footnote({label})"  # a note referenced again: the same number, one body
         if self.in_note:
-            return text(f"[{note + 1}]")  # a note cited inside a note: named, not nested (chains nest deep)
-        self.noted.add(note)
+            # A note cited inside a note: Typst cannot nest them (a chain of notes would nest deep), so the
+            # citation is its number, and the note itself is set right after the one being written.
+            if note not in self.numbers:
+                self.numbers[note] = len(self.numbers) + 1
+                self.pending.append(note)
+            return f"#super[{text(str(self.numbers[note]))}]"
+        if note in self.numbers:
+            return f"#footnote({label})"  # a note cited again: the same number, one body
+        self.numbers[note] = len(self.numbers) + 1
+        out = [self._note_body(note, label)]
+        while self.pending:  # the notes its body cited, in the order it numbered them
+            cited = self.pending.pop(0)
+            out.append(self._note_body(cited, f"<{self.label}-fn{cited}>"))
+        return "".join(out)
+
+    def _note_body(self, note: int, label: str) -> str:
         self.in_note = True
         try:
             return f"#footnote[{self.blocks(self.notes.get(note, [])).strip()}]{label}"
