@@ -440,22 +440,20 @@ def _unparse(obj: pikepdf.Object, base: int, redirect: dict[int, int], found: de
 
 def _numbers(tree: pikepdf.Object) -> Iterator[tuple[int, pikepdf.Object]]:
     """The (key, value) pairs of a number tree, leaves in order."""
-    if "/Nums" in tree:
-        pairs = list(tree.Nums)
-        for i in range(0, len(pairs), 2):
-            yield int(pairs[i]), pairs[i + 1]
-    for kid in tree.get("/Kids", Array()):
-        yield from _numbers(kid)
+    return ((int(key), value) for key, value in _leaves(tree, "/Nums"))
 
 
 def _names(tree: pikepdf.Object) -> Iterator[tuple[str, pikepdf.Object]]:
     """The (name, value) pairs of a name tree."""
-    if "/Names" in tree:
-        pairs = list(tree.Names)
-        for i in range(0, len(pairs), 2):
-            yield str(pairs[i]), pairs[i + 1]
-    for kid in tree.get("/Kids", Array()):
-        yield from _names(kid)
+    return ((str(key), value) for key, value in _leaves(tree, "/Names"))
+
+
+def _leaves(node: pikepdf.Object, kind: str) -> Iterator[tuple[pikepdf.Object, pikepdf.Object]]:
+    pairs = list(node.get(kind, Array()))
+    for i in range(0, len(pairs), 2):
+        yield pairs[i], pairs[i + 1]
+    for kid in node.get("/Kids", Array()):
+        yield from _leaves(kid, kind)
 
 
 def _write_outline(book: _File, entries: list[Entry], pages: list[int]) -> int:
