@@ -10,6 +10,8 @@ by what it stores, one module each, over one module of models and keys:
     claims       the worker's claim, progress, lease release, and the attempt's ending
     idempotency  taking an Idempotency-Key in the write it guards, and reading it back from a refusal
     sweeps       the by_due queues, the orphan cursor and the GC's audit rows
+    hookmodels   the events feed's models and keys, bound per Store like table's
+    feed         each caller's events feed: appended once per event id, gapless, read by cursor
 
 A refused conditional write comes back as a domain outcome ("claim refused", "already ended"), never as a
 botocore error; any other AWS error leaves as StorageError.
@@ -22,17 +24,24 @@ from bindery.faults import StorageError
 from bindery.storage.books import BookRows
 from bindery.storage.claims import ClaimRows
 from bindery.storage.exports import ExportRows
+from bindery.storage.feed import FeedRows
+from bindery.storage.hookmodels import FeedModels
 from bindery.storage.sweeps import SweepRows
 from bindery.storage.table import DUE_PROJECTION, SKIPPED_KEPT, Models, chunks
 from bindery.storage.types import (
     Accepted,
+    Appended,
     Book,
     CancelOutcome,
     Chapter,
     Claimed,
     ClaimRefused,
+    CursorAhead,
+    CursorGone,
     Due,
     Export,
+    FeedEvent,
+    FeedPage,
     KeyReused,
     Marker,
     NotFound,
@@ -46,13 +55,18 @@ __all__ = [
     "DUE_PROJECTION",
     "SKIPPED_KEPT",
     "Accepted",
+    "Appended",
     "Book",
     "CancelOutcome",
     "Chapter",
     "ClaimRefused",
     "Claimed",
+    "CursorAhead",
+    "CursorGone",
     "Due",
     "Export",
+    "FeedEvent",
+    "FeedPage",
     "KeyReused",
     "Marker",
     "NotFound",
@@ -66,7 +80,7 @@ __all__ = [
 ]
 
 
-class Store(BookRows, ExportRows, ClaimRows, SweepRows):
+class Store(BookRows, ExportRows, ClaimRows, SweepRows, FeedRows):
     """The table, through PynamoDB: each aggregate's rows, composed on one connection. Construct one per
     process; it builds its client on first use.
 
@@ -78,3 +92,4 @@ class Store(BookRows, ExportRows, ClaimRows, SweepRows):
         # The one place the table's name and region are set: read from config, never at import, and on
         # this Store's own classes only.
         self.m = Models.bound(settings.table, settings.region)
+        self.fm = FeedModels.bound(self.m)

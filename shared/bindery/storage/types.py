@@ -164,3 +164,49 @@ class Claimed:
 class ClaimRefused:
     reason: ClaimRefusal
     export: Export | None
+
+
+# The events feed.
+@dataclass(frozen=True)
+class FeedEvent:
+    seq: int
+    id: str
+    type: str
+    recorded_at: float
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Appended:
+    """Where an event sits in its caller's feed; `new` is False when it was recorded before (a replay, or
+    this very append's own earlier try whose answer was lost)."""
+
+    seq: int
+    new: bool
+
+
+@dataclass(frozen=True)
+class FeedPage:
+    """The events after the cursor, the feed's head when it was read, and the cursor to pass next (never
+    below the one passed)."""
+
+    events: tuple[FeedEvent, ...]
+    head: int
+    next: int
+
+
+class CursorAhead(Exception):
+    """A cursor past the feed's head (or below zero): no read of this feed handed it out."""
+
+    def __init__(self, after: int, head: int):
+        super().__init__(f"cursor {after} is past the feed's head {head}")
+        self.after, self.head = after, head
+
+
+class CursorGone(Exception):
+    """The events right after the cursor are no longer kept (TTL removed them); `oldest` is the oldest
+    cursor from which the feed still reads without a gap."""
+
+    def __init__(self, after: int, oldest: int):
+        super().__init__(f"events after {after} are no longer kept; the oldest cursor kept is {oldest}")
+        self.after, self.oldest = after, oldest
