@@ -46,8 +46,10 @@ $(SAM):
 	$(PYTHON) -m venv $(SAMVENV)
 	$(SAMVENV)/bin/pip install -q aws-sam-cli
 
+# Only here may a webhook URL be http://127.0.0.1 (the local receivers are plain http on loopback).
+# BINDERY_WEBHOOK_LOCAL_HTTP=0 make run checks URLs as a deployment does.
 run: $(VENV)/.installed $(FONT_STAMP)
-	$(PY) -m bindery_local
+	BINDERY_WEBHOOK_LOCAL_HTTP=$${BINDERY_WEBHOOK_LOCAL_HTTP-1} $(PY) -m bindery_local
 
 test: $(VENV)/.installed $(FONT_STAMP) $(DDB_STAMP) $(IAM_STAMP) $(ACE_STAMP) $(SAM) lint
 	$(VENV)/bin/cfn-lint template.yaml

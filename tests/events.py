@@ -62,3 +62,34 @@ def sqs_event_for(book_id: str, export_id: str, message_id: str = "m-1") -> dict
     record["body"] = json.dumps(stream)
     record["messageId"] = message_id
     return event
+
+
+def _sqs_records(sample_name: str, bodies: list[str]) -> dict[str, Any]:
+    event = sample(sample_name)
+    (template,) = event["Records"]
+    event["Records"] = [
+        {**copy.deepcopy(template), "body": body, "messageId": f"m-{n}"} for n, body in enumerate(bodies, 1)
+    ]
+    return event
+
+
+def bus_event(detail: dict[str, Any], when: str | None = None) -> dict[str, Any]:
+    """An export's event as WebhookEventsRule delivers it to its queue: the sample's EventBridge envelope
+    with this `detail` (the events pipe's shape: id, export_id, book_id, owner, format, state, attempt,
+    failure_code), its detail-type the state's, and `when` as its time."""
+    envelope: dict[str, Any] = json.loads(sample("webhook_ingest_sqs.json")["Records"][0]["body"])
+    envelope["detail"] = {**envelope["detail"], **detail}
+    envelope["detail-type"] = f"bindery.export.{envelope['detail']['state']}"
+    if when is not None:
+        envelope["time"] = when
+    return envelope
+
+
+def ingest_event_for(*envelopes: dict[str, Any]) -> dict[str, Any]:
+    """The webhook events queue's batch: one record per envelope."""
+    return _sqs_records("webhook_ingest_sqs.json", [json.dumps(e) for e in envelopes])
+
+
+def send_event_for(*keys: tuple[str, int]) -> dict[str, Any]:
+    """The webhook send queue's batch: one record per (endpoint, seq) key."""
+    return _sqs_records("webhook_sender_sqs.json", [json.dumps({"endpoint": e, "seq": s}) for e, s in keys])

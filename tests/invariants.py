@@ -10,6 +10,11 @@
 4. No Idempotency-Key answered with two different exports, and the table holds at most one export per
    key and window (its rows carry the key's digest).
 5. A poll made no write.
+6. Every event in a caller's feed reached each endpoint that subscribed to it (enabled, and registered
+   before it happened) as exactly one delivery, and every delivery has ended: acked, or rejected, expired
+   or withdrawn, the documented endings. None is left queued or in flight.
+7. Each endpoint's ledger counts equal its delivery rows, state by state.
+8. Each caller's feed holds exactly the events 1..head, and each event id is in it once.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from boto3.dynamodb.types import TypeDeserializer
 from bindery import images
 from bindery.objects import ARTIFACT_PREFIX, BOOK_PREFIX, UPLOAD_PREFIX
 from bindery.states import ENDED, Queue, State
+from bindery.storage.hookmodels import DELIVERY_STATES
 
 # What the checks read of each item: one projected Scan, so that checking after every step stays cheap.
 _PROJECTION = (
@@ -209,4 +215,74 @@ def violations(
     # 5. polls read only
     for op in poll_writes or []:
         found.append(f"5: a poll made a write: {op}")
+    return found + webhook_violations(store)
+
+
+def _all_items(store: Any, starts: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Every item whose sort key starts with one of `starts`, whole."""
+    plain = TypeDeserializer()
+    if _in_process_moto(store.client):
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.dynamodb.models import dynamodb_backends
+
+        table = dynamodb_backends[DEFAULT_ACCOUNT_ID][store.settings.region].get_table(store.settings.table)
+        raw = [item.to_json()["Attributes"] for item in table.all_items()]
+    else:
+        raw, kwargs = [], {"TableName": store.settings.table, "ConsistentRead": True}
+        while True:
+            page = store.client.scan(**kwargs)
+            raw += page["Items"]
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    items = [{k: plain.deserialize(v) for k, v in item.items()} for item in raw]
+    return [i for i in items if i["sk"].startswith(starts)]
+
+
+def webhook_violations(store: Any, *, settled: bool = True) -> list[str]:
+    """Promises 6 to 8. `settled`: the system has been run until nothing is due (6's "has ended")."""
+    found: list[str] = []
+    items = _all_items(store, ("HOOK#", "DLV#", "E#", "HEAD", "EVT"))
+    endpoints = [i for i in items if i["pk"].startswith("CALLER#") and i["sk"].startswith("HOOK#")]
+    deliveries = [i for i in items if i["sk"].startswith("DLV#")]
+    events = [i for i in items if i["sk"].startswith("E#")]
+    heads = {i["pk"].removeprefix("FEED#"): int(i["head"]) for i in items if i["sk"] == "HEAD"}
+
+    # 8. the feed is 1..head, each event id once
+    by_caller: dict[str, list[int]] = defaultdict(list)
+    for e in events:
+        by_caller[e["pk"].removeprefix("FEED#")].append(int(e["sk"].removeprefix("E#")))
+    for caller in set(by_caller) | set(heads):
+        if sorted(by_caller.get(caller, [])) != list(range(1, heads.get(caller, 0) + 1)):
+            found.append(
+                f"8: {caller}'s feed holds {sorted(by_caller.get(caller, []))}, head {heads.get(caller)}"
+            )
+    ids = [e["event_id"] for e in events]
+    for event_id in sorted({i for i in ids if ids.count(i) > 1}):
+        found.append(f"8: event {event_id} is in the feed {ids.count(event_id)} times")
+
+    # 7. counts equal rows
+    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for d in deliveries:
+        rows[d["pk"].removeprefix("HOOK#")].append(d)
+    for ep in endpoints:
+        eid = ep["endpoint_id"]
+        for state in DELIVERY_STATES:
+            counted, held = int(ep.get(f"n_{state}", 0)), sum(d["state"] == state for d in rows.get(eid, []))
+            if counted != held:
+                found.append(f"7: endpoint {eid} counts {counted} {state}, its rows hold {held}")
+
+    # 6. each event once to each endpoint that wanted it, and every delivery ended
+    for ep in endpoints:
+        caller, eid = ep["pk"].removeprefix("CALLER#"), ep["endpoint_id"]
+        have = {int(d["sk"].removeprefix("DLV#")) for d in rows.get(eid, [])}
+        wanted = ep["state"] == "active" and int(ep.get("enabled", 1)) == 1
+        for e in events:
+            seq = int(e["sk"].removeprefix("E#"))
+            subscribed = e["type"] in set(ep["events"]) and ep["created_at"] <= e["recorded_at"]
+            if e["pk"] == f"FEED#{caller}" and wanted and subscribed and seq not in have:
+                found.append(f"6: event {e['event_id']} never reached endpoint {eid}")
+    for d in deliveries:
+        if settled and d["state"] not in ("acked", "rejected", "expired", "withdrawn"):
+            found.append(f"6: delivery {d['pk']}/{d['sk']} is still {d['state']}")
     return found

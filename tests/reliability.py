@@ -18,11 +18,14 @@ SUITES = [
     "tests/unit/test_iam.py",
     "tests/unit/test_stateful.py",
     "tests/integration/test_races.py",
+    "tests/integration/test_feed_races.py",
+    "tests/integration/test_hook_races.py",
     "tests/integration/test_duplicate_delivery.py",
     "tests/e2e/test_hostile_input.py",
     "tests/e2e/test_schemathesis.py",
     "tests/e2e/test_load.py",
 ]
+FEED_TRIALS = "100"  # `make test` runs 10 trials of the feed race; this publishes the 100
 LOAD_SECONDS = "60"  # `make test` runs the load test for 5 s; this publishes a minute of it
 # Figures every run must publish, by prefix: a suite that was skipped (DynamoDB Local or the IAM simulator
 # missing) or stopped early publishes fewer, and the run fails rather than print a shorter table.
@@ -30,7 +33,7 @@ EXPECTED = {
     "fault matrix: ": 15,
     "stateful property test, shard ": 12,
     "IAM: ": 15,
-    "race: ": 12,
+    "race: ": 17,
     "duplicate delivery": 3,
     "hostile requests": 3,
     "schemathesis: ": 3,
@@ -46,6 +49,7 @@ def main() -> int:
             "CI": "true",
             "BINDERY_FIGURES": figures.name,
             "BINDERY_LOAD_SECONDS": LOAD_SECONDS,
+            "BINDERY_FEED_TRIALS": FEED_TRIALS,
         }
         run = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", *SUITES], env=env, cwd=ROOT

@@ -352,3 +352,78 @@ def get_export(book_id: str, export_id: str) -> Response:
     view = _exports(reads).read(caller, book_id, export_id)
     headers = {"Retry-After": str(RETRY_AFTER_PENDING)} if view["state"] == "pending" else None
     return _json(200, view, headers)
+
+
+# ---- webhooks and the events feed ----------------------------------------------------------------
+
+
+@writes.post("/webhooks")
+def create_webhook() -> Response:
+    caller = _caller(writes)
+    body = _body(
+        writes,
+        SMALL_BODY_LIMIT,
+        {"url": object, "events": object, "description": object},
+        optional=("description",),
+    )
+    made = _exports(writes).hooks.register(caller, body)
+    return _json(201, made, {"Location": f"/webhooks/{made['id']}"})
+
+
+@writes.patch("/webhooks/<endpoint_id>")
+def edit_webhook(endpoint_id: str) -> Response:
+    caller = _caller(writes)
+    fields: dict[str, type] = {"url": object, "events": object, "description": object, "enabled": object}
+    body = _body(writes, SMALL_BODY_LIMIT, fields, optional=tuple(fields))
+    if not body:
+        raise errors.BadRequest(f"send one or more of: {', '.join(fields)}", code="missing_field")
+    return _json(200, _exports(writes).hooks.patch(caller, endpoint_id, body))
+
+
+@writes.delete("/webhooks/<endpoint_id>")
+def delete_webhook(endpoint_id: str) -> Response:
+    caller = _caller(writes)
+    _exports(writes).hooks.delete(caller, endpoint_id)
+    return Response(status_code=204, body="")
+
+
+@writes.post("/webhooks/<endpoint_id>/rotate-secret")
+def rotate_webhook_secret(endpoint_id: str) -> Response:
+    caller = _caller(writes)
+    return _json(200, _exports(writes).hooks.rotate(caller, endpoint_id))
+
+
+@writes.post("/webhooks/<endpoint_id>/deliveries/<delivery_id>/redeliver")
+def redeliver(endpoint_id: str, delivery_id: str) -> Response:
+    caller = _caller(writes)
+    return _json(202, _exports(writes).hooks.redeliver(caller, endpoint_id, delivery_id))
+
+
+@reads.get("/webhooks")
+def list_webhooks() -> Response:
+    caller = _caller(reads)
+    params = reads.current_event.query_string_parameters or {}
+    return _json(200, _exports(reads).hooks.list(caller, params.get("limit"), params.get("cursor")))
+
+
+@reads.get("/webhooks/<endpoint_id>")
+def get_webhook(endpoint_id: str) -> Response:
+    caller = _caller(reads)
+    return _json(200, _exports(reads).hooks.get(caller, endpoint_id))
+
+
+@reads.get("/webhooks/<endpoint_id>/deliveries")
+def list_deliveries(endpoint_id: str) -> Response:
+    caller = _caller(reads)
+    params = reads.current_event.query_string_parameters or {}
+    page = _exports(reads).hooks.deliveries(
+        caller, endpoint_id, params.get("state"), params.get("limit"), params.get("cursor")
+    )
+    return _json(200, page)
+
+
+@reads.get("/events")
+def list_events() -> Response:
+    caller = _caller(reads)
+    params = reads.current_event.query_string_parameters or {}
+    return _json(200, _exports(reads).hooks.events(caller, params.get("after"), params.get("limit")))

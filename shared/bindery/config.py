@@ -41,6 +41,35 @@ class Settings:
     # Artifact keys the orphan reconciliation reads per GC run; the cursor carries the rest to the next run.
     reconcile_batch: int = 1000
     max_manuscript_bytes: int = 5 * 1024 * 1024
+    # Webhooks. A delivery's attempts wait these many seconds after the one before (the first: none), each
+    # with +-20 % jitter; 8 attempts over about 23.6 hours, inside a window of 24.
+    webhook_schedule: str = "0,60,300,1800,7200,18000,28800,28800"
+    webhook_window_seconds: int = 86_400
+    max_webhooks: int = 10
+    # Consecutive failed attempts (over all its deliveries) after which an endpoint is disabled.
+    webhook_disable_after: int = 20
+    webhook_secret_overlap_seconds: int = 86_400
+    # How long one attempt may hold its delivery: the send's deadline and then some.
+    webhook_lease_seconds: int = 60
+    webhook_send_queue_url: str = ""
+    # "1" lets an endpoint be http on 127.0.0.1: only `make run` sets it. Never set it in a deployment.
+    webhook_local_http: str = ""
+
+    @property
+    def webhook_delays(self) -> tuple[int, ...]:
+        try:
+            delays = tuple(int(d) for d in self.webhook_schedule.split(","))
+        except ValueError:
+            raise ConfigError(
+                f"BINDERY_WEBHOOK_SCHEDULE must be seconds, comma separated: {self.webhook_schedule!r}"
+            ) from None
+        if not delays or min(delays) < 0:
+            raise ConfigError("BINDERY_WEBHOOK_SCHEDULE must hold at least one delay, none negative")
+        return delays
+
+    @property
+    def webhook_local(self) -> bool:
+        return self.webhook_local_http == "1"
 
     @property
     def lease_seconds(self) -> int:
@@ -67,7 +96,9 @@ class Settings:
                 values[f.name] = number
             else:
                 values[f.name] = raw
-        return cls(**values)  # type: ignore[arg-type]
+        read = cls(**values)  # type: ignore[arg-type]
+        read.webhook_delays  # noqa: B018 - a schedule that does not parse is refused here, at start
+        return read
 
 
 @lru_cache(maxsize=1)

@@ -72,3 +72,10 @@ class Unprocessable(BinderyError):
 class TooManyLiveExports(BinderyError):
     status = 429  # the caller's live set is full; details carry retry_after
     code = "too_many_live_exports"
+
+
+class Gone(BinderyError):
+    """What the request names is no longer kept: an events cursor older than the feed's 30 days."""
+
+    status = 410
+    code = "gone"

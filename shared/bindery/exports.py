@@ -33,10 +33,12 @@ from bindery.common import (
     valid_id,
 )
 from bindery.config import Settings, settings
+from bindery.deliveries import Deliveries
 from bindery.library import Library
 from bindery.objects import Objects
 from bindery.observability import metrics, state_change
 from bindery.schedules import Schedules
+from bindery.sendqueue import SendQueue
 from bindery.states import Cancel, State
 from bindery.storage import (
     Accepted,
@@ -49,6 +51,7 @@ from bindery.storage import (
     Revoked,
     Store,
 )
+from bindery.webhooks import Webhooks
 
 PAGE_DEFAULT, PAGE_MAX = 20, 100
 RETRY_AFTER_PENDING = 2
@@ -234,6 +237,8 @@ class Exports(ExportRequests, Builds, Schedules):
     def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Clock = time.time):
         self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
         self.books = Library(settings, store, objects, clock)
+        self.hooks = Webhooks(settings, store, clock)
+        self.deliveries = Deliveries(settings, store, clock, SendQueue(settings))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Exports:

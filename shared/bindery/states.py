@@ -33,6 +33,29 @@ class Queue(StrEnum):
     UNLINK = "unlink"  # ended, and may still have bytes in S3 after `due_at`
     RETIRE = "retire"  # a cut no build can read after `due_at`: its chapters and text are removed
     PURGE = "purge"  # a deleted book whose exports are still to be ended
+    DELIVER = "deliver"  # a webhook delivery: its next attempt is due, or its attempt's lease runs out
+    WITHDRAW = "withdraw"  # a deleted webhook endpoint whose waiting deliveries are still to be withdrawn
+
+
+class DeliveryState(StrEnum):
+    """A webhook delivery's states. queued -> in_flight -> acked (a 2xx), rejected (a 4xx but 408, 409, 425
+    and 429: not retried), or back to queued for its next attempt; expired when its budget or window ran
+    out; withdrawn when its endpoint or its export's book was deleted before it was sent."""
+
+    QUEUED = "queued"
+    IN_FLIGHT = "in_flight"
+    ACKED = "acked"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    WITHDRAWN = "withdrawn"
+
+
+DELIVERY_ENDED = frozenset(
+    {DeliveryState.ACKED, DeliveryState.REJECTED, DeliveryState.EXPIRED, DeliveryState.WITHDRAWN}
+)
+
+# The event kinds a webhook can subscribe to: an export's terminal transitions.
+EVENT_TYPES = tuple(f"bindery.export.{s}" for s in ("ready", "failed", "cancelled", "expired"))
 
 
 class ClaimRefusal(StrEnum):

@@ -6,8 +6,8 @@ under 64 concurrent clients, finishes and submits that had answered 200 vanished
 with their queue message gone. Real DynamoDB applies each request atomically, and Bindery's guards rely on
 that, so here DynamoDB's requests (and its stream's, which read the same tables) take one lock and run one
 at a time. moto's work holds the GIL anyway, so the lock costs little. A stream iterator reads the live
-table (`streams_read_the_live_table`), and SQS's writes take a lock of their own (`_lock_for`); S3 and
-EventBridge run concurrently.
+table (`streams_read_the_live_table`), and SQS's writes take a lock of their own (`_lock_for`), as does
+EventBridge's PutEvents, which writes into SQS; S3 and the rest of EventBridge run concurrently.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ def streams_read_the_live_table() -> None:
 # The X-Amz-Target prefixes of DynamoDB's and DynamoDB Streams' JSON protocols, and SQS's.
 _DYNAMODB_TARGETS = ("DynamoDB_", "DynamoDBStreams_")
 _SQS_TARGET = "AmazonSQS."
+# moto's EventBridge sends a rule's matching events to its SQS targets inside the PutEvents request itself.
+_PUT_EVENTS = "AWSEvents.PutEvents"
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -66,6 +68,10 @@ def _lock_for(target: str, dynamodb: threading.Lock, sqs: threading.Lock) -> thr
     # act.) A ReceiveMessage runs free: it never replaces the list, and it may wait (long polling) for a
     # send that a lock would hold back.
     if target.startswith(_SQS_TARGET) and target != f"{_SQS_TARGET}ReceiveMessage":
+        return sqs
+    # The same window, reached through EventBridge: a rule's send into the webhook events queue, made while
+    # the ingest's DeleteMessage rebuilt that queue's list, would be lost with no error to anyone.
+    if target == _PUT_EVENTS:
         return sqs
     return None
 

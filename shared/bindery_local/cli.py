@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument("user")
     token.add_argument("--ttl", type=int, default=86_400, help="seconds the token is valid (default 86400)")
     invoke = commands.add_parser("invoke", help="run one handler in-process with an event file")
-    invoke.add_argument("function", help="submit, poll, build_worker, expiry_gc or stale_sweep")
+    invoke.add_argument("function", help="a folder under functions/, e.g. poll, build_worker, webhook_sender")
     invoke.add_argument("event", help="an event file, e.g. events/poll_get_export.json")
     invoke.add_argument("--env-vars", help="a SAM env.json; its Parameters are set before the handler loads")
     audits = commands.add_parser("audits", help="print the last GC runs' audit rows, newest first")

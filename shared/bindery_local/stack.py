@@ -1,5 +1,6 @@
-"""`make run`: moto's server as the embedded AWS, the API on 127.0.0.1, the stream-to-queue pipe, the build
-worker and the two sweeps, all wired from template.yaml and all calling the real handlers.
+"""`make run`: moto's server as the embedded AWS, the API on 127.0.0.1, the two pipes, the bus's rules, every
+queue's consumer (the build worker, the webhook ingest and sender) and the schedules (the sweeps), all
+wired from template.yaml and all calling the real handlers.
 
 Each Lambda function is invoked one event at a time, as one Lambda instance would be: the handlers'
 module state (Powertools' resolver, the batch processor) is per-process in Lambda, so here a lock per
@@ -26,13 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bindery_local import template, tokens
+from bindery_local import resources, template, tokens
 from bindery_local.context import LambdaContext
+from bindery_local.resources import EVENT_BUS
 
 TABLE = "bindery"
 BUCKET = "bindery-artifacts"
-QUEUE, DEAD_LETTER_QUEUE = "bindery-build", "bindery-build-dlq"
-EVENT_BUS = "bindery-events"
 DEMO_USER = "demo-user"
 # Everything a stop does (servers shut, threads joined, moto stopped) fits in this, or is cut off with the
 # process: what a cut-off build or sweep did not finish, leases and sweeps take up at the next start.
@@ -62,7 +62,7 @@ _invoking = threading.local()
 
 
 class Functions:
-    """The five handlers, imported on first use, each invoked one event at a time."""
+    """The template's handlers, imported on first use, each invoked one event at a time."""
 
     def __init__(self) -> None:
         self._locks: dict[str, threading.Lock] = {}
@@ -105,6 +105,7 @@ class _OneLine(logging.Formatter):
     KEYS = (
         "export_id", "book_id", "attempt", "failure_code", "size_bytes", "chapters", "keys", "reason",
         "expired", "unlinked", "unlink_failures", "failed", "refused", "errors",
+        "endpoint", "seq", "status", "error", "latency_ms", "state", "resent", "withdrawn", "message_id",
     )  # fmt: skip
 
     def __init__(self, json_formatter: logging.Formatter):
@@ -163,34 +164,6 @@ def _replay(data_dir: Path, endpoint: str) -> int:
     return len(kept)
 
 
-def _ensure_resources() -> str:
-    """The table, bucket and queues, as template.yaml defines them. Returns the build queue's URL."""
-    import boto3
-
-    dynamodb, s3, sqs = boto3.client("dynamodb"), boto3.client("s3"), boto3.client("sqs")
-    table = os.environ["BINDERY_TABLE"]
-    if table not in dynamodb.list_tables()["TableNames"]:
-        template.create_table(dynamodb, table)
-    bucket = os.environ["BINDERY_BUCKET"]
-    if bucket not in {b["Name"] for b in s3.list_buckets().get("Buckets", [])}:
-        s3.create_bucket(Bucket=bucket)
-    dlq = sqs.create_queue(
-        QueueName=DEAD_LETTER_QUEUE, Attributes=template.queue_attributes("BuildDeadLetterQueue")
-    )
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq["QueueUrl"], AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    attributes = template.queue_attributes("BuildQueue")
-    attributes["RedrivePolicy"] = json.dumps(
-        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": template.max_receive_count("BuildQueue")}
-    )
-    queue_url: str = sqs.create_queue(QueueName=QUEUE, Attributes=attributes)["QueueUrl"]
-    events = boto3.client("events")
-    if EVENT_BUS not in {b["Name"] for b in events.list_event_buses()["EventBuses"]}:
-        events.create_event_bus(Name=EVENT_BUS)
-    return queue_url
-
-
 def _loop(name: str, stop: threading.Event, every: float, step: Callable[[], None]) -> threading.Thread:
     def run() -> None:
         while not stop.is_set():
@@ -208,7 +181,8 @@ def _loop(name: str, stop: threading.Event, every: float, step: Callable[[], Non
 def _pipes(stop: threading.Event, queue_url: str) -> threading.Thread:
     """The template's two EventBridge Pipes over the table's stream: records that pass StreamToQueuePipe's
     filters go into the build queue; those that pass TransitionsToEventsPipe's become events, built with its
-    input template and detail type, put on the local bus and shown in this log."""
+    input template and detail type, put on the local bus and shown in this log. The bus's rules (moto's,
+    made by `resources.ensure`) send them on, WebhookEventsRule's to the webhook ingest's queue."""
     import boto3
 
     streams, sqs, bus = boto3.client("dynamodbstreams"), boto3.client("sqs"), boto3.client("events")
@@ -248,7 +222,9 @@ def _pipes(stop: threading.Event, queue_url: str) -> threading.Thread:
             detail = template.render_input_template(target["InputTemplate"], plain)
             detail_type = template.json_path(plain, bus_params["DetailType"])
             entry = {"Source": bus_params["Source"], "DetailType": detail_type, "Detail": detail}
-            bus.put_events(Entries=[{**entry, "EventBusName": EVENT_BUS}])
+            put = bus.put_events(Entries=[{**entry, "EventBusName": EVENT_BUS}])
+            if put.get("FailedEntryCount"):  # raised, so the position stays on this record: it is retried
+                raise RuntimeError(f"the bus refused an event: {put['Entries']}")
             log(f"event {detail_type} {json.dumps(json.loads(detail), separators=(',', ':'))}")
 
     def step() -> None:
@@ -269,12 +245,16 @@ def _pipes(stop: threading.Event, queue_url: str) -> threading.Thread:
     return _loop("pipes", stop, 0.2, step)
 
 
-def _worker(stop: threading.Event, queue_url: str, functions: Functions) -> threading.Thread:
-    """The SQS event source mapping: batches from the queue into the build worker, partial failures kept."""
+def _consumer(
+    stop: threading.Event, consumer: template.Consumer, queue_url: str, functions: Functions
+) -> threading.Thread:
+    """One SQS event source mapping: batches from its queue into its function, partial failures kept (a
+    failed message comes back after the queue's visibility timeout, and to its dead-letter queue after
+    maxReceiveCount)."""
     import boto3
 
     sqs = boto3.client("sqs")
-    name, batch_size = template.queue_consumer("BuildQueue")
+    name, batch_size = consumer.function, consumer.batch_size
     arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 
     def step() -> None:
@@ -303,7 +283,7 @@ def _worker(stop: threading.Event, queue_url: str, functions: Functions) -> thre
             if m["MessageId"] not in failed:
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
 
-    return _loop("worker", stop, 0.0, step)
+    return _loop(name, stop, 0.0, step)
 
 
 def _schedules(stop: threading.Event, functions: Functions) -> list[tuple[str, float, threading.Thread]]:
@@ -351,8 +331,15 @@ curl -sf -o hello.html "$(curl -sf $API/books/$BOOK/exports/$EXPORT -H "Authoriz
 """
 
 
-def banner(api: str, endpoint: str, data_dir: str | None, sweeps: list[tuple[str, float]]) -> str:
+def banner(
+    api: str, endpoint: str, data_dir: str | None, sweeps: list[tuple[str, float]], local_http: bool = False
+) -> str:
     state = f"kept in {data_dir}" if data_dir else "in memory (set BINDERY_DATA_DIR to keep it)"
+    hooks = (
+        "webhook URLs may also be http://127.0.0.1 (BINDERY_WEBHOOK_LOCAL_HTTP=1: `make run` sets it)"
+        if local_http
+        else "webhook URLs: https, public addresses only, as deployed"
+    )
     every = ", ".join(f"{name} every {seconds:g}s" for name, seconds in sweeps)
     session = SESSION.replace("@API", api).replace("@TOKEN", tokens.mint(DEMO_USER))
     return (
@@ -360,7 +347,8 @@ def banner(api: str, endpoint: str, data_dir: str | None, sweeps: list[tuple[str
         f"  API     {api}   (Swagger UI: {api}/docs)\n"
         f"  AWS     {endpoint}  (moto's server: DynamoDB, S3, SQS, EventBridge)\n"
         f"  state   {state}\n"
-        f"  sweeps  {every}\n\n"
+        f"  sweeps  {every}\n"
+        f"  hooks   {hooks}\n\n"
         f"A token for {DEMO_USER} (24 h; `bindery token NAME` makes more), and a session to paste:\n\n"
         f"{session}\n"
         "Ctrl-C stops everything.\n"
@@ -430,22 +418,26 @@ def main() -> int:
         if data_dir:
             replayed = _replay(Path(data_dir), endpoint)
             log(f"restored {replayed} recorded writes from {data_dir}")
-        queue_url = _ensure_resources()
-        os.environ["BINDERY_QUEUE_URL"] = queue_url
+        urls = resources.ensure(os.environ["BINDERY_TABLE"], os.environ["BINDERY_BUCKET"])
+        # Every handler shares this process, so each queue's variable is set once for all of them.
+        for variable, queue in template.queue_environment().items():
+            os.environ[variable] = urls[queue]
 
         from bindery_local.gateway import Gateway, serve
 
         functions = Functions()
         with _threads_deaf_to_stop_signals():
             gateway_server = serve(Gateway(template.routes(), functions.invoke, log), port)
-            threads.append(_pipes(stop, queue_url))
-            threads.append(_worker(stop, queue_url, functions))
+            threads.append(_pipes(stop, urls["BuildQueue"]))
+            threads += [_consumer(stop, c, urls[c.queue], functions) for c in template.queue_consumers()]
             sweeps = _schedules(stop, functions)
         threads += [t for _, _, t in sweeps]
 
-        print(
-            banner(f"http://127.0.0.1:{port}", endpoint, data_dir, [(n, s) for n, s, _ in sweeps]), flush=True
-        )
+        from bindery.config import Settings
+
+        local_http = Settings.from_env().webhook_local
+        every = [(n, s) for n, s, _ in sweeps]
+        print(banner(f"http://127.0.0.1:{port}", endpoint, data_dir, every, local_http), flush=True)
         signal.pause()  # until SIGINT or SIGTERM: both raise KeyboardInterrupt here
     except KeyboardInterrupt:
         pass

@@ -146,18 +146,89 @@ def schedules() -> list[Schedule]:
     return found
 
 
+@dataclass(frozen=True)
+class Consumer:
+    """An SQS event source mapping: the queue, the function it feeds, and how many messages at a time."""
+
+    queue: str  # the queue's logical id
+    function: str  # the folder under functions/
+    batch_size: int
+
+
+def _arn_of(value: Any) -> str:
+    """The logical id a `!GetAtt X.Arn` names."""
+    target = value["Fn::GetAtt"]
+    name = target if isinstance(target, str) else ".".join(target)
+    return str(name.removesuffix(".Arn"))
+
+
+def queue_consumers() -> list[Consumer]:
+    """Every function an SQS queue feeds, with its queue and batch size (SQS's default batch is 10)."""
+    return [
+        Consumer(_arn_of(event["Queue"]), function, int(event.get("BatchSize", 10)))
+        for function, event in _events("SQS")
+    ]
+
+
 def queue_consumer(queue_logical_id: str) -> tuple[str, int]:
     """(function folder, batch size) of the function the queue feeds."""
-    for resource in resources().values():
-        if resource.get("Type") != "AWS::Serverless::Function":
+    for consumer in queue_consumers():
+        if consumer.queue == queue_logical_id:
+            return consumer.function, consumer.batch_size
+    raise LookupError(f"no function consumes {queue_logical_id}")
+
+
+def queues() -> list[str]:
+    """Every SQS queue's logical id, each dead-letter queue before the queues that redrive into it."""
+    found = [name for name, r in resources().items() if r.get("Type") == "AWS::SQS::Queue"]
+    return sorted(found, key=lambda name: dead_letter_queue(name) is not None)
+
+
+def dead_letter_queue(logical_id: str) -> str | None:
+    """The logical id of the queue's dead-letter queue, or None if it redrives nowhere."""
+    redrive = resources()[logical_id]["Properties"].get("RedrivePolicy")
+    return _arn_of(redrive["deadLetterTargetArn"]) if redrive else None
+
+
+def queue_environment() -> dict[str, str]:
+    """Each environment variable (the Globals' and every function's) whose value is a queue's URL, and that
+    queue's logical id. Every handler runs in one process locally, so each is set once, for all."""
+    found: dict[str, str] = {}
+    scopes = [load()["Globals"]["Function"], *(
+        r["Properties"] for r in resources().values() if r.get("Type") == "AWS::Serverless::Function"
+    )]  # fmt: skip
+    for scope in scopes:
+        for key, value in scope.get("Environment", {}).get("Variables", {}).items():
+            ref = value.get("Ref") if isinstance(value, dict) else None
+            if ref in resources() and resources()[ref]["Type"] == "AWS::SQS::Queue":
+                found[key] = ref
+    return found
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An EventBridge rule on the stack's bus whose targets are queues: what it matches, where it sends."""
+
+    name: str  # the logical id
+    pattern: dict[str, Any]
+    targets: dict[str, str]  # target id -> the queue's logical id
+
+
+def bus_rules() -> list[Rule]:
+    """The template's rules on its one bus. A rule on any other bus, or one with a target that is not one
+    of the template's queues, has no local counterpart and is refused rather than skipped."""
+    found = []
+    for name, resource in resources().items():
+        if resource.get("Type") != "AWS::Events::Rule":
             continue
         props = resource["Properties"]
-        for event in props.get("Events", {}).values():
-            if event["Type"] == "SQS" and event["Properties"]["Queue"] == {
-                "Fn::GetAtt": f"{queue_logical_id}.Arn"
-            }:
-                return _function_dir(props), int(event["Properties"].get("BatchSize", 10))
-    raise LookupError(f"no function consumes {queue_logical_id}")
+        if props.get("EventBusName") != {"Ref": "EventBus"} or "EventPattern" not in props:
+            raise ValueError(f"{name}: only pattern rules on EventBus run locally")
+        targets = {t["Id"]: _arn_of(t["Arn"]) for t in props["Targets"]}
+        if any(resources()[q]["Type"] != "AWS::SQS::Queue" for q in targets.values()):
+            raise ValueError(f"{name}: only queue targets run locally")
+        found.append(Rule(name, props["EventPattern"], targets))
+    return found
 
 
 def pipe_filters(logical_id: str) -> list[dict[str, Any]]:

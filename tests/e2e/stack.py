@@ -58,11 +58,14 @@ class RunningStack:
         return code
 
 
-def start(port: int, **env: str) -> RunningStack:
+def start(port: int, *, local_http: bool = True, **env: str) -> RunningStack:
+    """`make run` on `port`. `local_http` is `make run`'s own default, webhook URLs on http://127.0.0.1
+    allowed; False checks them as a deployment does (https, public addresses only)."""
+    local = {"BINDERY_WEBHOOK_LOCAL_HTTP": "1" if local_http else "0"}
     proc = subprocess.Popen(
         ["make", "--no-print-directory", "run"],
         cwd=ROOT,
-        env={**os.environ, "PORT": str(port), "BINDERY_MOTO_PORT": "0", **env},
+        env={**os.environ, "PORT": str(port), "BINDERY_MOTO_PORT": "0", **local, **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -5,7 +5,8 @@ enforces no IAM, so a call a role does not allow would pass every other test and
 A recorded call becomes the IAM requests AWS would authorise for it: a TransactWriteItems one per item and
 kind (a ConditionCheck is `dynamodb:ConditionCheckItem`), a HeadObject `s3:GetObject`, a CopyObject a read
 of its source and a write of its target, a ListObjectsV2 `s3:ListBucket` with its `s3:prefix`, a presigned
-URL the request its holder will make with the role's credentials.
+URL the request its holder will make with the role's credentials, a SendMessageBatch `sqs:SendMessage` on
+its queue.
 """
 
 from __future__ import annotations
@@ -28,11 +29,19 @@ from bindery_local import template
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 TABLE, BUCKET = "bindery", "bindery-artifacts"
+# The queues' names in the simulated account: a test that sends to one makes it under this name (moto's
+# account is the same), so the ARN its URL names is the one the template's !GetAtt resolves to.
+QUEUES = {
+    "BuildQueue": "bindery-build",
+    "WebhookEventsQueue": "bindery-webhook-events",
+    "WebhookSendQueue": "bindery-webhook-send",
+}
 # What each logical resource's attributes resolve to in the simulated account.
 _ATTRIBUTES = {
     "Table.Arn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}",
     "Table.StreamArn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}/stream/2026-01-01T00:00:00.000",
     "Bucket.Arn": f"arn:aws:s3:::{BUCKET}",
+    **{f"{queue}.Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}" for queue, name in QUEUES.items()},
 }
 FUNCTIONS = {
     "submit": "SubmitFunction",
@@ -40,6 +49,9 @@ FUNCTIONS = {
     "build_worker": "BuildWorkerFunction",
     "expiry_gc": "ExpiryGcFunction",
     "stale_sweep": "StaleSweepFunction",
+    "webhook_ingest": "WebhookIngestFunction",
+    "webhook_sender": "WebhookSenderFunction",
+    "webhook_sweep": "WebhookSweepFunction",
 }
 SIMULATOR = Path(__file__).with_name("simulate.mjs")
 
@@ -112,6 +124,16 @@ def _object_arn(key: str) -> str:
     return f"{_ATTRIBUTES['Bucket.Arn']}/{key}"
 
 
+def queue_arn(queue: str) -> str:
+    """A queue's ARN, by its logical id."""
+    return _ATTRIBUTES[f"{queue}.Arn"]
+
+
+def _queue_arn_of_url(url: str) -> str:
+    # https://sqs.<region>.amazonaws.com/<account>/<name>: the same account and region as the simulation.
+    return f"arn:aws:sqs:{REGION}:{ACCOUNT}:{url.rstrip('/').rsplit('/', 1)[-1]}"
+
+
 _TRANSACT_ACTIONS = {
     "ConditionCheck": "dynamodb:ConditionCheckItem",
     "Put": "dynamodb:PutItem",
@@ -169,6 +191,9 @@ def requests_for(operation: str, params: dict[str, Any]) -> list[Request]:
     if operation == "ListMultipartUploads":
         # s3:prefix is not a condition key of this action: AWS evaluates it without one.
         return [Request("s3:ListBucketMultipartUploads", _ATTRIBUTES["Bucket.Arn"])]
+    if operation in ("SendMessage", "SendMessageBatch"):
+        # SQS authorises a batch as SendMessage, once for the call.
+        return [Request("sqs:SendMessage", _queue_arn_of_url(params["QueueUrl"]))]
     raise AssertionError(f"no IAM mapping for {operation}: add one to tests/iam")
 
 

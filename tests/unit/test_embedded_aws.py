@@ -15,7 +15,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
 from bindery_local import template
-from bindery_local.aws import EmbeddedAws, streams_read_the_live_table
+from bindery_local.aws import EmbeddedAws, _lock_for, streams_read_the_live_table
 from tests.servers import free_port
 
 TABLE = "atomicity"
@@ -151,3 +151,12 @@ def test_an_iterator_taken_before_a_cancelled_transaction_reads_no_phantom_and_s
         )["ShardIterator"]
         keys = [r["dynamodb"]["Keys"]["pk"]["S"] for r in streams.get_records(ShardIterator=again)["Records"]]
         assert keys == ["P#3"]
+
+
+def test_a_put_events_waits_for_sqs_writes_since_moto_sends_a_rules_events_to_sqs_inside_it() -> None:
+    # The webhook rule's send into its queue must not land while a DeleteMessage rebuilds the queue's list.
+    dynamodb, sqs = threading.Lock(), threading.Lock()
+    assert _lock_for("AWSEvents.PutEvents", dynamodb, sqs) is sqs
+    assert _lock_for("AmazonSQS.DeleteMessage", dynamodb, sqs) is sqs
+    assert _lock_for("AWSEvents.PutRule", dynamodb, sqs) is None  # the rest of EventBridge runs free
+    assert _lock_for("AmazonSQS.ReceiveMessage", dynamodb, sqs) is None  # it may wait for a send

@@ -11,7 +11,7 @@ from botocore.config import Config
 
 from bindery.states import FailureCode
 from bindery_local import template
-from tests.unit.conftest import TABLE, Stack
+from tests.unit.conftest import Stack
 
 PIPE = "TransitionsToEventsPipe"
 SCHEMA_KEYS = {"id", "export_id", "book_id", "owner", "format", "state", "attempt", "failure_code"}
@@ -23,9 +23,9 @@ def _events(stack: Stack) -> list[tuple[str, dict[str, Any]]]:
     streams = boto3.client(
         "dynamodbstreams", region_name="us-east-1", config=Config(account_id_endpoint_mode="disabled")
     )
-    arn = boto3.client("dynamodb", region_name="us-east-1").describe_table(TableName=TABLE)["Table"][
-        "LatestStreamArn"
-    ]
+    arn = boto3.client("dynamodb", region_name="us-east-1").describe_table(
+        TableName=stack.exports.settings.table
+    )["Table"]["LatestStreamArn"]
     filters = template.pipe_filters(PIPE)
     target = template.pipe_target_parameters(PIPE)
     out = []

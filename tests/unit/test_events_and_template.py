@@ -3,22 +3,35 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
 
+import boto3
+from standardwebhooks.webhooks import Webhook
+
+from bindery.deliveries import Deliveries
 from bindery.objects import cut_key
-from bindery.states import State
-from bindery.storage import DUE_PROJECTION, Book, Chapter, Export
+from bindery.outbound import Sent
+from bindery.sendqueue import SendQueue, parse_message
+from bindery.states import EVENT_TYPES, DeliveryState, State
+from bindery.storage import DUE_PROJECTION, Book, Chapter, Endpoint, Export, Secret
 from bindery.storage.table import ExportItem as _ExportItem
+from bindery.webhooks import new_secret
 from functions.build_worker import app as build_worker
 from functions.expiry_gc import app as expiry_gc
 from functions.poll import app as poll
 from functions.stale_sweep import app as stale_sweep
 from functions.submit import app as submit
+from functions.webhook_ingest import app as webhook_ingest
+from functions.webhook_sender import app as webhook_sender
+from functions.webhook_sweep import app as webhook_sweep
 from tests.events import sample
 from tests.infra import table_properties, template
 from tests.unit.conftest import Stack
 
 # The ids the samples use.
-BOOK, EXPORT = "0123456789abcdef0123", "19b2f3c4d5e0a1b2c3d4e"
+BOOK, EXPORT, ENDPOINT = "0123456789abcdef0123", "19b2f3c4d5e0a1b2c3d4e", "19b2f3c4d5e0a1b2c3d4f"
 
 
 def _seed(stack: Stack) -> None:
@@ -54,6 +67,57 @@ def test_every_sample_event_drives_its_handler(stack: Stack) -> None:
     assert stack.objects.keys("artifacts/") == []  # the revoked link's bytes went with the cancel
     gc = expiry_gc.handler(sample("expiry_gc_schedule.json"), ctx, exports=svc)
     assert (gc["unlinked"], gc["unlink_failures"], gc["chore_failures"]) == (0, 0, 0)
+
+
+def test_every_webhook_sample_event_drives_its_handler(stack: Stack) -> None:
+    """The ingest sample's event becomes a feed entry and a delivery to the sample endpoint, whose key the
+    sender sample names; the sender posts it signed; the sweep sample then finds nothing due."""
+    _seed(stack)
+    ctx, svc, now = stack.context, stack.exports, stack.clock()
+    secret = new_secret()
+    endpoint = Endpoint(
+        ENDPOINT, "user-alice", "https://hooks.example.com/bindery", frozenset(EVENT_TYPES), "",
+        (Secret(secret, None),), True, None, None, 0, now, now, {s.value: 0 for s in DeliveryState},
+    )  # fmt: skip
+    assert stack.store.register_endpoint(endpoint) == endpoint
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    url = sqs.create_queue(QueueName="bindery-unit-send")["QueueUrl"]
+    posted: list[tuple[str, bytes, dict[str, str]]] = []
+
+    def post(url: str, body: bytes, headers: dict[str, str], *, local_http: bool) -> Sent:
+        posted.append((url, body, headers))
+        return Sent(status=200, error=None, excerpt="", latency_ms=5)
+
+    queue = SendQueue(replace(svc.settings, webhook_send_queue_url=url))
+    svc.deliveries = Deliveries(svc.settings, svc.store, svc.clock, queue, post=post)
+
+    assert webhook_ingest.handler(sample("webhook_ingest_sqs.json"), ctx, exports=svc) == {
+        "batchItemFailures": []
+    }
+    (sent,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    # The key the ingest sent is the one the sender sample carries.
+    sender_sample = sample("webhook_sender_sqs.json")
+    assert parse_message(sent["Body"]) == parse_message(sender_sample["Records"][0]["body"]) == (ENDPOINT, 1)
+    assert webhook_sender.handler(sender_sample, ctx, exports=svc) == {"batchItemFailures": []}
+    [(to, body, headers)] = posted
+    assert to == "https://hooks.example.com/bindery"
+    # Signed with the endpoint's secret as Standard Webhooks says (the library's verify() would also hold
+    # the timestamp to the wall clock, which the fake clock is not).
+    at = datetime.fromtimestamp(int(headers["webhook-timestamp"]), UTC)
+    signature = Webhook(secret).sign(headers["webhook-id"], at, body.decode())
+    assert signature in headers["webhook-signature"].split(" ")
+    assert int(headers["webhook-timestamp"]) == int(now)
+    event: dict[str, Any] = json.loads(body)
+    assert (headers["webhook-id"], event["id"], event["type"]) == (f"{EXPORT}:ready",) * 2 + (
+        "bindery.export.ready",
+    )
+    assert webhook_sweep.handler(sample("webhook_sweep_schedule.json"), ctx, exports=svc) == {
+        "resent": 0,
+        "withdrawn": 0,
+    }
+    feed = poll.handler(sample("poll_list_events.json"), ctx, exports=svc)
+    assert [e["id"] for e in json.loads(feed["body"])["events"]] == [f"{EXPORT}:ready"]
+    assert stack.store.read_delivery(ENDPOINT, 1).state == "acked"  # type: ignore[union-attr]
 
 
 def test_env_json_names_every_setting_the_handlers_need() -> None:

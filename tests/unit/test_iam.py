@@ -4,25 +4,52 @@ never do is refused: evaluated offline by an IAM policy simulator (tests/iam), s
 The calls are recorded while the handlers run a workload that reaches every path that calls AWS: the fault
 matrix's scenarios to quiescence, then an adopted upload (a small one and one rewritten in parts), a build
 into a multipart artifact, a build whose storage fails and gives its lease back, an export nobody builds
-(the stale sweep ends it), and an orphan and a stale multipart upload for the GC to clear.
+(the stale sweep ends it), and an orphan and a stale multipart upload for the GC to clear. Then the delivery
+path, with real events: an endpoint registered and read, an export's events ingested, each delivery sent
+(a 5xx retried by the sweep, a 2xx, a redelivery answered 410 that disables the endpoint, a delivery
+deferred while it is disabled, one withdrawn because its book was deleted), and a deleted endpoint's
+waiting delivery withdrawn by the sweep.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from bindery.deliveries import Deliveries
 from bindery.objects import ARTIFACT_PREFIX, upload_key
+from bindery.outbound import Sent
+from bindery.sendqueue import SendQueue
+from bindery.states import EVENT_TYPES
+from functions.webhook_ingest import app as webhook_ingest
+from functions.webhook_sender import app as webhook_sender
+from functions.webhook_sweep import app as webhook_sweep
+from tests.events import bus_event, ingest_event_for, sample, send_event_for
 from tests.figures import record
-from tests.iam import FUNCTIONS, Recorder, Request, _object_arn, _table_arn, requests_for, simulate
+from tests.iam import (
+    FUNCTIONS,
+    QUEUES,
+    Recorder,
+    Request,
+    _object_arn,
+    _table_arn,
+    acting_as,
+    queue_arn,
+    requests_for,
+    simulate,
+)
 from tests.unit.conftest import Stack
 from tests.unit.test_fault_matrix import Run
 
 TABLE_ARN = _table_arn("")
 BUCKET_ARN = _object_arn("").rstrip("/")
+SEND_QUEUE_ARN = queue_arn("WebhookSendQueue")
 
 # What each role must NOT be able to do, whatever its code does today.
 FORBIDDEN: dict[str, list[Request]] = {
@@ -55,6 +82,31 @@ FORBIDDEN: dict[str, list[Request]] = {
         Request("s3:GetObject", _object_arn("artifacts/b/e/k")),
         Request("s3:DeleteObject", _object_arn("artifacts/b/e/k")),
         Request("dynamodb:Scan", TABLE_ARN),
+    ],
+    # An event names all a delivery needs: ingest reads no book and deletes nothing, and it cannot feed its
+    # own queue (an event it made up would be signed and delivered) or the builds'.
+    "webhook_ingest": [
+        *(Request(f"dynamodb:{a}", TABLE_ARN) for a in ("DeleteItem", "BatchWriteItem", "Scan", "GetItem")),
+        Request("sqs:SendMessage", queue_arn("WebhookEventsQueue")),
+        Request("sqs:SendMessage", queue_arn("BuildQueue")),
+        Request("s3:GetObject", _object_arn("artifacts/b/e/k")),
+    ],
+    # The one function that talks to strangers' URLs holds nothing worth carrying out to them: no object
+    # of the bucket, no listing of the table, no write but updates, no queue.
+    "webhook_sender": [
+        Request("sqs:SendMessage", SEND_QUEUE_ARN),
+        *(
+            Request(f"dynamodb:{a}", TABLE_ARN)
+            for a in ("PutItem", "DeleteItem", "BatchWriteItem", "Query", "Scan", "BatchGetItem")
+        ),
+        Request("dynamodb:Query", f"{TABLE_ARN}/index/by_due"),
+        Request("s3:GetObject", _object_arn("artifacts/b/e/k")),
+        Request("s3:GetObject", _object_arn("books/b/cuts/c.md")),
+    ],
+    "webhook_sweep": [
+        *(Request(f"dynamodb:{a}", TABLE_ARN) for a in ("PutItem", "DeleteItem", "Scan", "GetItem")),
+        Request("sqs:SendMessage", queue_arn("BuildQueue")),
+        Request("s3:DeleteObject", _object_arn("artifacts/b/e/k")),
     ],
 }
 
@@ -113,16 +165,101 @@ def _workload(stack: Stack) -> None:
     stack.gc()
 
 
+def _webhooks(stack: Stack, queue: SendQueue) -> None:
+    """The delivery path's every call, driven by real events through the three handlers (and the API's
+    webhook routes through submit and poll), for a caller of its own. Each step's outcome is read back."""
+    svc, ctx, caller = stack.exports, stack.context, "user-hooks"
+    answers: list[Sent] = []
+
+    def post(url: str, body: bytes, headers: dict[str, str], *, local_http: bool) -> Sent:
+        return answers.pop(0)
+
+    svc.hooks.resolve = lambda host, port: ["93.184.216.34"]
+    svc.deliveries = Deliveries(svc.settings, svc.store, svc.clock, queue, post=post)
+
+    def http(method: str, path: str, **kw: Any) -> Any:
+        return stack.http(method, path, caller=caller, **kw)
+
+    made = http(
+        "POST", "/webhooks", body={"url": "https://hooks.example.com/in", "events": list(EVENT_TYPES)}
+    )
+    assert made.status == 201, made.body
+    hook = made.body["id"]
+    assert [w["id"] for w in http("GET", "/webhooks").body["webhooks"]] == [hook]
+    assert http("POST", f"/webhooks/{hook}/rotate-secret").status == 200
+
+    def ingest(book: str, state: str) -> None:
+        export = stack.submit(book, caller=caller).body["id"]
+        detail = {"id": f"{export}:{state}", "export_id": export, "book_id": book, "owner": caller}
+        happened = datetime.fromtimestamp(stack.clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        envelope = bus_event({**detail, "state": state}, when=happened)
+        with acting_as("webhook_ingest"):
+            result = webhook_ingest.handler(ingest_event_for(envelope), ctx, exports=svc)
+        assert result == {"batchItemFailures": []}
+
+    def send(seq: int, *sent: Sent) -> str:
+        answers.extend(sent)
+        with acting_as("webhook_sender"):
+            result = webhook_sender.handler(send_event_for((hook, seq)), ctx, exports=svc)
+        assert result == {"batchItemFailures": []}
+        assert answers == [], "a POST the step expected was not made"
+        found = svc.store.read_delivery(hook, seq)
+        assert found is not None
+        return found.state
+
+    def sweep() -> dict[str, Any]:
+        with acting_as("webhook_sweep"):
+            result: dict[str, Any] = webhook_sweep.handler(
+                sample("webhook_sweep_schedule.json"), ctx, exports=svc
+            )
+        return result
+
+    def answer(status: int) -> Sent:
+        return Sent(status=status, error=None, excerpt="", latency_ms=5)
+
+    book = stack.create_book(caller=caller, title="Hooked")
+    ingest(book, "ready")  # delivery 1
+    assert [e["cursor"] for e in http("GET", "/events").body["events"]] == ["1"]
+    assert send(1, answer(500)) == "queued"
+    stack.clock.advance(3600)  # past its retry's due time: the sweep sends its key again
+    assert sweep()["resent"] >= 1
+    assert send(1, answer(200)) == "acked"
+
+    ingest(book, "cancelled")  # delivery 2, left waiting
+    assert http("POST", f"/webhooks/{hook}/deliveries/1/redeliver").status == 202
+    assert send(1, answer(410)) == "rejected"  # and the endpoint is disabled at once
+    assert http("GET", f"/webhooks/{hook}").body["disabled_reason"] == "gone"
+    assert send(2) == "queued"  # deferred while its endpoint is disabled: nothing is posted
+    assert http("PATCH", f"/webhooks/{hook}", body={"enabled": True}).status == 200
+    assert (
+        http("GET", f"/webhooks/{hook}/deliveries", query={"state": "queued"}).body["counts"]["queued"] == 1
+    )
+
+    gone = stack.create_book(caller=caller, title="Deleted")
+    ingest(gone, "ready")  # delivery 3
+    assert http("DELETE", f"/books/{gone}").status == 204
+    assert send(3) == "withdrawn"  # its book is gone: not posted
+
+    assert http("DELETE", f"/webhooks/{hook}").status == 204
+    stack.clock.advance(3600)
+    assert sweep()["withdrawn"] >= 1
+    waiting = svc.store.read_delivery(hook, 2)
+    assert waiting is not None and waiting.state == "withdrawn"  # with its endpoint
+
+
 @pytest.mark.slow(10)
 def test_every_call_each_function_makes_is_allowed_by_its_own_role_and_nothing_forbidden_is(
     stack: Stack,
 ) -> None:
+    url = boto3.client("sqs", region_name="us-east-1").create_queue(QueueName=QUEUES["WebhookSendQueue"])
+    send_queue = SendQueue(replace(stack.exports.settings, webhook_send_queue_url=url["QueueUrl"]))
     recorder = Recorder()
-    clients = (stack.store.client, stack.objects.client)
+    clients = (stack.store.client, stack.objects.client, send_queue.client)
     recorder.attach(*clients)
     recorder.presigned_posts(stack.objects)
     try:
         _workload(stack)
+        _webhooks(stack, send_queue)
     finally:
         recorder.detach(*clients)
 
@@ -171,6 +308,16 @@ def test_every_call_each_function_makes_is_allowed_by_its_own_role_and_nothing_f
         ("submit", "HeadObject"),
         ("submit", "PutObject"),  # the presigned POST of an upload
         ("poll", "GetObject"),
+        ("webhook_ingest", "TransactWriteItems"),  # the feed's append, each delivery's
+        ("webhook_ingest", "Query"),
+        ("webhook_ingest", "SendMessageBatch"),
+        ("webhook_sender", "GetItem"),
+        ("webhook_sender", "TransactWriteItems"),  # claims, records, the withdrawal
+        ("webhook_sender", "UpdateItem"),  # the disable, the deferral
+        ("webhook_sweep", "Query"),
+        ("webhook_sweep", "TransactWriteItems"),
+        ("webhook_sweep", "UpdateItem"),
+        ("webhook_sweep", "SendMessageBatch"),
     ]:
         assert must in reached, f"the workload never reached {must}"
     assert denied == [], "\n".join(denied)

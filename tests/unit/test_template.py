@@ -1,15 +1,19 @@
 """template.yaml is ready to deploy: least privilege per function, a bucket that keeps no bytes the unlink
-removed, a queue that fits its worker, alarms, logs with retention, and the outputs a deployer needs."""
+removed, queues that fit their consumers, a webhook events queue only its rule feeds, alarms, logs with
+retention, and the outputs a deployer needs."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from typing import Any
 
 import pytest
 
+from bindery import outbound
 from bindery.config import Settings
+from bindery.states import EVENT_TYPES
 from tests.infra import template
 from tests.servers import ROOT
 
@@ -36,9 +40,10 @@ def _listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def test_there_are_the_five_handlers_each_with_statements_of_its_own() -> None:
+def test_there_are_the_eight_handlers_each_with_statements_of_its_own() -> None:
     assert sorted(FUNCTIONS) == [
-        "BuildWorkerFunction", "ExpiryGcFunction", "PollFunction", "StaleSweepFunction", "SubmitFunction"
+        "BuildWorkerFunction", "ExpiryGcFunction", "PollFunction", "StaleSweepFunction", "SubmitFunction",
+        "WebhookIngestFunction", "WebhookSenderFunction", "WebhookSweepFunction",
     ]  # fmt: skip
     for name, props in FUNCTIONS.items():
         assert _statements(props["Properties"]), f"{name} has no statements of its own"
@@ -108,6 +113,88 @@ def test_the_queue_fits_the_worker_and_the_retry_bound() -> None:
     assert RESOURCES["TransitionsToEventsPipe"]["Properties"]["Target"] == {"Fn::GetAtt": "EventBus.Arn"}
 
 
+def _sqs_source(function: str) -> dict[str, Any]:
+    (source,) = [
+        e["Properties"] for e in FUNCTIONS[function]["Properties"]["Events"].values() if e["Type"] == "SQS"
+    ]
+    return source
+
+
+def test_each_webhook_queue_fits_its_consumer_and_redrives_to_its_own_dead_letter_queue() -> None:
+    default_timeout = template()["Globals"]["Function"]["Timeout"]
+    dead_letters = set()
+    for function, queue in (
+        ("WebhookIngestFunction", "WebhookEventsQueue"),
+        ("WebhookSenderFunction", "WebhookSendQueue"),
+    ):
+        source, props = _sqs_source(function), RESOURCES[queue]["Properties"]
+        assert source["Queue"] == {"Fn::GetAtt": f"{queue}.Arn"}
+        assert source["FunctionResponseTypes"] == [
+            "ReportBatchItemFailures"
+        ]  # one bad record alone comes back
+        # A batch is redelivered only once the consumer that had it has stopped.
+        assert props["VisibilityTimeout"] > FUNCTIONS[function]["Properties"].get("Timeout", default_timeout)
+        assert props["SqsManagedSseEnabled"] is True
+        dead_letter = props["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"].removesuffix(".Arn")
+        assert RESOURCES[dead_letter]["Properties"]["SqsManagedSseEnabled"] is True
+        dead_letters.add(dead_letter)
+    assert dead_letters == {"WebhookEventsDeadLetterQueue", "WebhookSendDeadLetterQueue"}
+    # The queue holds the only copy of an event the feed has not recorded: as long as SQS keeps anything.
+    assert RESOURCES["WebhookEventsQueue"]["Properties"]["MessageRetentionPeriod"] == 14 * 86_400
+
+
+def test_the_sender_has_time_for_its_whole_batch_and_a_lease_for_each_attempt() -> None:
+    sender = FUNCTIONS["WebhookSenderFunction"]["Properties"]
+    deadline = inspect.signature(outbound.post).parameters["deadline"].default
+    batch = _sqs_source("WebhookSenderFunction")["BatchSize"]
+    assert batch == 5
+    # Each send in turn runs to its deadline at worst, and its claim, record and lookup need time too.
+    assert sender["Timeout"] >= batch * deadline + 30
+    # One attempt's lease outlives its send, so no second sender claims an attempt still in flight.
+    assert Settings().webhook_lease_seconds > deadline
+    sweep = FUNCTIONS["WebhookSweepFunction"]["Properties"]
+    assert sweep["Events"]["EveryMinute"]["Properties"]["Schedule"] == "rate(1 minute)"
+    assert sweep["Timeout"] < 60  # one run ends before the next begins
+
+
+def test_only_the_webhook_rule_feeds_the_events_queue_with_every_export_event() -> None:
+    rule = RESOURCES["WebhookEventsRule"]["Properties"]
+    assert rule["EventBusName"] == {"Ref": "EventBus"}
+    assert rule["EventPattern"] == {"source": ["bindery"], "detail-type": list(EVENT_TYPES)}
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": "WebhookEventsQueue.Arn"}
+    assert "InputTransformer" not in target and "Input" not in target  # the whole envelope: ingest reads it
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": "WebhookEventsDeadLetterQueue.Arn"}
+    policy = RESOURCES["WebhookEventsQueuePolicy"]["Properties"]
+    assert policy["Queues"] == [{"Ref": "WebhookEventsQueue"}, {"Ref": "WebhookEventsDeadLetterQueue"}]
+    (allow,) = policy["PolicyDocument"]["Statement"]
+    assert allow["Effect"] == "Allow" and allow["Principal"] == {"Service": "events.amazonaws.com"}
+    assert allow["Action"] == "sqs:SendMessage"
+    assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": "WebhookEventsRule.Arn"}}}
+    # ...and no role of the stack may send to it either.
+    for role, statements in _role_statements().items():
+        for statement in statements:
+            for resource in _listed(statement["Resource"]):
+                assert resource not in (
+                    {"Fn::GetAtt": "WebhookEventsQueue.Arn"},
+                    {"Fn::GetAtt": "WebhookEventsDeadLetterQueue.Arn"},
+                ), role
+
+
+def test_only_the_functions_that_send_keys_know_the_send_queue_and_none_allows_local_http() -> None:
+    def variables(name: str) -> dict[str, Any]:
+        found: dict[str, Any] = FUNCTIONS[name]["Properties"].get("Environment", {}).get("Variables", {})
+        return found
+
+    knows = {name for name in FUNCTIONS if "BINDERY_WEBHOOK_SEND_QUEUE_URL" in variables(name)}
+    assert knows == {"WebhookIngestFunction", "WebhookSweepFunction"}
+    for name in knows:
+        assert variables(name)["BINDERY_WEBHOOK_SEND_QUEUE_URL"] == {"Ref": "WebhookSendQueue"}
+    globals_ = template()["Globals"]["Function"]["Environment"]["Variables"]
+    # http to 127.0.0.1 is the local stack's alone: a deployment that set it would call its own loopback.
+    assert all("BINDERY_WEBHOOK_LOCAL_HTTP" not in v for v in [globals_, *map(variables, FUNCTIONS)])
+
+
 def test_the_jwt_authorizer_takes_its_issuer_and_audience_as_parameters() -> None:
     jwt = RESOURCES["Api"]["Properties"]["Auth"]["Authorizers"]["Jwt"]["JwtConfiguration"]
     assert jwt == {"issuer": {"Ref": "JwtIssuer"}, "audience": [{"Ref": "JwtAudience"}]}
@@ -133,6 +220,12 @@ def test_each_alarm_watches_what_the_runbook_names() -> None:
         "GcErrorsAlarm": "Errors",
         "SweepErrorsAlarm": "Errors",
         "EventsDeadLetterAlarm": "ApproximateNumberOfMessagesVisible",
+        "WebhookIngestErrorsAlarm": "Errors",
+        "WebhookSenderErrorsAlarm": "Errors",
+        "WebhookSweepErrorsAlarm": "Errors",
+        "WebhookEventsDeadLetterAlarm": "ApproximateNumberOfMessagesVisible",
+        "WebhookSendDeadLetterAlarm": "ApproximateNumberOfMessagesVisible",
+        "DeliveriesExpiredAlarm": "WebhookDeliveriesExpired",
     }
     runbook = (ROOT / "docs" / "OPERATIONS.md").read_text()
     for props in alarms.values():
@@ -170,14 +263,20 @@ def test_every_alarm_can_reach_the_topic_through_its_key_and_its_policy() -> Non
 def test_every_function_and_sweep_has_an_errors_alarm_and_every_dead_letter_queue_one() -> None:
     alarms = [v["Properties"] for v in RESOURCES.values() if v["Type"] == "AWS::CloudWatch::Alarm"]
     errors = {a["Dimensions"][0]["Value"]["Ref"] for a in alarms if a.get("MetricName") == "Errors"}
-    assert errors == {"BuildWorkerFunction", "ExpiryGcFunction", "StaleSweepFunction"}
+    assert errors == {
+        "BuildWorkerFunction", "ExpiryGcFunction", "StaleSweepFunction",
+        "WebhookIngestFunction", "WebhookSenderFunction", "WebhookSweepFunction",
+    }  # fmt: skip
     queues = {
         a["Dimensions"][0]["Value"]["Fn::GetAtt"].split(".")[0]
         for a in alarms
         if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"
     }
     dead_letters = {k for k, v in RESOURCES.items() if v["Type"] == "AWS::SQS::Queue" and "DeadLetter" in k}
-    assert queues == dead_letters == {"BuildDeadLetterQueue", "EventsDeadLetterQueue"}
+    assert queues == dead_letters == {
+        "BuildDeadLetterQueue", "EventsDeadLetterQueue",
+        "WebhookEventsDeadLetterQueue", "WebhookSendDeadLetterQueue",
+    }  # fmt: skip
     events = RESOURCES["TransitionsToEventsPipe"]["Properties"]["SourceParameters"][
         "DynamoDBStreamParameters"
     ]
@@ -208,6 +307,10 @@ def test_the_edge_limits_callers_and_logs_no_credential() -> None:
     }
     builds = FUNCTIONS["BuildWorkerFunction"]["Properties"]["Events"]["Builds"]["Properties"]
     assert builds["ScalingConfig"]["MaximumConcurrency"] == {"Ref": "WorkerMaxConcurrency"}
+    for function, cap in (("WebhookIngestFunction", "WebhookIngestMaxConcurrency"),
+                          ("WebhookSenderFunction", "WebhookSenderMaxConcurrency")):  # fmt: skip
+        assert _sqs_source(function)["ScalingConfig"]["MaximumConcurrency"] == {"Ref": cap}
+        assert template()["Parameters"][cap]["MinValue"] >= 2  # what an SQS event source takes
 
 
 def test_only_the_events_pipe_puts_events_and_the_build_queue_holds_only_keys() -> None:
@@ -235,3 +338,5 @@ def test_the_outputs_name_the_api_the_table_and_the_bucket() -> None:
     assert {"ApiUrl", "TableName", "BucketName", "EventBusName", "AlarmTopicArn"} <= set(
         template()["Outputs"]
     )
+    # The runbook's redrives start from these.
+    assert {"WebhookEventsDeadLetterQueueUrl", "WebhookSendDeadLetterQueueUrl"} <= set(template()["Outputs"])

@@ -12,6 +12,8 @@ by what it stores, one module each, over one module of models and keys:
     sweeps       the by_due queues, the orphan cursor and the GC's audit rows
     hookmodels   the events feed's models and keys, bound per Store like table's
     feed         each caller's events feed: appended once per event id, gapless, read by cursor
+    hooks        webhook endpoints: registered under a cap, patched and deleted while active, rotated
+    deliveries   the delivery ledger: one per (endpoint, event), each attempt claimed and recorded once
 
 A refused conditional write comes back as a domain outcome ("claim refused", "already ended"), never as a
 botocore error; any other AWS error leaves as StorageError.
@@ -23,14 +25,17 @@ from bindery.config import Settings
 from bindery.faults import StorageError
 from bindery.storage.books import BookRows
 from bindery.storage.claims import ClaimRows
+from bindery.storage.deliveries import MAX_REDELIVERIES, Created, DeliveryRows
 from bindery.storage.exports import ExportRows
 from bindery.storage.feed import FeedRows
 from bindery.storage.hookmodels import FeedModels
+from bindery.storage.hooks import EndpointRows
 from bindery.storage.sweeps import SweepRows
 from bindery.storage.table import DUE_PROJECTION, SKIPPED_KEPT, Models, chunks
 from bindery.storage.types import (
     Accepted,
     Appended,
+    Attempt,
     Book,
     CancelOutcome,
     Chapter,
@@ -38,7 +43,10 @@ from bindery.storage.types import (
     ClaimRefused,
     CursorAhead,
     CursorGone,
+    Delivery,
     Due,
+    Endpoint,
+    EndpointOverCap,
     Export,
     FeedEvent,
     FeedPage,
@@ -48,22 +56,29 @@ from bindery.storage.types import (
     OverCap,
     Replayed,
     Revoked,
+    Secret,
     SubmitOutcome,
 )
 
 __all__ = [
     "DUE_PROJECTION",
+    "MAX_REDELIVERIES",
     "SKIPPED_KEPT",
     "Accepted",
     "Appended",
+    "Attempt",
     "Book",
     "CancelOutcome",
     "Chapter",
     "ClaimRefused",
     "Claimed",
+    "Created",
     "CursorAhead",
     "CursorGone",
+    "Delivery",
     "Due",
+    "Endpoint",
+    "EndpointOverCap",
     "Export",
     "FeedEvent",
     "FeedPage",
@@ -73,6 +88,7 @@ __all__ = [
     "OverCap",
     "Replayed",
     "Revoked",
+    "Secret",
     "StorageError",
     "Store",
     "SubmitOutcome",
@@ -80,7 +96,7 @@ __all__ = [
 ]
 
 
-class Store(BookRows, ExportRows, ClaimRows, SweepRows, FeedRows):
+class Store(BookRows, ExportRows, ClaimRows, SweepRows, FeedRows, EndpointRows, DeliveryRows):
     """The table, through PynamoDB: each aggregate's rows, composed on one connection. Construct one per
     process; it builds its client on first use.
 

@@ -11,6 +11,8 @@ looks exactly like a slow write.
 from __future__ import annotations
 
 import json
+import random
+import time
 from typing import Any
 
 from bindery.faults import StorageError, translate_faults
@@ -29,8 +31,9 @@ from bindery.storage.table import Rows, Tx, expired_ttl
 from bindery.storage.types import Appended, CursorAhead, CursorGone, FeedEvent, FeedPage
 
 # Tries of one append against other appends to the same feed, each refused try re-aimed at the head its
-# refusal showed. 16 concurrent writers need at most 16; Tx.commit retries TransactionConflicts itself.
-APPEND_TRIES = 32
+# refusal showed, after a short random pause that grows with the tries (so that writers who keep colliding
+# spread out). Tx.commit retries TransactionConflicts itself.
+APPEND_TRIES = 64
 
 
 @translate_faults
@@ -44,7 +47,9 @@ class FeedRows(Rows):
         pk = feed_pk(caller)
         ttl = recorded_at + self.settings.ended_retention_seconds
         head = 0  # a guess: the refusal tells the truth, so no read comes first
-        for _ in range(APPEND_TRIES):
+        for n in range(APPEND_TRIES):
+            if n:
+                time.sleep(random.uniform(0, 0.001 * min(n, 16)))
             seq = head + 1
             tx = Tx()
             tx.update(

@@ -210,3 +210,63 @@ class CursorGone(Exception):
     def __init__(self, after: int, oldest: int):
         super().__init__(f"events after {after} are no longer kept; the oldest cursor kept is {oldest}")
         self.after, self.oldest = after, oldest
+
+
+# Webhooks.
+@dataclass(frozen=True)
+class Secret:
+    key: str  # whsec_<base64>
+    not_after: float | None  # None: the current one; else it signs beside it until then
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    id: str
+    caller: str
+    url: str
+    events: frozenset[str]
+    description: str
+    secrets: tuple[Secret, ...]
+    enabled: bool
+    disabled_at: float | None
+    disabled_reason: str | None
+    fails_in_row: int
+    created_at: float
+    updated_at: float
+    counts: dict[str, int]
+    deleted: bool = False
+
+
+@dataclass(frozen=True)
+class Attempt:
+    n: int
+    at: float
+    status: int | None
+    error: str | None
+    latency_ms: int
+    redelivery: bool = False
+
+
+@dataclass(frozen=True)
+class Delivery:
+    endpoint_id: str
+    seq: int
+    event_id: str
+    type: str
+    caller: str
+    book_id: str | None
+    body: dict[str, Any]
+    state: str
+    attempt: int
+    budget: int
+    redeliveries: int
+    attempts: tuple[Attempt, ...]
+    lease_until: float | None
+    created_at: float
+    window_ends: float
+    due_at: float | None
+
+
+@dataclass(frozen=True)
+class EndpointOverCap:
+    count: int

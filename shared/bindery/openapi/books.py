@@ -1,19 +1,14 @@
-"""The API's OpenAPI 3.1 document, built from the route table (`python -m bindery.openapi` prints it).
-
-The resolvers in `bindery.api` are Powertools' without pydantic validation (it would triple cold start), so
-the bodies and answers are described here, once, and a test holds this document, the resolvers' routes and
-template.yaml's routes to the same set; another holds docs/openapi.json to what this prints.
-"""
+"""The OpenAPI document's books, their assets and their exports."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from bindery import metadata as meta
 from bindery.engine import FORMATS
 from bindery.images import MAX_NAME as MAX_ASSET_NAME
 from bindery.images import TYPES
+from bindery.openapi.parts import ID, PAGE, TIME, operation
 
 NULLABLE_TEXT = {"type": ["string", "null"]}
 METADATA_FIELDS: dict[str, Any] = {
@@ -30,9 +25,6 @@ METADATA_FIELDS: dict[str, Any] = {
     "cover": {**NULLABLE_TEXT, "maxLength": MAX_ASSET_NAME, "description": "the name of an image asset"},
 }  # fmt: skip
 
-ID = {"type": "string", "pattern": "^[0-9a-z]{8,40}$"}
-TIME = {"type": ["string", "null"], "format": "date-time"}
-
 
 def _upload(method: str, **how: Any) -> dict[str, Any]:
     """A presigned upload: its id, where and how to send the bytes, until when, and how many at most."""
@@ -46,19 +38,6 @@ def _strings(description: str) -> dict[str, Any]:
 
 
 SCHEMAS: dict[str, Any] = {
-    "Error": {
-        "type": "object",
-        "required": ["error"],
-        "properties": {
-            "error": {
-                "type": "object",
-                "required": ["code", "message"],
-                "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
-                "additionalProperties": True,
-            }
-        },
-    },
-    "GatewayError": {"type": "object", "properties": {"message": {"type": "string"}}},
     "Chapter": {
         "type": "object",
         "required": ["ordinal", "title", "size_bytes"],
@@ -243,30 +222,6 @@ SCHEMAS: dict[str, Any] = {
 }
 
 
-def _json(schema: str) -> dict[str, Any]:
-    return {"content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}}
-
-
-def _errors(*statuses: int) -> dict[str, Any]:
-    described = {
-        400: "the request names its problem in `error.code`", 401: "no valid bearer token",
-        404: "no such book, export or asset, or not yours",
-        409: "the book kept changing, or the asset is its cover",
-        412: "If-Match named an older revision", 413: "the body, the manuscript or the assets are too large",
-        422: "understood, but not acceptable (see `error.code`)", 429: "too many exports in progress",
-        503: "storage is busy; retry after Retry-After",
-    }  # fmt: skip
-    answers = {str(s): {"description": described[s], **_json("Error")} for s in statuses}
-    answers["401"] = {"description": described[401], **_json("GatewayError")}
-    if "413" in answers:  # API Gateway itself refuses a payload over 10 MB, in its own shape
-        answers["413"] = {
-            "description": described[413],
-            "content": {"application/json": {"schema": {"anyOf": [
-                {"$ref": "#/components/schemas/Error"}, {"$ref": "#/components/schemas/GatewayError"}]}}},
-        }  # fmt: skip
-    return answers
-
-
 BOOK_ID = {"name": "bookId", "in": "path", "required": True, "schema": {"type": "string"}}
 EXPORT_ID = {"name": "exportId", "in": "path", "required": True, "schema": {"type": "string"}}
 IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"}}
@@ -285,35 +240,6 @@ CHAPTERS_AFTER = {
     "description": "list the chapters after this ordinal (the last page's chapters_next)",
     "schema": {"type": "integer", "minimum": 0, "maximum": 999_999_999},
 }
-PAGE = [
-    {
-        "name": "limit",
-        "in": "query",
-        "required": False,
-        "schema": {"type": "integer", "minimum": 1, "maximum": 100},
-    },
-    {"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"}},
-]
-
-
-def _op(
-    operation_id: str,
-    summary: str,
-    parameters: list[dict[str, Any]],
-    answers: dict[int, tuple[str, str | None]],
-    errors: tuple[int, ...],
-    body: str | None = None,
-) -> dict[str, Any]:
-    """One operation: `answers` maps each success status to (its description, its schema or None)."""
-    operation: dict[str, Any] = {"operationId": operation_id, "summary": summary, "parameters": parameters}
-    if body is not None:
-        operation["requestBody"] = {"required": True, **_json(body)}
-    responses = {
-        str(status): {"description": said, **(_json(schema) if schema else {})}
-        for status, (said, schema) in answers.items()
-    }
-    operation["responses"] = {**responses, **_errors(*errors)}
-    return operation
 
 
 def _next_revision(
@@ -323,73 +249,47 @@ def _next_revision(
     alike (If-Match, a book that kept changing, a body too large or not acceptable)."""
     answers: dict[int, tuple[str, str | None]] = {200: ("the book at its new revision", "Book")}
     errors = (400, 404, 409, 412, 413, 422, 503)
-    return _op(operation_id, f"{summary}: revision + 1", parameters, answers, errors, body=body)
+    return operation(operation_id, f"{summary}: revision + 1", parameters, answers, errors, body=body)
 
 
 # Route key (as template.yaml and API Gateway write it) -> operation.
 OPERATIONS: dict[str, dict[str, Any]] = {
-    "POST /books": _op(
+    "POST /books": operation(
         "createBook", "Create a book from a Markdown manuscript (to 5 MB)", [IDEMPOTENCY_KEY],
         {201: ("revision 1", "Book"), 200: ("a replayed Idempotency-Key: the book it made", "Book")},
         (400, 409, 413, 422, 503), body="CreateBook"),
-    "GET /books/{bookId}": _op(
+    "GET /books/{bookId}": operation(
         "getBook", "A book and its chapters, a page at a time", [BOOK_ID, CHAPTERS_AFTER],
         {200: ("the book", "Book")}, (400, 404, 503)),
     "PATCH /books/{bookId}": _next_revision(
         "editBook", "Edit the title or metadata (a merge patch)", [BOOK_ID, IF_MATCH], "EditBook"),
-    "POST /books/{bookId}/assets": _op(
+    "POST /books/{bookId}/assets": operation(
         "createAsset", "A presigned PUT for an image (PNG, JPEG, GIF, WebP) to name in the text", [BOOK_ID],
         {201: ("where to upload", "AssetUpload")}, (400, 404, 413, 422, 503), body="CreateAsset"),
     "PUT /books/{bookId}/assets/{name+}": _next_revision(
         "adoptAsset", "Check the uploaded image, make it the book's", [BOOK_ID, ASSET_NAME, IF_MATCH],
         "AdoptAsset"),
-    "DELETE /books/{bookId}/assets/{name+}": _op(
+    "DELETE /books/{bookId}/assets/{name+}": operation(
         "deleteAsset", "Remove an asset: revision + 1; its bytes go once no build reads them",
         [BOOK_ID, ASSET_NAME, IF_MATCH], {204: ("removed", None)}, (400, 404, 409, 412, 422, 503)),
     "PUT /books/{bookId}/manuscript": _next_revision(
         "replaceManuscript", "Replace the manuscript: re-cut", [BOOK_ID, IF_MATCH], "ReplaceManuscript"),
-    "POST /books/{bookId}/uploads": _op(
+    "POST /books/{bookId}/uploads": operation(
         "createUpload", "A presigned POST for a manuscript of 1 byte to 500 MiB", [BOOK_ID],
         {201: ("where to upload", "Upload")}, (404, 503)),
-    "DELETE /books/{bookId}": _op(
+    "DELETE /books/{bookId}": operation(
         "deleteBook", "Delete a book; its exports end and their bytes go", [BOOK_ID],
         {204: ("deleted", None)}, (404, 409, 503)),
-    "POST /books/{bookId}/exports": _op(
+    "POST /books/{bookId}/exports": operation(
         "createExport", "Request an export (always accepted for a book you own)", [BOOK_ID, IDEMPOTENCY_KEY],
         {202: ("accepted; poll Location", "Export")}, (400, 404, 413, 422, 429, 503), body="CreateExport"),
-    "GET /books/{bookId}/exports": _op(
+    "GET /books/{bookId}/exports": operation(
         "listExports", "A book's exports, newest first", [BOOK_ID, *PAGE],
         {200: ("one page", "ExportPage")}, (400, 404, 503)),
-    "GET /books/{bookId}/exports/{exportId}": _op(
+    "GET /books/{bookId}/exports/{exportId}": operation(
         "getExport", "Poll an export; a ready one carries a fresh download URL", [BOOK_ID, EXPORT_ID],
         {200: ("the export", "Export")}, (404, 503)),
-    "DELETE /books/{bookId}/exports/{exportId}": _op(
+    "DELETE /books/{bookId}/exports/{exportId}": operation(
         "cancelExport", "Cancel a pending export, or end a ready one's link now", [BOOK_ID, EXPORT_ID],
         {204: ("ended", None)}, (404, 503)),
 }  # fmt: skip
-
-
-def document() -> dict[str, Any]:
-    paths: dict[str, dict[str, Any]] = {}
-    for route_key, operation in OPERATIONS.items():
-        method, path = route_key.split(" ", 1)
-        paths.setdefault(path, {})[method.lower()] = operation
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "Bindery",
-            "version": "1",
-            "description": "Turns a user's book into a downloadable file. Every route needs a bearer JWT.",
-        },
-        "servers": [{"url": "http://127.0.0.1:3000", "description": "make run"}],
-        "security": [{"jwt": []}],
-        "paths": paths,
-        "components": {
-            "schemas": SCHEMAS,
-            "securitySchemes": {"jwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}},
-        },
-    }
-
-
-if __name__ == "__main__":
-    print(json.dumps(document(), indent=2, ensure_ascii=False))

@@ -1,0 +1,146 @@
+"""The webhook guards against a real engine, under threads released together: one event ingested by many at
+once is one feed entry and one delivery per endpoint; one due delivery sent by many at once is one attempt;
+registrations racing for the last place under the cap take it once; redeliveries racing queue one."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from bindery.deliveries import Deliveries
+from bindery.exports import Exports
+from bindery.storage import Delivery, Endpoint, EndpointOverCap, Secret
+from bindery.storage.hookmodels import DELIVERY_STATES
+from tests.figures import record
+from tests.integration.test_races import _all_at_once
+from tests.unit.hooks import Keys, Receiver, envelope
+
+pytestmark = pytest.mark.ddb_local
+
+URL = "https://hooks.example.com/in"
+RACERS = 16
+
+
+def _service(exports: Exports) -> tuple[Deliveries, Keys, Receiver]:
+    keys, receiver = Keys(), Receiver()
+    return (
+        Deliveries(exports.settings, exports.store, exports.clock, keys, post=receiver, jitter=lambda: 0.5),
+        keys,
+        receiver,
+    )
+
+
+def _endpoint(exports: Exports, caller: str, url: str = URL) -> Endpoint:
+    now = exports.clock()
+    made = exports.store.register_endpoint(
+        Endpoint(
+            id=uuid.uuid4().hex[:21],
+            caller=caller,
+            url=url,
+            events=frozenset({"bindery.export.ready"}),
+            description="",
+            secrets=(Secret("whsec_" + "A" * 44, None),),
+            enabled=True,
+            disabled_at=None,
+            disabled_reason=None,
+            fails_in_row=0,
+            created_at=now - 60,
+            updated_at=now - 60,
+            counts={s: 0 for s in DELIVERY_STATES},
+        )
+    )
+    assert isinstance(made, Endpoint)
+    return made
+
+
+def _message(exports: Exports, caller: str) -> str:
+    export = uuid.uuid4().hex[:21]
+    detail = {"id": f"{export}:ready", "export_id": export, "book_id": None, "owner": caller,
+              "format": "html", "state": "ready", "attempt": 1, "failure_code": ""}  # fmt: skip
+    return envelope("bindery.export.ready", detail, exports.clock())
+
+
+def test_one_event_ingested_by_16_at_once_is_one_entry_and_one_delivery_per_endpoint(
+    exports: Exports,
+) -> None:
+    caller = f"user-{uuid.uuid4().hex[:8]}"
+    endpoints = [_endpoint(exports, caller, f"https://h{i}.example.com/") for i in range(3)]
+    service, _, _ = _service(exports)
+    message = _message(exports, caller)
+
+    _all_at_once(RACERS, lambda _: service.ingest(message))
+
+    assert exports.store.feed_head(caller) == 1
+    for endpoint in endpoints:
+        rows, _ = exports.store.list_deliveries(endpoint.id, None, 100, None)
+        shown = exports.store.read_endpoint(caller, endpoint.id)
+        assert len(rows) == 1
+        assert shown is not None and shown.counts["queued"] == 1
+    record(
+        "race: 16 ingests of one event: deliveries made for 3 endpoints",
+        sum(len(exports.store.list_deliveries(e.id, None, 100, None)[0]) for e in endpoints),
+    )
+
+
+def test_one_due_delivery_sent_by_16_at_once_is_one_attempt(exports: Exports) -> None:
+    caller = f"user-{uuid.uuid4().hex[:8]}"
+    endpoint = _endpoint(exports, caller)
+    service, keys, receiver = _service(exports)
+    service.ingest(_message(exports, caller))
+    ((endpoint_id, seq),) = keys.drain()
+
+    outcomes = _all_at_once(RACERS, lambda _: service.send(endpoint_id, seq))
+
+    delivery = exports.store.read_delivery(endpoint_id, seq)
+    shown = exports.store.read_endpoint(caller, endpoint.id)
+    assert isinstance(delivery, Delivery) and shown is not None
+    assert outcomes.count("acked") == 1
+    assert len(receiver.got[URL]) == 1
+    assert [a.n for a in delivery.attempts] == [1]
+    assert (shown.counts["acked"], shown.counts["queued"], shown.counts["in_flight"]) == (1, 0, 0)
+    record("race: 16 concurrent senders of one delivery: POSTs made", len(receiver.got[URL]))
+
+
+def test_registrations_racing_for_the_last_place_under_the_cap_take_it_once(exports: Exports) -> None:
+    caller = f"user-{uuid.uuid4().hex[:8]}"
+    cap = exports.settings.max_webhooks
+    for i in range(cap - 1):
+        _endpoint(exports, caller, f"https://h{i}.example.com/")
+
+    def register(i: int) -> Endpoint | EndpointOverCap:
+        now = exports.clock()
+        return exports.store.register_endpoint(
+            Endpoint(uuid.uuid4().hex[:21], caller, URL, frozenset({"bindery.export.ready"}), "",
+                     (Secret(f"whsec_{i:044d}", None),), True, None, None, 0, now, now,
+                     {s: 0 for s in DELIVERY_STATES})
+        )  # fmt: skip
+
+    outcomes = _all_at_once(8, register)
+
+    assert sum(isinstance(o, Endpoint) for o in outcomes) == 1
+    assert len(exports.store.endpoints_of(caller)) == cap
+    record(
+        "race: 8 registrations for the last place under the cap: accepted",
+        sum(isinstance(o, Endpoint) for o in outcomes),
+    )
+
+
+def test_redeliveries_racing_on_one_ended_delivery_queue_it_once(exports: Exports) -> None:
+    caller = f"user-{uuid.uuid4().hex[:8]}"
+    endpoint = _endpoint(exports, caller)
+    service, keys, receiver = _service(exports)
+    receiver.answer(URL, 400)
+    service.ingest(_message(exports, caller))
+    ((endpoint_id, seq),) = keys.drain()
+    assert service.send(endpoint_id, seq) == "rejected"
+    ended = exports.store.read_delivery(endpoint_id, seq)
+    assert ended is not None
+
+    outcomes = _all_at_once(8, lambda _: exports.store.redeliver(ended, exports.clock()))
+
+    shown = exports.store.read_endpoint(caller, endpoint.id)
+    assert sum(o is not None for o in outcomes) == 1
+    assert shown is not None and (shown.counts["queued"], shown.counts["rejected"]) == (1, 0)
+    assert json.loads(json.dumps(shown.counts))["queued"] == 1

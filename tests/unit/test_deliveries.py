@@ -1,0 +1,320 @@
+"""The delivery path on moto, with a scripted receiver: each event once per subscribed endpoint, attempts on
+the stated schedule until acked, rejected or expired, every attempt recorded, counts that equal the rows,
+endpoints disabled by a run of failures or a 410, deliveries withdrawn, redelivery, and lost answers."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from bindery.states import DeliveryState
+from bindery.storage.hookmodels import DELIVERY_STATES
+from tests.calls import recording
+from tests.unit.conftest import Stack
+from tests.unit.hooks import Hooked, hooked
+from tests.unit.test_lost_answers import answer_lost
+
+URL = "https://hooks.example.com/bindery"
+OTHER = "https://other.example.com/in"
+
+
+@pytest.fixture
+def h(stack: Stack) -> Hooked:
+    return hooked(stack)
+
+
+def _ready(h: Hooked) -> tuple[str, str]:
+    book = h.stack.create_book()
+    export = h.stack.submit(book, "markdown").body["id"]
+    h.stack.exports.build(book, export)
+    return book, export
+
+
+def _counts_equal_rows(h: Hooked, endpoint_id: str) -> None:
+    """The ledger's counts, as the endpoint shows them, equal its rows, state by state."""
+    shown = h.endpoint(endpoint_id)["deliveries"]
+    rows, _ = h.stack.store.list_deliveries(endpoint_id, None, 100, None)
+    assert shown == {s: sum(d.state == s for d in rows) for s in DELIVERY_STATES}
+
+
+def test_500_twice_then_200_is_three_attempts_on_the_schedule_and_ends_acked(h: Hooked) -> None:
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, 500, 500, 200)
+    _ready(h)
+    h.publish()
+
+    assert h.send_all() == ["queued"]
+    assert h.retry_round(47) == []  # 60 s with the jitter at its middle: not due yet
+    assert h.retry_round(13) == ["queued"]
+    assert h.retry_round(299) == []
+    assert h.retry_round(1) == ["acked"]
+
+    delivery = h.delivery(ep)
+    assert delivery["state"] == "acked"
+    assert [a["status"] for a in delivery["attempts"]] == [500, 500, 200]
+    assert [a["n"] for a in delivery["attempts"]] == [1, 2, 3]
+    assert len(h.receiver.got[URL]) == 3
+    assert h.endpoint(ep)["consecutive_failures"] == 0
+    _counts_equal_rows(h, ep)
+
+
+def test_every_attempt_carries_the_same_event_id_and_a_signature_of_the_body(h: Hooked) -> None:
+    made = h.register(URL)
+    h.receiver.answer(URL, 503, 200)
+    _ready(h)
+    h.publish()
+    h.send_all()
+    h.retry_round(60)
+
+    sent = h.receiver.got[URL]
+    assert len(sent) == 2
+    ids = {headers["webhook-id"] for headers, _ in sent}
+    assert len(ids) == 1
+    for headers, body in sent:
+        at = datetime.fromtimestamp(int(headers["webhook-timestamp"]), UTC)
+        expected = Webhook(made["secret"]).sign(headers["webhook-id"], at, body.decode())
+        assert headers["webhook-signature"] == expected
+        event = json.loads(body)
+        assert event["id"] == headers["webhook-id"] and event["type"] == "bindery.export.ready"
+    feed = h.stack.http("GET", "/events").body["events"]
+    assert [e["id"] for e in feed] == list(ids)  # the feed and the webhook carry the same event
+    assert {k: v for k, v in feed[0].items() if k != "cursor"} == json.loads(sent[0][1])
+
+
+def test_a_400_is_one_attempt_and_ends_rejected(h: Hooked) -> None:
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, 400)
+    _ready(h)
+    h.publish()
+
+    assert h.send_all() == ["rejected"]
+    assert h.retry_round(86_400) == []
+    assert h.delivery(ep)["state"] == "rejected"
+    assert len(h.receiver.got[URL]) == 1
+    _counts_equal_rows(h, ep)
+
+
+@pytest.mark.parametrize("status", [408, 409, 425, 429, 301, "timeout", "address_refused"])
+def test_answers_that_mean_not_now_are_retried(h: Hooked, status: int | str) -> None:
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, status, 200)
+    _ready(h)
+    h.publish()
+
+    assert h.send_all() == ["queued"]
+    assert h.retry_round(60) == ["acked"]
+    attempts = h.delivery(ep)["attempts"]
+    assert [a["status"] if isinstance(status, int) else a["error"] for a in attempts[:1]] == [status]
+
+
+def test_a_delivery_that_never_succeeds_expires_after_its_budget(h: Hooked) -> None:
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, 500)
+    _ready(h)
+    h.publish()
+    outcomes = h.send_all()
+    for delay in h.stack.exports.settings.webhook_delays[1:]:
+        outcomes += h.retry_round(delay)
+
+    assert outcomes == ["queued"] * 7 + ["expired"]
+    delivery = h.delivery(ep)
+    assert delivery["state"] == "expired" and len(delivery["attempts"]) == 8
+    assert h.retry_round(86_400) == []  # ended: the sweep has nothing more
+    _counts_equal_rows(h, ep)
+
+
+def test_a_delivery_whose_window_ends_first_expires_without_another_attempt(h: Hooked) -> None:
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, 500)
+    _ready(h)
+    h.publish()
+    h.send_all()
+    h.stack.clock.advance(86_400)  # the sender was away: the next attempt is due, and the window is over
+
+    assert h.retry_round(0) == ["expired"]
+    assert len(h.receiver.got[URL]) == 1
+    assert h.delivery(ep)["state"] == "expired"
+
+
+def test_a_410_disables_the_endpoint_at_once_and_a_patch_enables_it(h: Hooked) -> None:
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, 410)
+    _ready(h)
+    h.publish()
+
+    assert h.send_all() == ["rejected"]
+    shown = h.endpoint(ep)
+    assert (shown["enabled"], shown["disabled_reason"]) == (False, "gone")
+    assert shown["disabled_at"] is not None
+    enabled = h.stack.http("PATCH", f"/webhooks/{ep}", body={"enabled": True}).body
+    assert (enabled["enabled"], enabled["disabled_at"], enabled["consecutive_failures"]) == (True, None, 0)
+
+
+def test_a_run_of_failures_disables_the_endpoint_and_its_waiting_deliveries_wait(stack: Stack) -> None:
+    stack.exports.settings = settings = type(stack.exports.settings)(
+        **{**stack.exports.settings.__dict__, "webhook_disable_after": 3}
+    )
+    h = hooked(stack)
+    h.stack.exports.store.settings = settings
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, 500)
+    _ready(h)
+    h.publish()
+    h.send_all()
+    h.retry_round(60)
+    h.retry_round(300)  # the third failure in a row
+
+    shown = h.endpoint(ep)
+    assert (shown["enabled"], shown["disabled_reason"], shown["consecutive_failures"]) == (
+        False,
+        "3_consecutive_failures",
+        3,
+    )
+    assert h.retry_round(1800) == ["deferred:disabled"]  # due, but not sent to a disabled endpoint
+    assert len(h.receiver.got[URL]) == 3
+    h.stack.http("PATCH", f"/webhooks/{ep}", body={"enabled": True})
+    h.receiver.answer(URL, 200)
+    h.receiver.script[URL].popleft()
+    assert h.retry_round(600) == ["acked"]
+
+
+def test_an_event_replayed_or_redriven_makes_one_delivery_per_endpoint(h: Hooked) -> None:
+    one, two = h.register(URL)["id"], h.register(OTHER)["id"]
+    _ready(h)
+    h.publish()
+    h.publish()  # the bus, or the queue, delivers the same event again
+
+    assert sorted(h.send_all()) == ["acked", "acked", "ended:acked", "ended:acked"]
+    for ep, url in ((one, URL), (two, OTHER)):
+        assert h.delivery(ep)["state"] == "acked"
+        assert len(h.receiver.got[url]) == 1
+    assert h.stack.store.feed_head("user-alice") == 1
+
+
+def test_only_subscribed_endpoints_registered_before_the_event_get_it(h: Hooked) -> None:
+    ready_only = h.register(URL)["id"]
+    failed_only = h.register(OTHER, events=["bindery.export.failed"])["id"]
+    _ready(h)
+    h.publish()
+    h.send_all()
+    h.stack.clock.advance(5)
+    late = h.register("https://late.example.com/")["id"]
+    h.publish()  # the same event, redriven after the late endpoint was registered
+
+    assert h.send_all() == ["ended:acked"]
+    assert h.endpoint(ready_only)["deliveries"]["acked"] == 1
+    assert sum(h.endpoint(failed_only)["deliveries"].values()) == 0
+    assert sum(h.endpoint(late)["deliveries"].values()) == 0
+
+
+def test_deleting_an_endpoint_withdraws_its_queued_deliveries(h: Hooked) -> None:
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, 500)
+    _ready(h)
+    h.publish()
+    h.send_all()
+    assert h.stack.http("DELETE", f"/webhooks/{ep}").status == 204
+
+    h.stack.clock.advance(1)
+    swept = h.d.sweep()
+    assert swept["withdrawn"] == 1
+    rows, _ = h.stack.store.list_deliveries(ep, None, 10, None)
+    assert [d.state for d in rows] == ["withdrawn"]
+    assert h.retry_round(60) == []
+    assert len(h.receiver.got[URL]) == 1
+    assert h.stack.http("GET", f"/webhooks/{ep}").status == 404
+
+
+def test_a_delivery_whose_book_was_deleted_before_it_was_sent_is_withdrawn(h: Hooked) -> None:
+    ep = h.register(URL)["id"]
+    book, _ = _ready(h)
+    h.publish()
+    assert h.stack.http("DELETE", f"/books/{book}").status == 204
+
+    assert h.send_all() == ["withdrawn"]
+    assert h.receiver.got[URL] == []
+    _counts_equal_rows(h, ep)
+
+
+def test_redeliver_sends_an_ended_delivery_again_as_a_new_attempt_of_the_same_delivery(h: Hooked) -> None:
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, 400, 200)
+    _ready(h)
+    h.publish()
+    h.send_all()
+    seq = h.delivery(ep)["id"]
+
+    again = h.stack.http("POST", f"/webhooks/{ep}/deliveries/{seq}/redeliver")
+    twice = h.stack.http("POST", f"/webhooks/{ep}/deliveries/{seq}/redeliver")  # it is queued: refused
+
+    assert (again.status, again.body["state"]) == (202, "queued")
+    assert (twice.status, twice.body["error"]["code"]) == (409, "not_ended")
+    assert h.retry_round(0) == ["acked"]
+    delivery = h.delivery(ep)
+    assert (delivery["id"], delivery["redeliveries"]) == (seq, 1)
+    assert [(a["status"], a["redelivery"]) for a in delivery["attempts"]] == [(400, False), (200, True)]
+    _counts_equal_rows(h, ep)
+
+
+def test_a_duplicate_send_message_sends_one_attempt(h: Hooked) -> None:
+    ep = h.register(URL)["id"]
+    _ready(h)
+    h.publish()
+    keys = h.keys.drain()
+
+    first = [h.d.send(e, s) for e, s in keys]
+    second = [h.d.send(e, s) for e, s in keys]  # SQS delivers the message again
+
+    assert (first, second) == (["acked"], ["ended:acked"])
+    assert len(h.receiver.got[URL]) == 1
+    assert h.delivery(ep)["attempts"][0]["n"] == 1
+
+
+def test_a_sender_that_died_mid_attempt_is_taken_over_once_its_lease_runs_out(h: Hooked) -> None:
+    ep = h.register(URL)["id"]
+    _ready(h)
+    h.publish()
+    ((e, s),) = h.keys.drain()
+    d = h.stack.store.read_delivery(e, s)
+    assert d is not None and h.stack.store.claim_delivery(d, "dead-sender", h.stack.clock()) is not None
+
+    assert h.d.send(e, s) == "in_flight"  # the lease is running: not taken from it
+    assert h.retry_round(h.stack.exports.settings.webhook_lease_seconds) == ["acked"]
+    attempts = h.delivery(ep)["attempts"]
+    assert [(a["n"], a["error"], a["status"]) for a in attempts] == [
+        (1, "no_answer_recorded", None),
+        (2, None, 200),
+    ]
+    _counts_equal_rows(h, ep)
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3])
+def test_a_lost_answer_on_any_delivery_write_repeats_nothing(h: Hooked, nth: int) -> None:
+    """The 1st TransactWriteItems makes the delivery, the 2nd claims it, the 3rd records the attempt: each
+    is applied and its answer lost, and botocore's resend is recognised as the write it repeats."""
+    ep = h.register(URL)["id"]
+    _ready(h)
+    client = h.stack.store.client
+    with answer_lost(client, "TransactWriteItems", nth=nth + 1):  # the first is the feed's append
+        h.publish()
+        outcomes = h.send_all()
+
+    assert outcomes == ["acked"]
+    assert len(h.receiver.got[URL]) == 1
+    assert [a["n"] for a in h.delivery(ep)["attempts"]] == [1]
+    _counts_equal_rows(h, ep)
+
+
+def test_reading_the_ledger_and_the_feed_writes_nothing(h: Hooked) -> None:
+    ep = h.register(URL)["id"]
+    _ready(h)
+    h.publish()
+    h.send_all()
+    with recording(h.stack.store.client) as calls:
+        for path in ("/webhooks", f"/webhooks/{ep}", f"/webhooks/{ep}/deliveries", "/events"):
+            assert h.stack.http("GET", path).status == 200
+    assert calls.writes() == []
+    assert DeliveryState.ACKED.value == h.delivery(ep)["state"]
