@@ -279,6 +279,18 @@ class DeliveryRows(Rows):
             )
         ]
 
+    def queued_deliveries(self, endpoint_id: str) -> list[Delivery]:
+        """The endpoint's deliveries that wait for an attempt, read consistently."""
+        return [
+            to_delivery(item)
+            for item in self.fm.delivery.query(
+                hook_pk(endpoint_id),
+                DeliveryItem.sk.startswith("DLV#"),
+                filter_condition=DeliveryItem.state == "queued",
+                consistent_read=True,
+            )
+        ]
+
     def _move(
         self,
         tx: Tx,

@@ -18,20 +18,17 @@ from pynamodb.expressions.condition import size
 
 from bindery.faults import translate_faults
 from bindery.states import Queue
-from bindery.storage.deliveries import to_delivery
 from bindery.storage.hookmodels import (
     DELIVERY_STATES,
     HOOKS_SK,
-    DeliveryItem,
     EndpointItem,
     FeedModels,
     HookSetItem,
     caller_pk,
     endpoint_sk,
-    hook_pk,
 )
 from bindery.storage.table import Refused, Rows, Tx, update_if
-from bindery.storage.types import Delivery, Endpoint, EndpointOverCap, Secret
+from bindery.storage.types import Endpoint, EndpointOverCap, Secret
 
 ACTIVE, DELETED = "active", "deleted"
 
@@ -237,18 +234,6 @@ class EndpointRows(Rows):
         index holds their keys, which is all the withdrawal needs."""
         due = self.fm.endpoint.by_due.query(Queue.WITHDRAW.value, EndpointItem.due_at <= now, limit=limit)
         return [(item.pk.removeprefix("CALLER#"), item.sk.removeprefix("HOOK#")) for item in due]
-
-    def queued_deliveries(self, endpoint_id: str) -> list[Delivery]:
-        """The endpoint's deliveries that wait for an attempt, read consistently."""
-        return [
-            to_delivery(item)
-            for item in self.fm.delivery.query(
-                hook_pk(endpoint_id),
-                DeliveryItem.sk.startswith("DLV#"),
-                filter_condition=DeliveryItem.state == "queued",
-                consistent_read=True,
-            )
-        ]
 
     def finish_withdraw(self, caller: str, endpoint_id: str, now: float) -> bool:
         """The deleted endpoint leaves the withdraw queue once nothing of it waits or is in flight; its
