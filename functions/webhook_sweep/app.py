@@ -10,7 +10,9 @@ from bindery.observability import logger, metrics
 @logger.inject_lambda_context
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
-    swept = (exports or default_exports()).deliveries.sweep()
+    swept = (exports or default_exports()).deliveries.sweep(
+        time_left=lambda: context.get_remaining_time_in_millis() / 1000
+    )
     if any(swept.values()):
         logger.info("webhook sweep done", extra=swept)
     return swept

@@ -36,6 +36,8 @@ RETRIED_4XX = frozenset({408, 409, 425, 429})
 JITTER = 0.2
 # A disabled endpoint's queued deliveries are looked at again this often, until their window ends.
 DISABLED_RECHECK_SECONDS = 600
+# Seconds of its invocation the sweep keeps for itself: it stops starting work this close to its timeout.
+SWEEP_MARGIN_SECONDS = 10.0
 
 
 class Poster(Protocol):
@@ -230,8 +232,10 @@ class Deliveries:
 
     # ---- sweep -----------------------------------------------------------------------------------
 
-    def sweep(self, limit: int | None = None) -> dict[str, int]:
-        """Send on what is due, and withdraw the waiting deliveries of deleted endpoints."""
+    def sweep(self, limit: int | None = None, time_left: Callable[[], float] | None = None) -> dict[str, int]:
+        """Send on what is due, and withdraw the waiting deliveries of deleted endpoints. With `time_left`
+        (seconds left in the invocation), it stops withdrawing SWEEP_MARGIN_SECONDS before the end: what
+        is left waits in its queue for the next minute's run."""
         now = self.clock()
         batch = limit or self.settings.sweep_batch
         keys = self.store.due_deliveries(now, batch)
@@ -239,6 +243,8 @@ class Deliveries:
             self.queue.send(keys)
         withdrawn = 0
         for caller, endpoint_id in self.store.endpoints_to_withdraw(now, batch):
+            if time_left is not None and time_left() < SWEEP_MARGIN_SECONDS:
+                break
             for d in self.store.queued_deliveries(endpoint_id):
                 withdrawn += self.store.end_waiting(d, S.WITHDRAWN, now)
             self.store.finish_withdraw(caller, endpoint_id, now)

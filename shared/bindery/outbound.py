@@ -16,9 +16,11 @@ called, over http or https.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -105,9 +107,13 @@ def address_allowed(ip: str | Address) -> bool:
 class _Kept(urllib3.connection.HTTPConnection):
     kept: socket.socket | None = None  # its socket, even after a `Connection: close` reply let go of it
 
+    opened: list[socket.socket] | None = None  # where a post's watchdog finds the sockets it may cut
+
     def connect(self) -> None:
         super().connect()
         self.kept = self.sock
+        if self.opened is not None and self.sock is not None:
+            self.opened.append(self.sock)
 
 
 class _KeptTLS(_Kept, urllib3.connection.HTTPSConnection):
@@ -235,7 +241,23 @@ def post(url: str, body: bytes, headers: dict[str, str], *, local_http: bool,
                                     assert_hostname=target.host, cert_reqs="CERT_REQUIRED", maxsize=1)
         if target.scheme == "https" else urllib3.HTTPConnectionPool(ips[0], target.port, maxsize=1)
     )  # fmt: skip
-    pool.ConnectionCls = _KeptTLS if target.scheme == "https" else _Kept
+    opened: list[socket.socket] = []
+    base = _KeptTLS if target.scheme == "https" else _Kept
+    pool.ConnectionCls = type("_Watched", (base,), {"opened": opened})
+    # A server that drips its status line and headers a byte at a time passes every per-read timeout, and
+    # urllib3 reads those before the loop below can look at the clock: a watchdog cuts the socket at the
+    # deadline, whatever is being read.
+    cut = threading.Event()
+
+    def cut_off() -> None:
+        cut.set()
+        for sock in opened:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    watchdog = threading.Timer(left, cut_off)
+    watchdog.daemon = True
+    watchdog.start()
     try:
         response = pool.urlopen("POST", target.path, body=body, headers=headers, retries=False,
                                 redirect=False, preload_content=False, release_conn=False,
@@ -259,10 +281,11 @@ def post(url: str, body: bytes, headers: dict[str, str], *, local_http: bool,
             response.close()  # the rest of a long reply is never read, so the connection is not reused
         return sent(None)
     except SSLError:
-        return sent("tls_failed")
+        return sent("deadline" if cut.is_set() else "tls_failed")
     except ReadTimeoutError:
-        return sent("deadline" if clock() - start >= deadline else "timeout")
+        return sent("deadline" if cut.is_set() or clock() - start >= deadline else "timeout")
     except (HTTPError, OSError):  # refused, unreachable, timed out connecting, reset, or a garbled reply
-        return sent("connect_failed")
+        return sent("deadline" if cut.is_set() else "connect_failed")
     finally:
+        watchdog.cancel()
         pool.close()

@@ -318,3 +318,18 @@ def test_reading_the_ledger_and_the_feed_writes_nothing(h: Hooked) -> None:
             assert h.stack.http("GET", path).status == 200
     assert calls.writes() == []
     assert DeliveryState.ACKED.value == h.delivery(ep)["state"]
+
+
+def test_a_sweep_near_its_timeout_leaves_the_withdrawals_for_the_next_run(h: Hooked) -> None:
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, 500)
+    _ready(h)
+    h.publish()
+    h.send_all()
+    h.stack.http("DELETE", f"/webhooks/{ep}")
+    h.stack.clock.advance(1)
+
+    late = h.d.sweep(time_left=lambda: 5.0)
+    on_time = h.d.sweep(time_left=lambda: 50.0)
+
+    assert (late["withdrawn"], on_time["withdrawn"]) == (0, 1)

@@ -259,6 +259,27 @@ def test_a_reply_dripped_past_the_deadline_is_cut_off_at_the_deadline(serve: Any
     assert 450 <= sent.latency_ms < 1000
 
 
+def drip_headers(handler: BaseHTTPRequestHandler, hook: Hook) -> None:
+    """The status line and headers a byte every 50 ms, for 2 s: urllib3 reads them before any body loop."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Padding: " + b"p" * 30 + b"\r\n\r\nok"
+    for byte in head:
+        if hook.stop.wait(0.05):
+            return
+        try:
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+        except OSError:
+            return
+
+
+def test_headers_dripped_past_the_deadline_are_cut_off_at_the_deadline(serve: Any) -> None:
+    hook = serve(drip_headers)
+    sent = post(f"http://127.0.0.1:{hook.port}/x", b"{}", {}, local_http=True, read_timeout=0.3, deadline=0.5)
+
+    assert (sent.status, sent.error) == (None, "deadline")
+    assert 450 <= sent.latency_ms < 1000
+
+
 def test_a_reply_stalled_mid_body_is_cut_off_at_the_deadline_not_at_the_read_timeout(serve: Any) -> None:
     def stall(handler: BaseHTTPRequestHandler, hook: Hook) -> None:
         handler.send_response(200)
