@@ -101,7 +101,16 @@ def address_allowed(ip: str | Address) -> bool:
     # (6to4 of loopback) and 64:ff9b::7f00:1 (NAT64 of loopback) global.
     return all(a.is_global and not a.is_multicast and not a.is_reserved and not a.is_loopback
                and not a.is_link_local and not a.is_private and not a.is_unspecified
-               and a not in _CGNAT and a not in _METADATA for a in found)  # fmt: skip
+               and a not in _CGNAT and a not in _METADATA and not _site_local(a) for a in found)  # fmt: skip
+
+
+def _site_local(address: Address) -> bool:
+    # fec0::/10, deprecated but still routed inside some networks, and 3fff::/20, documentation's since
+    # 2024: neither is a receiver on the internet, whatever a Python's tables say.
+    return isinstance(address, ipaddress.IPv6Address) and (address.is_site_local or address in _DOCUMENTATION)
+
+
+_DOCUMENTATION = ipaddress.IPv6Network("3fff::/20")
 
 
 class _Kept(urllib3.connection.HTTPConnection):
@@ -109,11 +118,16 @@ class _Kept(urllib3.connection.HTTPConnection):
 
     opened: list[socket.socket] | None = None  # where a post's watchdog finds the sockets it may cut
 
+    def _new_conn(self) -> socket.socket:
+        # The raw socket, before any TLS handshake on it: the watchdog can cut a handshake dripped slowly.
+        sock: socket.socket = super()._new_conn()
+        if self.opened is not None:
+            self.opened.append(sock)
+        return sock
+
     def connect(self) -> None:
         super().connect()
         self.kept = self.sock
-        if self.opened is not None and self.sock is not None:
-            self.opened.append(self.sock)
 
 
 class _KeptTLS(_Kept, urllib3.connection.HTTPSConnection):
@@ -222,7 +236,14 @@ def post(url: str, body: bytes, headers: dict[str, str], *, local_http: bool,
         target = _parse(url, local_http=local_http)
     except UrlRefused:
         return sent("url_refused")
-    ips = _addresses(target, resolve)
+    # The caller's DNS answers this lookup, so it too runs under the deadline.
+    found: list[list[str]] = []
+    lookup = threading.Thread(target=lambda: found.append(_addresses(target, resolve)), daemon=True)
+    lookup.start()
+    lookup.join(deadline)
+    if not found:
+        return sent("deadline")
+    ips = found[0]
     if not ips:
         return sent("connect_failed")
     try:

@@ -193,6 +193,11 @@ class Webhooks:
         found = self.store.read_delivery(endpoint.id, seq) if seq else None
         if found is None or found.caller != caller:
             raise errors.NotFound("no such delivery", code="not_found")
+        if not endpoint.enabled:
+            raise errors.Conflict(
+                "the endpoint is disabled: enable it (PATCH with enabled: true), then redeliver",
+                code="endpoint_disabled",
+            )
         if found.state not in DELIVERY_ENDED:
             raise errors.Conflict(
                 f"the delivery is {found.state}: only an ended one is sent again", code="not_ended"

@@ -333,3 +333,41 @@ def test_a_sweep_near_its_timeout_leaves_the_withdrawals_for_the_next_run(h: Hoo
     on_time = h.d.sweep(time_left=lambda: 50.0)
 
     assert (late["withdrawn"], on_time["withdrawn"]) == (0, 1)
+
+
+def test_with_the_jitter_at_its_most_every_attempt_of_the_budget_still_happens(stack: Stack) -> None:
+    h = hooked(stack)
+    h.d.jitter = lambda: 1.0  # every wait 20 % longer: the last would land past the 24 h window
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, 500)
+    _ready(h)
+    h.publish()
+    h.send_all()
+    for _ in range(10):  # the sweep, running every minute, sends each attempt when it is due
+        waiting = h.delivery(ep)
+        if waiting["state"] != "queued":
+            break
+        due = datetime.fromisoformat(waiting["next_attempt_at"].replace("Z", "+00:00")).timestamp()
+        h.retry_round(max(0.0, due - h.stack.clock()))
+
+    delivery = h.delivery(ep)
+    assert (delivery["state"], len(delivery["attempts"])) == ("expired", 8)
+    last = datetime.fromisoformat(delivery["attempts"][-1]["at"].replace("Z", "+00:00")).timestamp()
+    first = datetime.fromisoformat(delivery["attempts"][0]["at"].replace("Z", "+00:00")).timestamp()
+    assert last - first < h.stack.exports.settings.webhook_window_seconds
+
+
+def test_a_redelivery_to_a_disabled_endpoint_is_refused_until_it_is_enabled(h: Hooked) -> None:
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, 410)
+    _ready(h)
+    h.publish()
+    h.send_all()
+    seq = h.delivery(ep)["id"]
+
+    refused = h.stack.http("POST", f"/webhooks/{ep}/deliveries/{seq}/redeliver")
+    h.stack.http("PATCH", f"/webhooks/{ep}", body={"enabled": True})
+    accepted = h.stack.http("POST", f"/webhooks/{ep}/deliveries/{seq}/redeliver")
+
+    assert (refused.status, refused.body["error"]["code"]) == (409, "endpoint_disabled")
+    assert accepted.status == 202

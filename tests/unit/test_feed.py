@@ -141,3 +141,25 @@ def test_events_carry_a_ttl_thirty_days_out(stack: Stack) -> None:
     item = stack.store.fm.event.get(feed_pk(ALICE), event_sk(1))
 
     assert item.ttl == now + RETAINED
+
+
+def test_a_page_ends_before_a_hole_and_the_next_read_is_told_of_it(stack: Stack) -> None:
+    now = stack.clock()
+    store = stack.store
+    for i in range(4):
+        store.append_event(
+            ALICE, f"e{i}:ready", "bindery.export.ready", {}, now, now=now + (100 if i == 1 else 0)
+        )
+    # Past the kept days of events 1, 3 and 4, not 2: a hole at 3 behind a kept 2.
+    store.append_event(ALICE, "late:ready", "bindery.export.ready", {}, now, now=now + 200)
+    at = now + RETAINED + 50
+
+    first = store.events_since(ALICE, 0, 10, now)
+    assert [e.seq for e in first.events] == [1, 2, 3, 4, 5]
+    with pytest.raises(CursorGone):
+        store.events_since(ALICE, 0, 10, at)
+    kept = store.events_since(ALICE, 1, 10, at)
+    assert [e.seq for e in kept.events] == [2]  # 3 and 4 are gone: the page stops at the hole
+    with pytest.raises(CursorGone) as gone:
+        store.events_since(ALICE, kept.next, 10, at)
+    assert gone.value.oldest == 4

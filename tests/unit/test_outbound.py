@@ -8,6 +8,7 @@ import datetime
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -415,3 +416,38 @@ def test_latency_is_measured_on_the_clock_given() -> None:
         "https://inside.example/h", b"{}", {}, local_http=False, resolve=NAMES, clock=lambda: next(ticks)
     )
     assert (sent.error, sent.latency_ms) == ("address_refused", 500)
+
+
+def test_a_tls_handshake_that_never_comes_is_cut_off_at_the_deadline() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)  # accepts the connection, and never says a word of TLS
+        port = listener.getsockname()[1]
+        sent = post(
+            f"https://hooks.bindery.test:{port}/x",
+            b"{}",
+            {},
+            local_http=True,
+            resolve=lambda host, p: ["127.0.0.1"],
+            connect_timeout=3.0,
+            deadline=0.5,
+        )
+
+    assert sent.error == "deadline"
+    assert 450 <= sent.latency_ms < 1500
+
+
+def test_a_resolver_slower_than_the_deadline_ends_the_attempt_at_the_deadline() -> None:
+    def slow(host: str, port: int) -> list[str]:
+        time.sleep(2)
+        return ["93.184.216.34"]
+
+    sent = post("https://hooks.example.com/x", b"{}", {}, local_http=False, resolve=slow, deadline=0.3)
+
+    assert (sent.status, sent.error) == (None, "deadline")
+    assert sent.latency_ms < 1000
+
+
+@pytest.mark.parametrize("ip", ["fec0::1", "3fff::1"])
+def test_site_local_and_documentation_ipv6_addresses_are_refused(ip: str) -> None:
+    assert not address_allowed(ip)

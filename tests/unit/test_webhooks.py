@@ -198,3 +198,17 @@ def test_a_cursor_older_than_the_feed_keeps_is_gone_with_the_oldest_cursor_kept(
 
     assert (gone.status, gone.body["error"]["code"]) == (410, "cursor_expired")
     assert [e["cursor"] for e in kept.body["events"]] == ["2"]
+
+
+def test_a_second_rotation_inside_the_overlap_keeps_the_first_ones_promise(h: Hooked) -> None:
+    made = h.register(URL)
+    overlap = h.stack.exports.settings.webhook_secret_overlap_seconds
+    h.stack.http("POST", f"/webhooks/{made['id']}/rotate-secret")
+    h.stack.clock.advance(overlap / 2)
+    h.stack.http("POST", f"/webhooks/{made['id']}/rotate-secret")
+
+    signing = h.stack.store.read_endpoint("user-alice", made["id"])
+    assert signing is not None
+    first = [s for s in signing.secrets if s.key == made["secret"]]
+    assert len(signing.secrets) == 3
+    assert first and first[0].not_after == h.stack.clock() + overlap / 2  # its 24 h, not cut short

@@ -73,7 +73,8 @@ class DeliveryRows(Rows):
             (EndpointItem.state == "active")
             & (EndpointItem.enabled == 1)
             & EndpointItem.events.contains(delivery.type)
-            & (EndpointItem.created_at <= event_time),
+            # EventBridge's time is whole seconds: an endpoint made earlier in the event's second gets it.
+            & (EndpointItem.created_at < event_time + 1),
         )
         refused = tx.commit(self._connection())
         if refused is None:
@@ -111,6 +112,7 @@ class DeliveryRows(Rows):
         spendable = (
             (DeliveryItem.due_at <= now)
             & (DeliveryItem.attempt == d.attempt)
+            & (DeliveryItem.redeliveries == d.redeliveries)
             & (DeliveryItem.attempt < DeliveryItem.budget)
             & (DeliveryItem.window_ends > now)
         )
@@ -188,7 +190,8 @@ class DeliveryRows(Rows):
             "delivery",
             self.fm.delivery(hook_pk(d.endpoint_id), delivery_sk(d.seq)),
             actions,
-            waiting & (DeliveryItem.attempt == d.attempt),
+            # The same attempt of the same round: a redelivery since this sender read it is not its to end.
+            waiting & (DeliveryItem.attempt == d.attempt) & (DeliveryItem.redeliveries == d.redeliveries),
             old=True,
         )
         self._move(tx, d, DeliveryState(d.state), to)
@@ -198,9 +201,10 @@ class DeliveryRows(Rows):
         old = refused.old(self.fm.delivery, "delivery")
         return old is not None and old.claim == token  # our own, applied, its answer lost
 
-    def defer_delivery(self, d: Delivery, until: float) -> bool:
-        """A queued delivery to a disabled endpoint waits: looked at again at `until` (its window's end at
-        the latest), sent if the endpoint was enabled again by then."""
+    def defer_delivery(self, d: Delivery, until: float, now: float) -> bool:
+        """A delivery to a disabled endpoint waits: looked at again at `until` (its window's end at the
+        latest), sent if the endpoint was enabled again by then. One whose sender died in flight waits the
+        same way, its lapsed lease kept, so it cannot sit at the head of the sweep's queue."""
         try:
             update_if(
                 self.client,
@@ -208,7 +212,12 @@ class DeliveryRows(Rows):
                 hook_pk(d.endpoint_id),
                 delivery_sk(d.seq),
                 [DeliveryItem.due_at.set(until)],
-                (DeliveryItem.state == S.QUEUED.value) & (DeliveryItem.attempt == d.attempt),
+                (
+                    (DeliveryItem.state == S.QUEUED.value)
+                    | ((DeliveryItem.state == S.IN_FLIGHT.value) & (DeliveryItem.lease_until <= now))
+                )
+                & (DeliveryItem.attempt == d.attempt)
+                & (DeliveryItem.redeliveries == d.redeliveries),
             )
         except Refused:
             return False
@@ -271,13 +280,12 @@ class DeliveryRows(Rows):
         return found, None
 
     def due_deliveries(self, now: float, limit: int) -> list[tuple[str, int]]:
-        """(endpoint, seq) of deliveries whose next attempt is due, or whose attempt's lease ran out."""
-        return [
-            (item.pk.removeprefix("HOOK#"), int(item.sk.removeprefix("DLV#")))
-            for item in self.fm.delivery.by_due.query(
-                Queue.DELIVER.value, DeliveryItem.due_at <= now, limit=limit
-            )
-        ]
+        """(endpoint, seq) of up to `limit` deliveries whose next attempt is due, or whose attempt's lease
+        ran out, oldest first; the query reads on, page after page, until it has them."""
+        due = self.fm.delivery.by_due.query(
+            Queue.DELIVER.value, DeliveryItem.due_at <= now, limit=limit, page_size=min(limit, 1000)
+        )
+        return [(item.pk.removeprefix("HOOK#"), int(item.sk.removeprefix("DLV#"))) for item in due]
 
     def queued_deliveries(self, endpoint_id: str) -> list[Delivery]:
         """The endpoint's deliveries that wait for an attempt, read consistently."""

@@ -41,11 +41,19 @@ class FeedRows(Rows):
     fm: FeedModels
 
     def append_event(
-        self, caller: str, event_id: str, type: str, body: dict[str, Any], recorded_at: float
+        self,
+        caller: str,
+        event_id: str,
+        type: str,
+        body: dict[str, Any],
+        recorded_at: float,
+        now: float | None = None,
     ) -> Appended:
-        """Record the event in `caller`'s feed at head + 1, unless its id was recorded before."""
+        """Record the event (which happened at `recorded_at`) in `caller`'s feed at head + 1, unless its id
+        was recorded before. It is kept 30 days from `now`, its append: so what is kept expires in the
+        feed's own order, never a hole in the middle of what a reader has yet to read."""
         pk = feed_pk(caller)
-        ttl = recorded_at + self.settings.ended_retention_seconds
+        ttl = (recorded_at if now is None else now) + self.settings.ended_retention_seconds
         head = 0  # a guess: the refusal tells the truth, so no read comes first
         for n in range(APPEND_TRIES):
             if n:
@@ -124,6 +132,12 @@ class FeedRows(Rows):
         # The first kept event is not the next one: TTL removed the ones between.
         if not events or events[0].seq != after + 1:
             raise CursorGone(after, self._oldest_cursor(caller, after, head, now))
+        # A hole further on (clocks disagree by a second at the 30-day edge): the page ends before it, so
+        # the next read is told of the gap rather than reading past it.
+        for n, event in enumerate(events):
+            if event.seq != after + 1 + n:
+                events = events[:n]
+                break
         return FeedPage(tuple(events), head, max(after, events[-1].seq))
 
     def _events_between(self, caller: str, after: int, head: int, limit: int, now: float) -> list[FeedEvent]:

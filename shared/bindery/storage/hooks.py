@@ -168,11 +168,11 @@ class EndpointRows(Rows):
         """Make `new_key` the current secret; the one it replaces keeps signing beside it for the overlap.
         None if the endpoint is gone, or another rotation won since `endpoint` was read."""
         overlap = self.settings.webhook_secret_overlap_seconds
-        current = [s for s in endpoint.secrets if s.not_after is None or s.not_after > now][:1]
-        kept = [
-            Secret(new_key, None),
-            *(Secret(s.key, now + overlap) for s in current if s.not_after is None),
-        ]
+        # The current secret signs on for the overlap, and one still in its own overlap keeps it: a second
+        # rotation does not cut short the first one's promise.
+        kept = [Secret(new_key, None)]
+        kept += [Secret(s.key, now + overlap) for s in endpoint.secrets if s.not_after is None]
+        kept += [s for s in endpoint.secrets if s.not_after is not None and s.not_after > now]
         item = self.fm.endpoint(caller_pk(endpoint.caller), endpoint_sk(endpoint.id))
         try:
             updated = update_if(
