@@ -61,6 +61,21 @@ def _free_port() -> int:
 _invoking = threading.local()
 
 
+def _pin_hosts() -> None:
+    """BINDERY_LOCAL_HOSTS='{"intranet.bindery.test": "10.0.0.5"}': names this process resolves to the given
+    addresses, as a DNS server would, so a test can register a name that resolves to a private address
+    (there is no DNS here). Only the listed names change; this is the local stack's, never a deployment's."""
+    pinned = {k.lower(): v for k, v in json.loads(os.environ.get("BINDERY_LOCAL_HOSTS") or "{}").items()}
+    resolve = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.rstrip(".").lower() if isinstance(host, str) else host
+        return resolve(pinned.get(name, host), *args, **kwargs)
+
+    if pinned:
+        socket.getaddrinfo = getaddrinfo
+
+
 class Functions:
     """The template's handlers, imported on first use, each invoked one event at a time."""
 
@@ -409,6 +424,7 @@ def main() -> int:
         moto.start()
     endpoint = moto.endpoint
     _configure_environment(endpoint)
+    _pin_hosts()
     _quiet_logs()
 
     stop = threading.Event()
