@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 
-from bindery.storage.table import ByDue, Item, M, Models
+from bindery.storage.table import ByDue, Item, M, Models, bound_model
 
 
 class FeedHeadItem(Item):
@@ -153,8 +153,7 @@ class FeedModels:
         base = models.item.Meta
 
         def bind(model: type[M]) -> type[M]:
-            meta = type("Meta", (model.Meta,), {"table_name": base.table_name, "region": base.region})
-            return type(model.__name__, (model,), {"Meta": meta, "__module__": model.__module__})
+            return bound_model(model, base.table_name, base.region)
 
         feed = cls(
             head=bind(FeedHeadItem),

@@ -379,8 +379,7 @@ class Models:
     @classmethod
     def bound(cls, table: str, region: str) -> Models:
         def bind(model: type[M]) -> type[M]:
-            meta = type("Meta", (model.Meta,), {"table_name": table, "region": region})
-            return type(model.__name__, (model,), {"Meta": meta, "__module__": model.__module__})
+            return bound_model(model, table, region)
 
         models = cls(
             item=bind(Item),
@@ -400,6 +399,12 @@ class Models:
         for model in models.__dict__.values():
             model._connection = shared
         return models
+
+
+def bound_model(model: type[M], table: str, region: str) -> type[M]:
+    """A subclass of `model` bound to `table` in `region`: how every Store gets model classes of its own."""
+    meta = type("Meta", (model.Meta,), {"table_name": table, "region": region})
+    return type(model.__name__, (model,), {"Meta": meta, "__module__": model.__module__})
 
 
 class Rows:
