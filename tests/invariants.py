@@ -1,4 +1,4 @@
-"""The five promises, checked against what is in the table and the bucket once the system is quiescent.
+"""The eight promises, checked against what is in the table and the bucket once the system is quiescent.
 
 1. Every accepted export has a row, and has ended (ready, failed, cancelled or expired), a failed one
    with its code.

@@ -10,8 +10,9 @@ import boto3
 import pytest
 
 from bindery.objects import artifact_key
-from tests.invariants import violations
+from tests.invariants import violations, webhook_violations
 from tests.unit.conftest import Stack
+from tests.unit.hooks import hooked
 
 
 def _ready_book(stack: Stack) -> tuple[str, str]:
@@ -80,3 +81,59 @@ def test_an_accepted_export_without_a_row_is_named(stack: Stack) -> None:
     _ready_book(stack)
     found = violations(stack.store, stack.objects, accepted={"1a0000000000000000000"}, after_gc=False)
     assert found == ["1: accepted export 1a0000000000000000000 has no row"]
+
+
+def _delivered(stack: Stack) -> tuple[str, str]:
+    """An endpoint, an export's ready event ingested, and its delivery acked: a clean webhook ledger."""
+    h = hooked(stack)
+    endpoint = h.register("https://hooks.example.com/in")["id"]
+    book, _ = _ready_book(stack)
+    h.publish()
+    h.send_all()
+    return endpoint, book
+
+
+def _count_off(stack: Stack, endpoint: str, _: str) -> None:
+    _table(stack).update_item(
+        Key={"pk": "CALLER#user-alice", "sk": f"HOOK#{endpoint}"}, UpdateExpression="ADD n_acked :one",
+        ExpressionAttributeValues={":one": 1},
+    )  # fmt: skip
+
+
+def _delivery_left_queued(stack: Stack, endpoint: str, _: str) -> None:
+    _table(stack).update_item(
+        Key={"pk": f"HOOK#{endpoint}", "sk": "DLV#000000000001"},
+        UpdateExpression="SET #s = :q",
+        ExpressionAttributeNames={"#s": "state"},
+        ExpressionAttributeValues={":q": "queued"},
+    )
+
+
+def _delivery_lost(stack: Stack, endpoint: str, _: str) -> None:
+    _table(stack).delete_item(Key={"pk": f"HOOK#{endpoint}", "sk": "DLV#000000000001"})
+
+
+def _hole_in_the_feed(stack: Stack, _: str, __: str) -> None:
+    _table(stack).delete_item(Key={"pk": "FEED#user-alice", "sk": "E#000000000001"})
+
+
+HOOK_BREAKS: dict[str, tuple[Callable[[Stack, str, str], None], str]] = {
+    "a ledger count its rows do not hold": (_count_off, "7: endpoint"),
+    "a delivery that never ended": (_delivery_left_queued, "6: delivery"),
+    "an event that never reached its endpoint": (_delivery_lost, "6: event"),
+    "a hole in the feed": (_hole_in_the_feed, "8: user-alice's feed"),
+}
+
+
+def test_a_clean_webhook_ledger_breaks_no_promise(stack: Stack) -> None:
+    _delivered(stack)
+    assert webhook_violations(stack.store) == []
+
+
+@pytest.mark.parametrize("broken", sorted(HOOK_BREAKS))
+def test_each_broken_webhook_promise_is_named(stack: Stack, broken: str) -> None:
+    endpoint, book = _delivered(stack)
+    breaking, named = HOOK_BREAKS[broken]
+    breaking(stack, endpoint, book)
+    found = webhook_violations(stack.store)
+    assert any(line.startswith(named) for line in found), found
