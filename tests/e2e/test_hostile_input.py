@@ -256,8 +256,9 @@ def _snapshot(stack: RunningStack) -> tuple[Any, Any]:
         .get("Contents", [])
     )
     # The GC's own bookkeeping (its audit rows and reconciliation cursor, under GC#) changes every run,
-    # whatever the requests do: everything else is compared.
-    kept = [i for i in items if not i["pk"]["S"].startswith("GC#")]
+    # whatever the requests do, and so does the events feed (FEED#, EVT#), which the webhook ingest writes
+    # as earlier exports' events arrive: everything else is compared.
+    kept = [i for i in items if not i["pk"]["S"].startswith(("GC#", "FEED#", "EVT#"))]
     return sorted(json.dumps(i, sort_keys=True) for i in kept), sorted((o["Key"], o["Size"]) for o in objects)
 
 
