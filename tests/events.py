@@ -28,9 +28,10 @@ def http_event(
     raw_body: str | None = None,
     headers: dict[str, str] | None = None,
     query: dict[str, str] | None = None,
+    caller_class: str | None = None,
 ) -> dict[str, Any]:
     """An API Gateway HTTP API v2 event, as the JWT authorizer would pass it: `caller` is the verified
-    `sub`, and None means a request with no authorizer context at all."""
+    `sub` (None: a request with no authorizer context at all), `caller_class` its `bindery_class` claim."""
     event = copy.deepcopy(_BASE)
     event["routeKey"] = "$default"
     event["rawPath"] = path
@@ -41,6 +42,8 @@ def http_event(
         event["requestContext"].pop("authorizer")
     else:
         event["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = caller
+        if caller_class is not None:
+            event["requestContext"]["authorizer"]["jwt"]["claims"]["bindery_class"] = caller_class
     if headers:
         event["headers"].update({k.lower(): v for k, v in headers.items()})
     if query:

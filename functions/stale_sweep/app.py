@@ -1,4 +1,4 @@
-"""stale_sweep (scheduled): end the builds nobody is coming back for."""
+"""stale_sweep (scheduled): end the builds nobody is coming back for, and the batches they leave ended."""
 
 from typing import Any
 
@@ -9,10 +9,10 @@ from bindery.observability import logger, metrics
 @logger.inject_lambda_context
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
-    swept = (exports or default_exports()).fail_stale_exports(
-        time_left=lambda: context.get_remaining_time_in_millis() / 1000
-    )
-    result = {"failed": swept.done, "refused": swept.refused, "errors": swept.failed}
+    exports = exports or default_exports()
+    swept = exports.fail_stale_exports(time_left=lambda: context.get_remaining_time_in_millis() / 1000)
+    batches = exports.settle_batches()
+    result = {"failed": swept.done, "refused": swept.refused, "errors": swept.failed, **batches}
     if any(result.values()):
         logger.info("stale sweep done", extra=result)
     return result

@@ -14,10 +14,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
 from bindery import errors
 from bindery.common import iso
 from bindery.exports import RETRY_AFTER_PENDING, Exports
+from bindery.limits import CallerClass, caller_class
 from bindery.metadata import package_identifier
 from bindery.observability import logger
 from bindery.storage import Book, Chapter, StorageError
@@ -25,6 +27,8 @@ from bindery.storage import Book, Chapter, StorageError
 JSON = "application/json"
 # A request for an export is a few dozen bytes; anything near this is not one.
 SMALL_BODY_LIMIT = 16 * 1024
+# A batch of at most 90 targets, each a book id, a format and its options.
+BATCH_BODY_LIMIT = 64 * 1024
 # A body with a manuscript inline, in encoded bytes. Lambda takes at most 6 MB of event, the body inside it
 # a JSON string, so its quotes and backslashes are escaped once more: this stays under 6 MB unless a fifth
 # of the body is escapes. Larger manuscripts go through POST /books/{bookId}/uploads.
@@ -56,11 +60,18 @@ def _register_error_handlers(app: APIGatewayHttpResolver) -> None:
     @app.exception_handler(errors.BinderyError)
     def refusal(exc: errors.BinderyError) -> Response:
         details = dict(exc.details)
-        headers = {}
+        headers = _rate_limit(app)
         retry_after = details.pop("retry_after", None)
         if retry_after is not None:
             headers["Retry-After"] = str(retry_after)
         return _json(exc.status, _error_body(exc.code, exc.message, **details), headers)
+
+    def with_rate_limit(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response:
+        response = next_middleware(app)
+        response.headers.update(_rate_limit(app))
+        return response
+
+    app.use(middlewares=[with_rate_limit])
 
     @app.exception_handler(StorageError)
     def unavailable(exc: StorageError) -> Response:
@@ -79,13 +90,32 @@ _register_error_handlers(writes)
 _register_error_handlers(reads)
 
 
-def _caller(app: APIGatewayHttpResolver) -> str:
+def _claims(app: APIGatewayHttpResolver) -> dict[str, Any]:
     authorizer = app.current_event.request_context.authorizer
-    claims = (authorizer.jwt_claim if authorizer is not None else None) or {}
-    sub = claims.get("sub")
+    return (authorizer.jwt_claim if authorizer is not None else None) or {}
+
+
+def _caller(app: APIGatewayHttpResolver) -> str:
+    sub = _claims(app).get("sub")
     if not isinstance(sub, str) or not sub:
         raise errors.Unauthorized("a valid bearer token is required", code="unauthorized")
     return sub
+
+
+def _class(app: APIGatewayHttpResolver) -> CallerClass:
+    return caller_class(_claims(app))
+
+
+def _rate_limit(app: APIGatewayHttpResolver) -> dict[str, str]:
+    """Every answer to a caller carries its live-export cap (one read of its live item). An answer with no
+    caller (401) carries none, and a read that fails leaves them out rather than fail the answer."""
+    sub = _claims(app).get("sub")
+    if not isinstance(sub, str) or not sub or "exports" not in app.context:
+        return {}
+    try:
+        return _exports(app).rate_limit(sub, _class(app))
+    except StorageError:
+        return {}
 
 
 def _exports(app: APIGatewayHttpResolver) -> Exports:
@@ -308,7 +338,9 @@ def create_export(book_id: str) -> Response:
     caller = _caller(writes)
     body = _body(writes, SMALL_BODY_LIMIT, {"format": object, "options": object}, optional=("options",))
     key = writes.current_event.headers.get("idempotency-key")
-    view, created = _exports(writes).submit(caller, book_id, body["format"], key, body.get("options"))
+    view, created = _exports(writes).submit(
+        caller, book_id, body["format"], key, body.get("options"), _class(writes)
+    )
     headers = {"Location": f"/books/{book_id}/exports/{view['id']}", "Retry-After": str(RETRY_AFTER_PENDING)}
     if not created:
         headers["Idempotent-Replayed"] = "true"
@@ -322,7 +354,47 @@ def cancel_export(book_id: str, export_id: str) -> Response:
     return Response(status_code=204, body="")
 
 
+@writes.post("/batches")
+def create_batch() -> Response:
+    caller = _caller(writes)
+    body = _body(writes, BATCH_BODY_LIMIT, {"exports": object})
+    key = writes.current_event.headers.get("idempotency-key")
+    view, created = _exports(writes).create_batch(caller, _class(writes), body["exports"], key)
+    headers = {"Location": f"/batches/{view['id']}", "Retry-After": str(RETRY_AFTER_PENDING)}
+    if not created:
+        headers["Idempotent-Replayed"] = "true"
+    return _json(202, view, headers)
+
+
+@writes.delete("/batches/<batch_id>")
+def cancel_batch(batch_id: str) -> Response:
+    caller = _caller(writes)
+    _exports(writes).cancel_batch(caller, batch_id)
+    return Response(status_code=204, body="")
+
+
 # ---- reads (the poll function) -------------------------------------------------------------------
+
+
+@reads.get("/batches")
+def list_batches() -> Response:
+    caller = _caller(reads)
+    params = reads.current_event.query_string_parameters or {}
+    return _json(200, _exports(reads).list_batches(caller, params.get("limit"), params.get("cursor")))
+
+
+@reads.get("/batches/<batch_id>")
+def get_batch(batch_id: str) -> Response:
+    caller = _caller(reads)
+    view = _exports(reads).read_batch(caller, batch_id)
+    headers = {"Retry-After": str(RETRY_AFTER_PENDING)} if view["status"] in ("queued", "running") else None
+    return _json(200, view, headers)
+
+
+@reads.get("/me")
+def get_me() -> Response:
+    caller = _caller(reads)
+    return _json(200, _exports(reads).me(caller, _class(reads)))
 
 
 @reads.get("/books/<book_id>")

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from bindery import engine
 from bindery.common import Parts
 from bindery.faults import AWS_ERRORS
+from bindery.limits import CallerClass
 from bindery.objects import artifact_key, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
 from bindery.states import BuildOutcome, ClaimRefusal, Ending, FailureCode
@@ -73,6 +74,10 @@ class Builds(Parts):
         chapters = [] if copies else self.store.read_chapters(book_id, book.cut)
         renderer = engine.renderer_for(export.format)
         limit = getattr(renderer, "max_manuscript_bytes", None)
+        if export.format == "pdf":
+            # The caller's class may hold it to less than the renderer can typeset.
+            held_to = self.settings.limits(CallerClass(export.caller_class or CallerClass.STANDARD))
+            limit = min(limit or held_to.pdf_manuscript_bytes, held_to.pdf_manuscript_bytes)
         if limit is not None and book.manuscript_bytes > limit:
             # Fail early and say why, rather than die of memory halfway through.
             return self._fail(export, FailureCode.TOO_LARGE_FOR_FORMAT)

@@ -48,10 +48,14 @@ def iso(t: float | None) -> str | None:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def new_id(now: float) -> str:
+def new_id(now: float, shard: int | None = None) -> str:
     """Time-ordered, so a book's exports list newest first by key alone: 11 hex digits of milliseconds,
-    then 10 random ones."""
-    return f"{int(now * 1000):011x}{secrets.token_hex(5)}"
+    then 10 random ones. An export's last digit is instead the cap shard its live slot is counted in
+    (`bindery.limits.shard_of`), so every write that ends it knows which counter to give the slot back to."""
+    tail = secrets.token_hex(5)
+    if shard is not None:
+        tail = f"{tail[:-1]}{shard:x}"
+    return f"{int(now * 1000):011x}{tail}"
 
 
 def new_cut(revision: int) -> str:
@@ -65,6 +69,30 @@ def valid_id(value: str) -> bool:
 def not_found() -> errors.NotFound:
     # One body for missing and for someone else's: the answer must not tell them apart.
     return errors.NotFound("no such book or export", code="not_found")
+
+
+RETRY_AFTER_OVER_CAP = 30
+# A submit its shard of the global cap refused reads them all and tries the roomiest: this many tries in all.
+SHARD_TRIES = 3
+
+
+def service_full(total: int) -> errors.ServiceAtCapacity:
+    return errors.ServiceAtCapacity(
+        f"the service is building {total:,} exports, the most it takes at once; try again shortly",
+        code="service_at_capacity",
+        retry_after=RETRY_AFTER_OVER_CAP,
+    )
+
+
+def over_budget(usage: int, budget: int) -> errors.InsufficientStorage:
+    return errors.InsufficientStorage(
+        f"your finished files take {usage:,} bytes, and your storage budget is {budget:,}; cancel ready "
+        "exports you have downloaded (DELETE /books/{bookId}/exports/{exportId} deletes the file at once), "
+        "or wait for links to lapse: a lapsed link's file is deleted within minutes",
+        code="storage_budget_exceeded",
+        usage_bytes=usage,
+        budget_bytes=budget,
+    )
 
 
 def idempotency_for(caller: str, key: str, request: list[Any]) -> tuple[str, str]:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from functools import lru_cache
+from functools import cached_property, lru_cache
+
+from bindery.limits import CallerClass, Limits, LimitsError, class_limits, shard_caps
 
 
 class ConfigError(ValueError):
@@ -34,7 +36,12 @@ class Settings:
     link_ttl_seconds: int = 86_400
     presign_max_seconds: int = 900
     queue_grace_seconds: int = 1_800
+    # The standard class's live exports; every class's caps are in `bindery.limits`, overridden by
+    # `class_limits` (BINDERY_CLASS_LIMITS, JSON).
     max_live_exports: int = 10
+    class_limits: str = ""
+    # Pending exports across every caller at once, single or in a batch.
+    max_live_exports_total: int = 1_000
     idempotency_ttl_seconds: int = 86_400
     ended_retention_seconds: int = 30 * 86_400
     sweep_batch: int = 100
@@ -67,6 +74,20 @@ class Settings:
             raise ConfigError("BINDERY_WEBHOOK_SCHEDULE must hold at least one delay, none negative")
         return delays
 
+    @cached_property
+    def classes(self) -> dict[CallerClass, Limits]:
+        try:
+            return class_limits(self.class_limits, self.max_live_exports)
+        except LimitsError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def limits(self, caller_class: CallerClass) -> Limits:
+        return self.classes[caller_class]
+
+    @cached_property
+    def shard_caps(self) -> tuple[int, ...]:
+        return shard_caps(self.max_live_exports_total)
+
     @property
     def webhook_local(self) -> bool:
         return self.webhook_local_http == "1"
@@ -98,6 +119,7 @@ class Settings:
                 values[f.name] = raw
         read = cls(**values)  # type: ignore[arg-type]
         read.webhook_delays  # noqa: B018 - a schedule that does not parse is refused here, at start
+        read.classes  # noqa: B018 - and so are class limits that do not
         return read
 
 

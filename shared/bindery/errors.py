@@ -74,6 +74,16 @@ class TooManyLiveExports(BinderyError):
     code = "too_many_live_exports"
 
 
+class InsufficientStorage(BinderyError):
+    status = 507  # the caller's stored files are at or over its budget; details carry usage and budget
+    code = "storage_budget_exceeded"
+
+
+class ServiceAtCapacity(BinderyError):
+    status = 503  # the service holds its global cap of live exports; details carry retry_after
+    code = "service_at_capacity"
+
+
 class Gone(BinderyError):
     """What the request names is no longer kept: an events cursor older than the feed's 30 days."""
 

@@ -13,14 +13,18 @@ composition root.
 
 from __future__ import annotations
 
+import random
 import re
 import time
 from functools import lru_cache
 from typing import Any
 
 from bindery import engine, errors
+from bindery.batches import BatchRequests
 from bindery.builds import Builds
 from bindery.common import (
+    RETRY_AFTER_OVER_CAP,
+    SHARD_TRIES,
     Clock,
     Parts,
     decode_cursor,
@@ -30,11 +34,14 @@ from bindery.common import (
     key_reused,
     new_id,
     not_found,
+    over_budget,
+    service_full,
     valid_id,
 )
 from bindery.config import Settings, settings
 from bindery.deliveries import Deliveries
 from bindery.library import Library
+from bindery.limits import CallerClass
 from bindery.objects import Objects
 from bindery.observability import metrics, state_change
 from bindery.schedules import Schedules
@@ -46,16 +53,17 @@ from bindery.storage import (
     Export,
     KeyReused,
     NotFound,
+    OverBudget,
     OverCap,
     Replayed,
     Revoked,
+    ShardFull,
     Store,
 )
 from bindery.webhooks import Webhooks
 
 PAGE_DEFAULT, PAGE_MAX = 20, 100
 RETRY_AFTER_PENDING = 2
-RETRY_AFTER_OVER_CAP = 30
 
 
 def download_name(title: str, extension: str) -> str:
@@ -69,20 +77,16 @@ class ExportRequests(Parts):
     # ---- submit ----------------------------------------------------------------------------------
 
     def submit(
-        self, caller: str, book_id: str, fmt: Any, idempotency_key: str | None, options: Any = None
+        self,
+        caller: str,
+        book_id: str,
+        fmt: Any,
+        idempotency_key: str | None,
+        options: Any = None,
+        caller_class: CallerClass = CallerClass.STANDARD,
     ) -> tuple[dict[str, Any], bool]:
         """Accept an export. Returns its view and whether this call created it (False for a replay)."""
-        if not isinstance(fmt, str):
-            raise errors.BadRequest(
-                "format must be a string", code="invalid_format", known=sorted(engine.FORMATS)
-            )
-        if fmt not in engine.FORMATS:
-            raise errors.Unprocessable(
-                f"unknown format {fmt[:40]!r}; known formats: {', '.join(sorted(engine.FORMATS))}",
-                code="unknown_format",
-                known=sorted(engine.FORMATS),
-            )
-        chosen = engine.options_for(fmt, options)
+        fmt, chosen = engine.format_and_options(fmt, options)
         idempotency_ids = None
         if idempotency_key is not None:
             request = ["POST /exports", book_id, fmt, chosen]
@@ -90,20 +94,34 @@ class ExportRequests(Parts):
         if not valid_id(book_id):
             raise not_found()
         now = self.clock()
-        export = Export(
-            id=new_id(now),
-            book_id=book_id,
-            format=fmt,
-            state=State.PENDING,
-            requested_at=now,
-            counted_against=caller,
-            options=chosen,
-        )
-        view = self.view(export, book=None, now=now)
-        idempotency = None
-        if idempotency_ids is not None:
-            idempotency = (*idempotency_ids, view)
-        outcome = self.store.submit_export(export, caller=caller, now=now, idempotency=idempotency)
+        limits = self.settings.limits(caller_class)
+        shard = self._any_shard()
+        for _ in range(SHARD_TRIES):
+            export = Export(
+                id=new_id(now, shard),
+                book_id=book_id,
+                format=fmt,
+                state=State.PENDING,
+                requested_at=now,
+                counted_against=caller,
+                options=chosen,
+                caller_class=caller_class.value,
+            )
+            view = self.view(export, book=None, now=now)
+            idempotency = None
+            if idempotency_ids is not None:
+                idempotency = (*idempotency_ids, view)
+            outcome = self.store.submit_export(
+                export, caller=caller, limits=limits, now=now, idempotency=idempotency
+            )
+            if not isinstance(outcome, ShardFull):
+                break
+            # The shard this id named was full: try the one with the most room, as a read of them all says
+            # now. None has any: the service is at its cap.
+            room = self.store.shard_room()
+            shard = max(room, key=lambda k: (room[k], random.random()))
+            if room[shard] <= 0:
+                raise service_full(self.settings.max_live_exports_total)
         match outcome:
             case Accepted():
                 metrics.add_metric(name="ExportsRequested", unit="Count", value=1)
@@ -120,9 +138,48 @@ class ExportRequests(Parts):
                     live_exports=list(live),
                     retry_after=RETRY_AFTER_OVER_CAP,
                 )
+            case OverBudget(usage=usage):
+                raise over_budget(usage, limits.storage_bytes)
+            case ShardFull():
+                raise service_full(self.settings.max_live_exports_total)
             case NotFound():
                 raise not_found()
         raise AssertionError(outcome)
+
+    def _any_shard(self) -> int:
+        """A shard of the global cap, at random among those with any cap: the writes spread over them."""
+        caps = self.settings.shard_caps
+        return random.choice([k for k, cap in enumerate(caps) if cap > 0])
+
+    # ---- what a caller holds, and may ---------------------------------------------------------------
+
+    def me(self, caller: str, caller_class: CallerClass) -> dict[str, Any]:
+        """The caller's class, what it holds now, and every cap it is held to."""
+        limits = self.settings.limits(caller_class)
+        held = self.store.holdings(caller)
+        return {
+            "caller": caller,
+            "class": caller_class.value,
+            "limits": {**limits.view(), "live_exports_total": self.settings.max_live_exports_total},
+            "live": {"exports": held.live_exports, "batches": held.live_batches},
+            "storage": {
+                "usage_bytes": held.usage,
+                "budget_bytes": limits.storage_bytes,
+                "remaining_bytes": max(0, limits.storage_bytes - held.usage),
+            },
+        }
+
+    def rate_limit(self, caller: str, caller_class: CallerClass) -> dict[str, str]:
+        """The live-export cap as the IETF httpapi draft's RateLimit-* fields. A cap on what is held at once
+        has no window: Reset is 0 while there is room, and otherwise the wait Retry-After suggests."""
+        cap = self.settings.limits(caller_class).live_exports
+        # An eventually consistent read: half the cost, and a header is advice, not the cap's guard.
+        remaining = max(0, cap - self.store.holdings(caller, consistent=False).live_exports)
+        return {
+            "RateLimit-Limit": str(cap),
+            "RateLimit-Remaining": str(remaining),
+            "RateLimit-Reset": "0" if remaining else str(RETRY_AFTER_OVER_CAP),
+        }
 
     # ---- caller reads ----------------------------------------------------------------------------
 
@@ -230,7 +287,7 @@ class ExportRequests(Parts):
         return outcome
 
 
-class Exports(ExportRequests, Builds, Schedules):
+class Exports(ExportRequests, BatchRequests, Builds, Schedules):
     """The service behind every handler: each part, composed on one set of collaborators. They are injected;
     the defaults build real ones."""
 

@@ -16,6 +16,17 @@ class State(StrEnum):
 ENDED = frozenset({State.FAILED, State.CANCELLED, State.EXPIRED})
 
 
+class BatchStatus(StrEnum):
+    """A batch is running until every target has ended; then done (every target ready), partial (some),
+    or failed (none); or cancelled by its caller."""
+
+    RUNNING = "running"
+    DONE = "done"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
 class FailureCode(StrEnum):
     EMPTY_BOOK = "empty_book"
     TOO_LARGE_FOR_FORMAT = "too_large_for_format"
@@ -35,6 +46,7 @@ class Queue(StrEnum):
     PURGE = "purge"  # a deleted book whose exports are still to be ended
     DELIVER = "deliver"  # a webhook delivery: its next attempt is due, or its attempt's lease runs out
     WITHDRAW = "withdraw"  # a deleted webhook endpoint whose waiting deliveries are still to be withdrawn
+    BATCH = "batch"  # a batch not yet ended: the sweep settles it should its last ending not have
 
 
 class DeliveryState(StrEnum):

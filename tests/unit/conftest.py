@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -69,12 +71,29 @@ class Stack:
         return str(reply.body["id"])
 
     def submit(
-        self, book_id: str, fmt: str = "html", caller: str = "user-alice", key: str | None = None
+        self,
+        book_id: str,
+        fmt: str = "html",
+        caller: str = "user-alice",
+        key: str | None = None,
+        caller_class: str | None = None,
     ) -> Reply:
         headers = {"Idempotency-Key": key} if key else None
         return self.http(
-            "POST", f"/books/{book_id}/exports", caller=caller, body={"format": fmt}, headers=headers
+            "POST",
+            f"/books/{book_id}/exports",
+            caller=caller,
+            body={"format": fmt},
+            headers=headers,
+            caller_class=caller_class,
         )
+
+    def reconfigured(self, **changes: Any) -> Stack:
+        """The same table, bucket and clock, under settings with these changes (the store's too: the caps'
+        conditions read its settings)."""
+        settings = dataclasses.replace(self.exports.settings, **changes)
+        self.exports = Exports(settings, Store(settings), Objects(settings), clock=self.clock)
+        return self
 
     def poll(self, book_id: str, export_id: str, caller: str = "user-alice") -> Reply:
         return self.http("GET", f"/books/{book_id}/exports/{export_id}", caller=caller)

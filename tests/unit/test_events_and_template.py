@@ -11,6 +11,7 @@ import boto3
 from standardwebhooks.webhooks import Webhook
 
 from bindery.deliveries import Deliveries
+from bindery.limits import CallerClass
 from bindery.objects import cut_key
 from bindery.outbound import Sent
 from bindery.sendqueue import SendQueue, parse_message
@@ -41,7 +42,8 @@ def _seed(stack: Stack) -> None:
     stack.objects.put_bytes(cut_key(BOOK, "r1"), text)
     stack.store.create_book(Book(BOOK, "user-alice", "Sample", 1, "r1", 1, len(text), now, now))
     export = Export(EXPORT, BOOK, "html", State.PENDING, now, "user-alice")
-    stack.store.submit_export(export, caller="user-alice", now=now, idempotency=None)
+    limits = stack.exports.settings.limits(CallerClass.STANDARD)
+    stack.store.submit_export(export, caller="user-alice", limits=limits, now=now, idempotency=None)
 
 
 def test_every_sample_event_drives_its_handler(stack: Stack) -> None:

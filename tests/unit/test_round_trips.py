@@ -12,11 +12,15 @@ def _clients(stack: Stack) -> tuple[object, object]:
     return stack.store.client, stack.objects.client
 
 
+# Every answer to a caller also reads its live item once, for the RateLimit-* fields.
+HOLDINGS = ("dynamodb", "GetItem")
+
+
 def test_submit_is_one_transact_write(stack: Stack) -> None:
     book = stack.create_book()
     with recording(*_clients(stack)) as calls:
         assert stack.submit(book, key="once").status == 202
-    assert calls.made == [("dynamodb", "TransactWriteItems")]
+    assert calls.made == [("dynamodb", "TransactWriteItems"), HOLDINGS]
 
 
 def test_a_replayed_idempotency_key_costs_one_call_and_no_second_read(stack: Stack) -> None:
@@ -24,7 +28,7 @@ def test_a_replayed_idempotency_key_costs_one_call_and_no_second_read(stack: Sta
     stack.submit(book, key="again")
     with recording(*_clients(stack)) as calls:
         assert stack.submit(book, key="again").status == 202
-    assert calls.made == [("dynamodb", "TransactWriteItems")]
+    assert calls.made == [("dynamodb", "TransactWriteItems"), HOLDINGS]
 
 
 def test_poll_is_one_read_and_no_write(stack: Stack) -> None:
@@ -34,7 +38,7 @@ def test_poll_is_one_read_and_no_write(stack: Stack) -> None:
     with recording(*_clients(stack)) as calls:
         polled = stack.poll(book, export_id)
     assert polled.body["download_url"]  # presigning is local arithmetic, not a call
-    assert calls.made == [("dynamodb", "TransactGetItems")]
+    assert calls.made == [("dynamodb", "TransactGetItems"), HOLDINGS]
 
 
 def test_claim_finish_fail_and_cancel_are_one_call_each(stack: Stack) -> None:
@@ -56,7 +60,7 @@ def test_claim_finish_fail_and_cancel_are_one_call_each(stack: Stack) -> None:
     assert claim.made == [("dynamodb", "UpdateItem")]
     assert finish.made == [("dynamodb", "TransactWriteItems")]
     assert fail.made == [("dynamodb", "TransactWriteItems")]
-    assert cancel.made == [("dynamodb", "TransactWriteItems")]
+    assert cancel.made == [("dynamodb", "TransactWriteItems"), HOLDINGS]
 
 
 def test_each_stale_row_costs_one_write(stack: Stack) -> None:
@@ -78,15 +82,17 @@ def test_each_lapsed_link_costs_one_expire_one_delete_and_one_forget(stack: Stac
     with recording(*_clients(stack)) as calls:
         result = stack.gc()
     assert (result["expired"], result["unlinked"]) == (2, 2)
-    # Per link: one write to expire it, one to forget its path, one S3 delete. The rest of the run (an index
-    # read per queue, the orphan page, the cursor and the audit row) is per run, whatever the rows.
-    assert calls.count("dynamodb")["UpdateItem"] == 4
+    # Per link: one write to expire it, one S3 delete, and one read and one write to forget its path (the
+    # read names whose usage its bytes leave, and how many). The rest of the run (an index read per queue,
+    # the orphan page, the cursor and the audit row) is per run, whatever the rows.
+    assert calls.count("dynamodb")["UpdateItem"] == 2
     assert calls.count("s3")["DeleteObject"] == 2
     assert calls.count() == {
         "Query": 4,  # one index read per queue: expire, purge, unlink, retire
-        "UpdateItem": 4,
+        "UpdateItem": 2,
+        "TransactWriteItems": 2,
         "DeleteObject": 2,
-        "GetItem": 1,  # the orphan cursor
+        "GetItem": 1 + 2,  # the orphan cursor, and each row's before its forget
         "ListObjectsV2": 1,  # one page of artifact keys (nothing left to check against the table)
         "PutItem": 2,  # the cursor moved on, and the run's audit row
         "ListMultipartUploads": 1,

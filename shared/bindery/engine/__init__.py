@@ -50,6 +50,19 @@ FORMATS: dict[str, Format] = {
 ZIP = Format("", "zip", "application/zip")
 
 
+def format_and_options(fmt: Any, options: Any) -> tuple[str, dict[str, Any]]:
+    """A known format and its options with their defaults filled in, or the 4xx that names the problem."""
+    if not isinstance(fmt, str):
+        raise errors.BadRequest("format must be a string", code="invalid_format", known=sorted(FORMATS))
+    if fmt not in FORMATS:
+        raise errors.Unprocessable(
+            f"unknown format {fmt[:40]!r}; known formats: {', '.join(sorted(FORMATS))}",
+            code="unknown_format",
+            known=sorted(FORMATS),
+        )
+    return fmt, options_for(fmt, options)
+
+
 def options_for(fmt: str, given: Any) -> dict[str, Any]:
     """The format's options with their defaults filled in, or a 422 that lists the known ones."""
     known = FORMATS[fmt].options

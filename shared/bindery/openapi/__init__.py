@@ -3,19 +3,19 @@
 The resolvers in `bindery.api` are Powertools' without pydantic validation (it would triple cold start), so
 the bodies and answers are described here, once, and a test holds this document, the resolvers' routes and
 template.yaml's routes to the same set; another holds docs/openapi.json to what this prints. One module per
-part of the API: `books` (books, assets, exports) and `webhooks` (endpoints, deliveries, the events feed),
-over `parts`, what every operation shares.
+part of the API: `books` (books, assets, exports), `webhooks` (endpoints, deliveries, the events feed) and
+`batches` (batches, and GET /me), over `parts`, what every operation shares.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bindery.openapi import books, parts, webhooks
+from bindery.openapi import batches, books, parts, webhooks
 
 # Route key (as template.yaml and API Gateway write it) -> operation.
-OPERATIONS: dict[str, dict[str, Any]] = {**books.OPERATIONS, **webhooks.OPERATIONS}
-SCHEMAS: dict[str, Any] = {**parts.SCHEMAS, **books.SCHEMAS, **webhooks.SCHEMAS}
+OPERATIONS: dict[str, dict[str, Any]] = {**books.OPERATIONS, **webhooks.OPERATIONS, **batches.OPERATIONS}
+SCHEMAS: dict[str, Any] = {**parts.SCHEMAS, **books.SCHEMAS, **webhooks.SCHEMAS, **batches.SCHEMAS}
 
 
 def document() -> dict[str, Any]:

@@ -282,7 +282,8 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         {204: ("deleted", None)}, (404, 409, 503)),
     "POST /books/{bookId}/exports": operation(
         "createExport", "Request an export (always accepted for a book you own)", [BOOK_ID, IDEMPOTENCY_KEY],
-        {202: ("accepted; poll Location", "Export")}, (400, 404, 413, 422, 429, 503), body="CreateExport"),
+        {202: ("accepted; poll Location", "Export")}, (400, 404, 413, 422, 429, 503, 507),
+        body="CreateExport"),
     "GET /books/{bookId}/exports": operation(
         "listExports", "A book's exports, newest first", [BOOK_ID, *PAGE],
         {200: ("one page", "ExportPage")}, (400, 404, 503)),

@@ -61,7 +61,10 @@ def refusals(*statuses: int, said: dict[int, str] | None = None) -> dict[str, An
         410: "no longer kept", 412: "If-Match named an older revision",
         413: "the body, the manuscript or the assets are too large",
         422: "understood, but not acceptable (see `error.code`)", 429: "too many exports in progress",
-        503: "storage is busy; retry after Retry-After",
+        503: "storage is busy, or the service holds its cap of live exports (`service_at_capacity`); retry "
+             "after Retry-After",
+        507: "your finished files are at your storage budget (`error.usage_bytes`, `error.budget_bytes`): "
+             "cancel ready exports or wait for links to lapse",
     } | (said or {})  # fmt: skip
     answers = {str(s): {"description": described[s], **json_content("Error")} for s in statuses}
     answers["401"] = {"description": described[401], **json_content("GatewayError")}

@@ -4,10 +4,14 @@ One table holds books, chapters, exports, idempotency keys and each caller's liv
 by what it stores, one module each, over one module of models and keys:
 
     table        the PynamoDB models, the key layout, the named transaction and the single-item refusal
+    conditions   the named transaction, the single-item refusal, and how each is read
     types        the frozen types and outcomes the rest of the code sees (never a PynamoDB model)
     books        books, cuts, chapters, and the markers that owe the GC a chore
+    batches      many exports as one job: created with every target in one write, read, listed, cancelled
     exports      submit, read, list, cancel and revoke; ending a deleted book's exports
     claims       the worker's claim, progress, lease release, and the attempt's ending
+    endings      how a pending export ends, moving every count that held it, and how a batch ends
+    caps         the conditions that hold the caps: a caller's live item, the global cap's shards
     idempotency  taking an Idempotency-Key in the write it guards, and reading it back from a refusal
     sweeps       the by_due queues, the orphan cursor and the GC's audit rows
     hookmodels   the events feed's models and keys, bound per Store like table's
@@ -23,19 +27,28 @@ from __future__ import annotations
 
 from bindery.config import Settings
 from bindery.faults import StorageError
+from bindery.storage.batches import BATCH_CHECK_SECONDS, BatchRows
 from bindery.storage.books import BookRows
 from bindery.storage.claims import ClaimRows
+from bindery.storage.conditions import (
+    chunks,
+)
 from bindery.storage.deliveries import MAX_REDELIVERIES, Created, DeliveryRows
-from bindery.storage.exports import ExportRows
 from bindery.storage.feed import FeedRows
 from bindery.storage.hookmodels import FeedModels
 from bindery.storage.hooks import EndpointRows
 from bindery.storage.sweeps import SweepRows
-from bindery.storage.table import DUE_PROJECTION, SKIPPED_KEPT, Models, chunks
+from bindery.storage.table import (
+    DUE_PROJECTION,
+    SKIPPED_KEPT,
+    Models,
+)
 from bindery.storage.types import (
     Accepted,
     Appended,
     Attempt,
+    Batch,
+    BatchCreated,
     Book,
     CancelOutcome,
     Chapter,
@@ -50,23 +63,31 @@ from bindery.storage.types import (
     Export,
     FeedEvent,
     FeedPage,
+    Holdings,
     KeyReused,
     Marker,
     NotFound,
+    OverBudget,
     OverCap,
     Replayed,
     Revoked,
     Secret,
+    ShardFull,
     SubmitOutcome,
+    Target,
+    TooManyBatches,
 )
 
 __all__ = [
+    "BATCH_CHECK_SECONDS",
     "DUE_PROJECTION",
     "MAX_REDELIVERIES",
     "SKIPPED_KEPT",
     "Accepted",
     "Appended",
     "Attempt",
+    "Batch",
+    "BatchCreated",
     "Book",
     "CancelOutcome",
     "Chapter",
@@ -82,21 +103,26 @@ __all__ = [
     "Export",
     "FeedEvent",
     "FeedPage",
+    "Holdings",
     "KeyReused",
     "Marker",
     "NotFound",
+    "OverBudget",
     "OverCap",
     "Replayed",
     "Revoked",
     "Secret",
+    "ShardFull",
     "StorageError",
     "Store",
     "SubmitOutcome",
+    "Target",
+    "TooManyBatches",
     "chunks",
 ]
 
 
-class Store(BookRows, ExportRows, ClaimRows, SweepRows, FeedRows, EndpointRows, DeliveryRows):
+class Store(BookRows, BatchRows, ClaimRows, SweepRows, FeedRows, EndpointRows, DeliveryRows):
     """The table, through PynamoDB: each aggregate's rows, composed on one connection. Construct one per
     process; it builds its client on first use.
 

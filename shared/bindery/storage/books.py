@@ -14,13 +14,15 @@ from pynamodb.exceptions import DoesNotExist
 from bindery import images
 from bindery.faults import StorageError, translate_faults
 from bindery.states import Queue
+from bindery.storage.conditions import (
+    Tx,
+)
 from bindery.storage.idempotency import KeyRows, key_seen
 from bindery.storage.table import (
     PURGE_SK,
     BookItem,
     ChapterItem,
     MarkersDue,
-    Tx,
     book_pk,
     chapter_prefix,
     retire_asset_sk,

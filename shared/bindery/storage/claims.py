@@ -15,24 +15,25 @@ from typing import Any
 from bindery.faults import translate_faults
 from bindery.images import Notes
 from bindery.states import ClaimRefusal, Ending, FailureCode, Queue, State
-from bindery.storage.endings import becomes, end_actions, end_pending
+from bindery.storage.conditions import (
+    Refused,
+    Tx,
+    update_if,
+)
+from bindery.storage.endings import EndingRows, becomes, end_actions, end_pending
 from bindery.storage.table import (
     SKIPPED_KEPT,
     BookItem,
     ExportItem,
-    Refused,
-    Rows,
-    Tx,
     book_pk,
     export_sk,
     to_export,
-    update_if,
 )
-from bindery.storage.types import Claimed, ClaimRefused, Export
+from bindery.storage.types import Claimed, ClaimRefused, Export, Slot
 
 
 @translate_faults
-class ClaimRows(Rows):
+class ClaimRows(EndingRows):
     def claim_build(self, book_id: str, export_id: str, path: str, now: float) -> Claimed | ClaimRefused:
         """The seed's StampExportStart, with retries: take the build exclusively for one lease.
 
@@ -130,7 +131,9 @@ class ClaimRows(Rows):
 
         # The book must still exist: a finish that landed after the book's delete would publish a deleted
         # book's text behind a ready row. A finish that lands before it, the delete's purge ends.
-        return self._end_attempt(export, actions, mine, book_must_exist=True)
+        return self._end_attempt(
+            export, actions, mine, State.READY, now, published=size_bytes, book_must_exist=True
+        )
 
     def fail_export(self, export: Export, code: FailureCode, now: float) -> bool:
         """pending -> failed, by the attempt that holds the build. False: it was not ours to fail."""
@@ -139,7 +142,7 @@ class ClaimRows(Rows):
         def mine(old: ExportItem) -> bool:
             return old.state == State.FAILED.value and old.failure_code == code and old.finished_at == now
 
-        return self._end_attempt(export, actions, mine) == Ending.ENDED
+        return self._end_attempt(export, actions, mine, State.FAILED, now) == Ending.ENDED
 
     def cancel_attempt(self, export: Export, now: float) -> bool:
         """pending -> cancelled by the attempt that holds it: its book was deleted under it."""
@@ -147,33 +150,43 @@ class ClaimRows(Rows):
         def mine(old: ExportItem) -> bool:
             return old.state == State.CANCELLED.value and old.finished_at == now
 
-        return self._end_attempt(export, end_actions(State.CANCELLED, now), mine) == Ending.ENDED
+        actions = end_actions(State.CANCELLED, now)
+        return self._end_attempt(export, actions, mine, State.CANCELLED, now) == Ending.ENDED
 
     def _end_attempt(
         self,
         export: Export,
         actions: list[Any],
         mine: Callable[[ExportItem], bool],
+        ending: State,
+        now: float,
         *,
+        published: int | None = None,
         book_must_exist: bool = False,
     ) -> Ending:
         """End the row as the attempt that holds it. `mine` tells this write's own result from anyone
         else's, should a resend of an applied try be refused: then the ending is ours all the same."""
-        tx = Tx()
-        if book_must_exist:
-            tx.check("book", self.m.book, book_pk(export.book_id), "BOOK", BookItem.pk.exists())
-        end_pending(
-            tx,
-            self.m,
-            export.slot,
-            actions,
-            # `state = pending` is the worker's whole write safety: a build that comes back after the sweep
-            # or a cancel ended its row must not resurrect it and publish a link the poll has already
-            # reported as finished. `attempt = mine` fences a late attempt out of a row a retry has since
-            # claimed.
-            (ExportItem.state == State.PENDING.value) & (ExportItem.attempt == export.attempt),
-        )
-        refused = tx.commit(self._connection())
+
+        def build(slot: Slot) -> Tx:
+            tx = Tx()
+            if book_must_exist:
+                tx.check("book", self.m.book, book_pk(export.book_id), "BOOK", BookItem.pk.exists())
+            end_pending(
+                tx,
+                self.m,
+                slot,
+                actions,
+                # `state = pending` is the worker's whole write safety: a build that comes back after the
+                # sweep or a cancel ended its row must not resurrect it and publish a link the poll has
+                # already reported as finished. `attempt = mine` fences a late attempt out of a row a retry
+                # has since claimed.
+                (ExportItem.state == State.PENDING.value) & (ExportItem.attempt == export.attempt),
+                ending=ending,
+                published=published,
+            )
+            return tx
+
+        refused = self.commit_ending(build, export.slot, now)
         if refused is None:
             return Ending.ENDED
         old = refused.old(ExportItem, "export")

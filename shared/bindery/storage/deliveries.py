@@ -21,6 +21,11 @@ from typing import Any
 
 from bindery.faults import translate_faults
 from bindery.states import DELIVERY_ENDED, DeliveryState, Queue
+from bindery.storage.conditions import (
+    Refused,
+    Tx,
+    update_if,
+)
 from bindery.storage.hookmodels import (
     DeliveryItem,
     EndpointItem,
@@ -30,7 +35,9 @@ from bindery.storage.hookmodels import (
     endpoint_sk,
     hook_pk,
 )
-from bindery.storage.table import Refused, Rows, Tx, update_if
+from bindery.storage.table import (
+    Rows,
+)
 from bindery.storage.types import Attempt, Delivery
 
 # A delivery may be sent again by hand this many times; its attempts, all kept, stay under one item's size.

@@ -16,18 +16,25 @@ from pynamodb.expressions.condition import size
 from pynamodb.transactions import TransactGet
 
 from bindery.faults import StorageError, translate_faults
+from bindery.limits import Limits, shard_of
 from bindery.states import Cancel, Queue, State
-from bindery.storage.endings import end_actions, end_pending, revoke_actions
+from bindery.storage.caps import take_shards, under_budget
+from bindery.storage.conditions import (
+    Tx,
+    future_value,
+)
+from bindery.storage.endings import EndingRows, end_actions, end_pending, revoke_actions
 from bindery.storage.idempotency import KeyRows, key_seen
 from bindery.storage.table import (
+    CAP_PK,
     BookItem,
     ExportItem,
     LiveItem,
-    Tx,
     book_pk,
+    caller_pk,
     expired_ttl,
     export_sk,
-    future_value,
+    shard_sk,
     to_book,
     to_export,
 )
@@ -36,45 +43,35 @@ from bindery.storage.types import (
     Book,
     CancelOutcome,
     Export,
+    Holdings,
     NotFound,
+    OverBudget,
     OverCap,
     Revoked,
+    ShardFull,
     Slot,
     SubmitOutcome,
 )
 
 
 @translate_faults
-class ExportRows(KeyRows):
+class ExportRows(KeyRows, EndingRows):
     def submit_export(
         self,
         export: Export,
         *,
         caller: str,
+        limits: Limits,
         now: float,
         idempotency: tuple[str, str, dict[str, Any]] | None,
     ) -> SubmitOutcome:
-        """Accept an export: ONE TransactWriteItems writes the export row, the idempotency key and the
-        caller's live set, so none of the three can exist without the others.
+        """Accept an export: ONE TransactWriteItems writes the export row, the idempotency key, the
+        caller's live item and the global cap's shard that the export's id names, so none of them can
+        exist without the others.
 
         `idempotency` is (key digest, request hash, the response to replay) or None.
         """
-        cap = self.settings.max_live_exports
-        export_item = self.m.export(
-            book_pk(export.book_id),
-            export_sk(export.id),
-            export_id=export.id,
-            book_id=export.book_id,
-            format=export.format,
-            state=State.PENDING.value,
-            requested_at=export.requested_at,
-            counted_against=caller,
-            key_digest=idempotency[0] if idempotency is not None else None,
-            options=json.dumps(export.options, separators=(",", ":")) if export.options else None,
-            attempt=0,
-            queue=Queue.STALE.value,
-            due_at=now + self.settings.queue_grace_seconds,
-        )
+        export_item = self.pending_row(export, caller, idempotency[0] if idempotency else None, now)
         tx = Tx()
         # The caller must own the book. Nothing else about the book can refuse an export (the canon: the
         # request is always accepted, and its outcome is the export's own).
@@ -86,15 +83,17 @@ class ExportRows(KeyRows):
         # A fresh random id; the guard turns a (vanishingly rare) collision into a refusal, not an
         # overwrite of someone's export.
         tx.put("export", export_item, ExportItem.pk.does_not_exist(), old=True)
-        # The cap is checked against the set it counts, in the same write that grows it, so 4 x cap
-        # concurrent submits can never leave more than cap live.
+        # The caps are checked against what they count, in the same write that grows it, so 4 x cap
+        # concurrent submits can never leave more than cap live, nor a caller over its budget start more.
         tx.update(
             "live",
-            self.m.live(f"CALLER#{caller}", "LIVE"),
+            self.m.live(caller_pk(caller), "LIVE"),
             [LiveItem.live_ids.add({export.id})],
-            LiveItem.live_ids.does_not_exist() | (size(LiveItem.live_ids) < cap),
+            (LiveItem.live_ids.does_not_exist() | (size(LiveItem.live_ids) < limits.live_exports))
+            & under_budget(limits),
             old=True,
         )
+        take_shards(tx, self.m, self.settings, {shard_of(export.id): 1})
         refused = tx.commit(self._connection())
         if refused is None:
             return Accepted(export)
@@ -110,8 +109,51 @@ class ExportRows(KeyRows):
             return seen
         if refused.failed("live"):
             old_live = refused.old(LiveItem, "live")
+            usage = int(old_live.usage or 0) if old_live is not None else 0
+            if usage >= limits.storage_bytes:
+                return OverBudget(usage)
             return OverCap(tuple(sorted(old_live.live_ids or ())) if old_live is not None else ())
+        if refused.failed("shard"):
+            return ShardFull(shard_of(export.id))
         raise StorageError(f"export {export.id} exists already (an id collision)")
+
+    def pending_row(self, export: Export, caller: str, key_digest: str | None, now: float) -> ExportItem:
+        """A new export's row: pending, waiting for the stale sweep until a worker claims it."""
+        return self.m.export(
+            book_pk(export.book_id),
+            export_sk(export.id),
+            export_id=export.id,
+            book_id=export.book_id,
+            format=export.format,
+            state=State.PENDING.value,
+            requested_at=export.requested_at,
+            counted_against=caller,
+            caller_class=export.caller_class,
+            batch_id=export.batch_id,
+            key_digest=key_digest,
+            options=json.dumps(export.options, separators=(",", ":")) if export.options else None,
+            attempt=0,
+            queue=Queue.STALE.value,
+            due_at=now + self.settings.queue_grace_seconds,
+        )
+
+    def holdings(self, caller: str, *, consistent: bool = True) -> Holdings:
+        """What the caller holds at once (one read of its live item)."""
+        try:
+            item = self.m.live.get(caller_pk(caller), "LIVE", consistent_read=consistent)
+        except DoesNotExist:
+            return Holdings(0, 0, 0)
+        return Holdings(len(item.live_ids or ()), len(item.batch_ids or ()), int(item.usage or 0))
+
+    def shard_room(self) -> dict[int, int]:
+        """How many more live exports each of the global cap's shards takes now (one BatchGetItem); what a
+        submit refused by its shard, or a batch, plans by. The writes re-check it."""
+        caps = self.settings.shard_caps
+        taken = {k: 0 for k in range(len(caps))}
+        keys = [(CAP_PK, shard_sk(k)) for k in taken]
+        for item in self.m.shard.batch_get(keys, consistent_read=True):
+            taken[int(item.sk.removeprefix("SHARD#"))] = int(item.n or 0)
+        return {k: caps[k] - taken[k] for k in taken}
 
     def read_export_for_owner(
         self, book_id: str, export_id: str, owner: str, now: float
@@ -161,19 +203,24 @@ class ExportRows(KeyRows):
         had already ended; nothing to do) or NotFound. A pending export costs one transaction. A ready one
         costs a second, because only the first one's ALL_OLD tells us the row was ready, not pending.
         """
-        tx = Tx()
-        tx.check("book", self.m.book, book_pk(book_id), "BOOK", BookItem.owner == owner)
-        end_pending(
-            tx,
-            self.m,
-            Slot(book_id, export_id, owner),
-            end_actions(State.CANCELLED, now),
-            # `state = pending` refuses a row the worker finished or the sweep ended meanwhile. Only the
-            # owner can submit and a book never changes hands, so the live set this row occupies is the
-            # owner's; the second guard says so rather than assuming it.
-            (ExportItem.state == State.PENDING.value) & (ExportItem.counted_against == owner),
-        )
-        refused = tx.commit(self._connection())
+
+        def build(slot: Slot) -> Tx:
+            tx = Tx()
+            tx.check("book", self.m.book, book_pk(book_id), "BOOK", BookItem.owner == owner)
+            end_pending(
+                tx,
+                self.m,
+                slot,
+                end_actions(State.CANCELLED, now),
+                # `state = pending` refuses a row the worker finished or the sweep ended meanwhile. Only the
+                # owner can submit and a book never changes hands, so the live set this row occupies is the
+                # owner's; the second guard says so rather than assuming it.
+                (ExportItem.state == State.PENDING.value) & (ExportItem.counted_against == owner),
+                ending=State.CANCELLED,
+            )
+            return tx
+
+        refused = self.commit_ending(build, Slot(book_id, export_id, owner), now)
         if refused is None:
             return Cancel.CANCELLED
         old = refused.old(ExportItem, "export")
@@ -237,15 +284,20 @@ class ExportRows(KeyRows):
                 if isinstance(outcome, Revoked):
                     return outcome
             elif state == State.PENDING:
-                tx = Tx()
-                end_pending(
-                    tx,
-                    self.m,
-                    export.slot,
-                    end_actions(State.CANCELLED, now),
-                    ExportItem.state == State.PENDING.value,
-                )
-                if tx.commit(self._connection()) is None:
+
+                def build(slot: Slot) -> Tx:
+                    tx = Tx()
+                    end_pending(
+                        tx,
+                        self.m,
+                        slot,
+                        end_actions(State.CANCELLED, now),
+                        ExportItem.state == State.PENDING.value,
+                        ending=State.CANCELLED,
+                    )
+                    return tx
+
+                if self.commit_ending(build, export.slot, now) is None:
                     return True
             else:
                 return True
@@ -265,7 +317,7 @@ class ExportRows(KeyRows):
 
     def live_ids(self, caller: str) -> frozenset[str]:
         try:
-            item = self.m.live.get(f"CALLER#{caller}", "LIVE", consistent_read=True)
+            item = self.m.live.get(caller_pk(caller), "LIVE", consistent_read=True)
         except DoesNotExist:
             return frozenset()
         return frozenset(item.live_ids or ())

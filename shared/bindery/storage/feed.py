@@ -16,6 +16,9 @@ import time
 from typing import Any
 
 from bindery.faults import StorageError, translate_faults
+from bindery.storage.conditions import (
+    Tx,
+)
 from bindery.storage.hookmodels import (
     HEAD_SK,
     SEEN_SK,
@@ -27,7 +30,10 @@ from bindery.storage.hookmodels import (
     feed_pk,
     seen_pk,
 )
-from bindery.storage.table import Rows, Tx, expired_ttl
+from bindery.storage.table import (
+    Rows,
+    expired_ttl,
+)
 from bindery.storage.types import Appended, CursorAhead, CursorGone, FeedEvent, FeedPage
 
 # Tries of one append against other appends to the same feed, each refused try re-aimed at the head its

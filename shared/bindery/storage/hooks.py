@@ -18,6 +18,11 @@ from pynamodb.expressions.condition import size
 
 from bindery.faults import translate_faults
 from bindery.states import Queue
+from bindery.storage.conditions import (
+    Refused,
+    Tx,
+    update_if,
+)
 from bindery.storage.hookmodels import (
     DELIVERY_STATES,
     HOOKS_SK,
@@ -27,7 +32,9 @@ from bindery.storage.hookmodels import (
     caller_pk,
     endpoint_sk,
 )
-from bindery.storage.table import Refused, Rows, Tx, update_if
+from bindery.storage.table import (
+    Rows,
+)
 from bindery.storage.types import Endpoint, EndpointOverCap, Secret
 
 ACTIVE, DELETED = "active", "deleted"

@@ -10,7 +10,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bindery.storage.table import IdemItem, Refusal, Rows, Tx
+from bindery.storage.conditions import (
+    Refusal,
+    Tx,
+)
+from bindery.storage.table import (
+    IdemItem,
+    Rows,
+)
 from bindery.storage.types import KeyReused, Replayed
 
 

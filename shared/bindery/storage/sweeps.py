@@ -16,21 +16,24 @@ from pynamodb.exceptions import DoesNotExist
 
 from bindery.faults import translate_faults
 from bindery.states import ENDED, FailureCode, Queue, State
-from bindery.storage.endings import becomes, end_actions, end_pending
+from bindery.storage.conditions import (
+    Refused,
+    Tx,
+    put_if,
+    update_if,
+)
+from bindery.storage.endings import EndingRows, becomes, end_actions, end_pending
 from bindery.storage.table import (
     AUDIT_PK,
     CURSOR_PK,
     ByDue,
     CursorItem,
     ExportItem,
-    Refused,
-    Rows,
-    Tx,
+    LiveItem,
     book_pk,
+    caller_pk,
     expired_ttl,
     export_sk,
-    put_if,
-    update_if,
 )
 from bindery.storage.types import Due, Slot
 
@@ -38,7 +41,7 @@ AUDIT_RETENTION_SECONDS = 90 * 86_400
 
 
 @translate_faults
-class SweepRows(Rows):
+class SweepRows(EndingRows):
     def due(self, queue: Queue, now: float, limit: int) -> list[Due]:
         """Rows waiting in `queue` whose time has come; the sparse index holds only waiting rows."""
         found = []
@@ -81,32 +84,47 @@ class SweepRows(Rows):
         return True
 
     def forget_paths(self, book_id: str, export_id: str, now: float) -> bool:
-        """The bytes are gone; the row stops naming them and may now be deleted by TTL, 30 days on.
+        """The bytes are gone; the row stops naming them and may now be deleted by TTL, 30 days on. The
+        bytes a finish published leave their caller's usage in the same write, so usage is always the
+        bytes still stored: not one run of the GC sooner (a failed delete keeps them counted), nor later.
 
         Only after the unlink, or the retry of a failed unlink would have nothing left to find.
         """
         ttl = now + self.settings.ended_retention_seconds
+        pk, sk = book_pk(book_id), export_sk(export_id)
         try:
-            update_if(
-                self.client,
-                self.m.export,
-                book_pk(book_id),
-                export_sk(export_id),
-                [
-                    ExportItem.paths.remove(),
-                    ExportItem.path.remove(),
-                    ExportItem.queue.remove(),
-                    ExportItem.due_at.remove(),
-                    ExportItem.ttl.set(ttl),
-                ],
-                # Only a row still waiting for its unlink, whose keys are the ones we just deleted.
-                (ExportItem.queue == Queue.UNLINK.value)
-                & (ExportItem.state.is_in(*[s.value for s in ENDED])),
-            )
-        except Refused as refused:
-            old = refused.old
-            return old is not None and old.queue is None and old.ttl == ttl  # this write's own lost answer
-        return True
+            # The one read: which caller's usage the published bytes count in, and how many. Neither
+            # changes once the row has ended, and the write's condition holds the row to that.
+            seen = self.m.export.get(pk, sk, consistent_read=True)
+        except DoesNotExist:
+            return False
+        published = int(seen.size_bytes or 0) if seen.path else 0
+        tx = Tx()
+        tx.update(
+            "export",
+            self.m.export(pk, sk),
+            [
+                ExportItem.paths.remove(),
+                ExportItem.path.remove(),
+                ExportItem.queue.remove(),
+                ExportItem.due_at.remove(),
+                ExportItem.ttl.set(ttl),
+            ],
+            # Only a row still waiting for its unlink, whose keys are the ones we just deleted; `queue =
+            # unlink` lets the usage leave once, since this write takes the row out of the queue.
+            (ExportItem.queue == Queue.UNLINK.value)
+            & (ExportItem.state.is_in(*[s.value for s in ENDED]))
+            & (ExportItem.path.exists() if published else ExportItem.path.does_not_exist()),
+            old=True,
+        )
+        if published:
+            live = self.m.live(caller_pk(seen.counted_against), "LIVE")
+            tx.update("live", live, [LiveItem.usage.add(-published)])
+        refused = tx.commit(self._connection())
+        if refused is None:
+            return True
+        old = refused.old(ExportItem, "export")
+        return old is not None and old.queue is None and old.ttl == ttl  # this write's own lost answer
 
     def fail_stale(self, due: Due, now: float) -> FailureCode | None:
         """The seed's FailStalePendingExports, with its two clocks kept in one attribute.
@@ -116,17 +134,22 @@ class SweepRows(Rows):
         and `attempt = seen` pins the code we chose from what the index showed.
         """
         code = FailureCode.WORKER_LOST if due.attempt > 0 else FailureCode.QUEUE_TIMEOUT
-        tx = Tx()
-        end_pending(
-            tx,
-            self.m,
-            due.slot,
-            [*end_actions(State.FAILED, now), ExportItem.failure_code.set(code.value)],
-            (ExportItem.state == State.PENDING.value)
-            & (ExportItem.due_at <= now)
-            & (ExportItem.attempt == due.attempt),
-        )
-        refused = tx.commit(self._connection())
+
+        def build(slot: Slot) -> Tx:
+            tx = Tx()
+            end_pending(
+                tx,
+                self.m,
+                slot,
+                [*end_actions(State.FAILED, now), ExportItem.failure_code.set(code.value)],
+                (ExportItem.state == State.PENDING.value)
+                & (ExportItem.due_at <= now)
+                & (ExportItem.attempt == due.attempt),
+                ending=State.FAILED,
+            )
+            return tx
+
+        refused = self.commit_ending(build, due.slot, now)
         if refused is None:
             return code
         old = refused.old(ExportItem, "export")

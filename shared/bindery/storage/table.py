@@ -1,4 +1,4 @@
-"""The table's items as PynamoDB models, their keys, and the two ways a conditional write is refused.
+"""The table's items as PynamoDB models, and their keys.
 
 Key layout (pk / sk):
 
@@ -8,38 +8,27 @@ Key layout (pk / sk):
     BOOK#<book>    PURGE                      a deleted book whose exports are still to be ended
     BOOK#<book>    EXPORT#<export>            an export, which is also the build job
     IDEM#<digest>  IDEM                       a caller's Idempotency-Key and the answer it was given
-    CALLER#<sub>   LIVE                       the set of that caller's pending exports
+    CALLER#<sub>   LIVE                       that caller's pending single exports, live batches and usage
+    CALLER#<sub>   BATCH#<batch>              a batch: its targets, and how many have ended and how
+    CAP#live       SHARD#<k>                  one of the 16 counters the global cap of live exports is cut in
     GC#orphans     CURSOR                     how far the orphan reconciliation has read
     GC#audit       <time>#<id>                one GC run and what it did
 
-A refused condition is decoded in one of two ways, and only here: a transaction's by the names its items
-were given (:class:`Tx`, :class:`Refusal`), and a single item's write as :class:`Refused`, carrying the old
-item an update refused (:func:`update_if`, :func:`put_if`). Every other AWS error leaves the package as
-StorageError.
+How a conditional write is made, and its refusal read, is `bindery.storage.conditions`.
 """
 
 from __future__ import annotations
 
 import json
-import random
-import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from botocore.exceptions import ClientError
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
-from pynamodb.constants import ALL_NEW, ALL_OLD
-from pynamodb.exceptions import CancellationReason, DoesNotExist, PutError, TransactWriteError
-from pynamodb.expressions.condition import Condition
 from pynamodb.indexes import GlobalSecondaryIndex, IncludeProjection
 from pynamodb.models import Model
-from pynamodb.transactions import TransactWrite
 
 from bindery import images
 from bindery.config import Settings
-from bindery.faults import StorageError
 from bindery.metadata import Metadata
 from bindery.states import State
 from bindery.storage.types import Book, Export
@@ -148,6 +137,10 @@ class ExportItem(Item):
     queue = UnicodeAttribute(null=True)
     due_at = NumberAttribute(null=True)
     ttl = NumberAttribute(null=True)
+    # A batch's target: the batch whose counts its ending moves (a single export has none, and counts in its
+    # caller's live set instead). The caller's class, whose pdf limit its build holds it to.
+    batch_id = UnicodeAttribute(null=True)
+    caller_class = UnicodeAttribute(null=True)
     # The name of the event the row's last terminal transition publishes (bindery.export.<state>). The
     # table's stream carries the write, and the events pipe turns it into ONE EventBridge event: the row is
     # the outbox, so a transition is published exactly when it happened, and a retried write that changes
@@ -164,7 +157,45 @@ class IdemItem(Item):
 
 
 class LiveItem(Item):
+    """What a caller holds at once: its pending single exports, its live batches, and the bytes of its
+    published files still stored. Every write that changes one of them changes it here, in the same
+    transaction, so each is exact: a cap is checked against the set it counts."""
+
     live_ids = UnicodeSetAttribute(null=True)
+    batch_ids = UnicodeSetAttribute(null=True)
+    usage = NumberAttribute(null=True)
+
+
+class ShardItem(Item):
+    """One of the global cap's counters: the live exports whose ids end in its hex digit."""
+
+    n = NumberAttribute(null=True)
+
+
+class BatchesDue(ByDue):
+    """The same sparse `by_due` index, read for batches whose ending the sweep makes sure of."""
+
+
+class BatchItem(Item):
+    batch_id = UnicodeAttribute()
+    caller_class = UnicodeAttribute()
+    status = UnicodeAttribute()
+    targets = UnicodeAttribute()  # JSON: [{"export_id", "book_id", "format"}], in the request's order
+    targets_total = NumberAttribute()
+    # Moved only by the write that ends a target (`bindery.storage.endings.end_pending`): exactly once each.
+    targets_done = NumberAttribute(default=0)
+    n_ready = NumberAttribute(default=0)
+    n_failed = NumberAttribute(default=0)
+    n_cancelled = NumberAttribute(default=0)
+    bytes = NumberAttribute(default=0)  # of the files its targets published
+    created_at = NumberAttribute()
+    finished_at = NumberAttribute(null=True)
+    key_digest = UnicodeAttribute(null=True)
+    transition = UnicodeAttribute(null=True)
+    queue = UnicodeAttribute(null=True)
+    due_at = NumberAttribute(null=True)
+    ttl = NumberAttribute(null=True)
+    by_due = BatchesDue()
 
 
 class CursorItem(Item):
@@ -182,7 +213,7 @@ class AuditItem(Item):
     ttl = NumberAttribute()
 
 
-CURSOR_PK, AUDIT_PK = "GC#orphans", "GC#audit"
+CURSOR_PK, AUDIT_PK, CAP_PK = "GC#orphans", "GC#audit", "CAP#live"
 
 M = TypeVar("M", bound=Item)
 
@@ -209,6 +240,18 @@ def retire_asset_sk(object_id: str) -> str:
 
 
 PURGE_SK = "PURGE"
+
+
+def caller_pk(caller: str) -> str:
+    return f"CALLER#{caller}"
+
+
+def batch_sk(batch_id: str) -> str:
+    return f"BATCH#{batch_id}"
+
+
+def shard_sk(shard: int) -> str:
+    return f"SHARD#{shard:02d}"
 
 
 def to_export(item: ExportItem) -> Export:
@@ -241,6 +284,8 @@ def to_export(item: ExportItem) -> Export:
         options=json.loads(item.options) if item.options else {},
         sha256=item.sha256,
         package=item.package,
+        batch_id=item.batch_id,
+        caller_class=item.caller_class,
     )
 
 
@@ -265,100 +310,6 @@ def expired_ttl(ttl: float | None, now: float) -> bool:
     return ttl is not None and ttl <= now
 
 
-_TRANSACTION_RETRIES = 8
-_CONDITION_FAILED = "ConditionalCheckFailed"
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A transaction that DynamoDB cancelled because conditions failed: each item's reason, by the name
-    the transaction gave the item (None: that item's condition held)."""
-
-    reasons: dict[str, CancellationReason | None]
-
-    def failed(self, name: str) -> bool:
-        reason = self.reasons.get(name)
-        return reason is not None and reason.code == _CONDITION_FAILED
-
-    def old(self, model: type[M], name: str) -> M | None:
-        """The item as it was when its condition failed (the write asked for ALL_OLD), or None if absent."""
-        reason = self.reasons.get(name)
-        if reason is None or reason.raw_item is None:
-            return None
-        return model.from_raw_data(reason.raw_item)
-
-
-@dataclass
-class Tx:
-    """One TransactWriteItems whose items have names, so that a cancellation is read by name.
-
-    DynamoDB answers a cancellation with one reason per item, in the order the items were sent, and
-    PynamoDB sends a transaction's items grouped as condition checks, deletes, puts, then updates. The
-    names are kept in that same grouping here, so the reasons line up with them whatever order the
-    items were added in.
-    """
-
-    _items: dict[str, list[tuple[str, Callable[[TransactWrite], None]]]] = field(
-        default_factory=lambda: {"check": [], "delete": [], "put": [], "update": []}
-    )
-
-    def check(self, name: str, model: type[Item], hash_key: str, range_key: str, condition: Any) -> None:
-        self._add(
-            "check", name, lambda tx: tx.condition_check(model, hash_key, range_key, condition=condition)
-        )
-
-    def delete(self, name: str, item: Item, condition: Any = None) -> None:
-        self._add("delete", name, lambda tx: tx.delete(item, condition=condition))
-
-    def put(self, name: str, item: Item, condition: Any = None, *, old: bool = False) -> None:
-        returns = ALL_OLD if old else None
-        self._add("put", name, lambda tx: tx.save(item, condition=condition, return_values=returns))
-
-    def update(
-        self, name: str, item: Item, actions: list[Any], condition: Any = None, *, old: bool = False
-    ) -> None:
-        returns = ALL_OLD if old else None
-        self._add(
-            "update",
-            name,
-            lambda tx: tx.update(item, actions=actions, condition=condition, return_values=returns),
-        )
-
-    def _add(self, kind: str, name: str, add: Callable[[TransactWrite], None]) -> None:
-        self._items[kind].append((name, add))
-
-    def commit(self, connection: Any) -> Refusal | None:
-        """Run it; None when it committed, a Refusal when conditions refused it.
-
-        Each try carries a fresh ClientRequestToken: should DynamoDB apply a try and its answer be lost,
-        botocore resends that try, and DynamoDB answers the resend with the first one's success rather
-        than evaluating the conditions again. (Where the token is not honoured, as on moto, the resend
-        is refused by the conditions the first one made true, and each caller recognises its own write
-        in the ALL_OLD item.) A TransactionConflict (another writer touched an item at the same instant)
-        says nothing about our conditions, so the transaction is run again, with a new token; anything
-        else that is not a failed condition is a StorageError.
-        """
-        ordered = [entry for kind in ("check", "delete", "put", "update") for entry in self._items[kind]]
-        names = [name for name, _ in ordered]
-        for n in range(_TRANSACTION_RETRIES):
-            try:
-                with TransactWrite(connection=connection, client_request_token=uuid.uuid4().hex) as tx:
-                    for _, add in ordered:
-                        add(tx)
-                return None
-            except TransactWriteError as exc:
-                reasons = exc.cancellation_reasons
-                codes = {r.code for r in reasons if r is not None}
-                if "TransactionConflict" in codes and n < _TRANSACTION_RETRIES - 1:
-                    time.sleep(random.uniform(0, 0.01 * (2**n)))
-                    continue
-                # Throttled, timed out, or cancelled for anything but our conditions: not a refusal.
-                if len(reasons) != len(names) or not codes or codes != {_CONDITION_FAILED}:
-                    raise StorageError(f"TransactWriteItems: {exc}") from exc
-                return Refusal(dict(zip(names, reasons, strict=True)))
-        raise AssertionError("unreachable")
-
-
 @dataclass(frozen=True)
 class Models:
     """One Store's own model classes: subclasses of the ones above, bound to its table and region and sharing
@@ -373,6 +324,8 @@ class Models:
     export: type[ExportItem]
     idem: type[IdemItem]
     live: type[LiveItem]
+    shard: type[ShardItem]
+    batch: type[BatchItem]
     cursor: type[CursorItem]
     audit: type[AuditItem]
 
@@ -389,6 +342,8 @@ class Models:
             export=bind(ExportItem),
             idem=bind(IdemItem),
             live=bind(LiveItem),
+            shard=bind(ShardItem),
+            batch=bind(BatchItem),
             cursor=bind(CursorItem),
             audit=bind(AuditItem),
         )
@@ -420,58 +375,3 @@ class Rows:
     @property
     def client(self) -> Any:
         return self._connection().client
-
-
-def future_value(future: Any) -> Any:
-    try:
-        return future.get()
-    except DoesNotExist:
-        return None
-
-
-class Refused(Exception):
-    def __init__(self, old: Any):
-        self.old = old
-
-
-def update_if(
-    client: Any, model: type[M], hash_key: str, range_key: str, actions: list[Any], condition: Condition
-) -> M:
-    """UpdateItem returning the new item, or raising :class:`Refused` carrying the OLD item.
-
-    PynamoDB's ``Model.update`` does not ask for ``ReturnValuesOnConditionCheckFailure``, so PynamoDB builds
-    the request (the same public builder its transactions use) and botocore's `client` sends it. The loser
-    learns why it lost from the failure, not from a second read.
-    """
-    request = model(hash_key, range_key).get_update_kwargs_from_instance(
-        actions, condition, return_values_on_condition_failure=ALL_OLD
-    )
-    try:
-        data = client.update_item(**request, ReturnValues=ALL_NEW)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-            raw = exc.response.get("Item")
-            raise Refused(model.from_raw_data(raw) if raw else None) from exc
-        raise  # not a refusal: the Store's translation makes it a StorageError
-    return model.from_raw_data(data["Attributes"])
-
-
-def put_if(item: Item, condition: Condition) -> None:
-    """PutItem under `condition`, raising :class:`Refused` when the condition refuses it."""
-    try:
-        item.save(condition=condition)
-    except PutError as exc:
-        if exc.cause_response_code == "ConditionalCheckFailedException":
-            raise Refused(None) from exc
-        raise  # not a refusal: the Store's translation makes it a StorageError
-
-
-def chunks(items: Iterable[Any], n: int) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == n:
-            yield batch
-            batch = []
-    if batch:
-        yield batch

@@ -11,11 +11,13 @@ from bindery.states import Cancel, ClaimRefusal, State
 
 
 class Slot(NamedTuple):
-    """A pending export's place in its caller's live set: which row, and whose set it counts against."""
+    """A pending export's place: which row, whose live set it counts against, and (a batch's target) the
+    batch whose counts its ending moves instead."""
 
     book_id: str
     export_id: str
     counted_against: str
+    batch_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,10 +94,12 @@ class Export:
     options: dict[str, Any] = field(default_factory=dict)
     sha256: str | None = None
     package: str | None = None
+    batch_id: str | None = None
+    caller_class: str | None = None
 
     @property
     def slot(self) -> Slot:
-        return Slot(self.book_id, self.id, self.counted_against)
+        return Slot(self.book_id, self.id, self.counted_against, self.batch_id)
 
 
 @dataclass(frozen=True)
@@ -133,11 +137,75 @@ class OverCap:
 
 
 @dataclass(frozen=True)
+class OverBudget:
+    """The caller's stored bytes are at or over its budget."""
+
+    usage: int
+
+
+@dataclass(frozen=True)
+class ShardFull:
+    """The global cap's shard this export's id named had no room; another shard may."""
+
+    shard: int
+
+
+@dataclass(frozen=True)
 class NotFound:
     """No such book or export for this caller. A stranger's item reads exactly like a missing one."""
 
 
-SubmitOutcome = Accepted | Replayed | KeyReused | OverCap | NotFound
+SubmitOutcome = Accepted | Replayed | KeyReused | OverCap | OverBudget | ShardFull | NotFound
+
+
+class Target(NamedTuple):
+    """One export of a batch, in the request's order."""
+
+    export_id: str
+    book_id: str
+    format: str
+
+
+@dataclass(frozen=True)
+class Batch:
+    id: str
+    caller: str
+    caller_class: str
+    status: str
+    targets: tuple[Target, ...]
+    targets_done: int
+    n_ready: int
+    n_failed: int
+    n_cancelled: int
+    bytes: int
+    created_at: float
+    finished_at: float | None = None
+
+    @property
+    def targets_total(self) -> int:
+        return len(self.targets)
+
+
+@dataclass(frozen=True)
+class TooManyBatches:
+    live_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BatchCreated:
+    batch_id: str
+
+
+BatchOutcome = BatchCreated | Replayed | KeyReused | TooManyBatches | OverBudget | ShardFull
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """What a caller holds at once, as its live item says."""
+
+    live_exports: int
+    live_batches: int
+    usage: int
 
 
 @dataclass(frozen=True)

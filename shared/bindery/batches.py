@@ -1,0 +1,280 @@
+"""Batches as callers see them: many exports of the caller's books as one job, with one answer when it ends.
+
+Each target is an ordinary export, built and guarded as one is; the batch adds what ties them together: one
+write that creates them all (or none), counts that the targets' endings move exactly once, an ending when
+the last of them ends, and a cancel that ends every one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Callable
+from typing import Any
+
+from bindery import engine, errors
+from bindery.common import (
+    RETRY_AFTER_OVER_CAP,
+    SHARD_TRIES,
+    Parts,
+    decode_cursor,
+    encode_cursor,
+    idempotency_for,
+    iso,
+    key_reused,
+    new_id,
+    over_budget,
+    service_full,
+    valid_id,
+)
+from bindery.common import not_found as no_such_book
+from bindery.limits import MAX_BATCH_SHARDS, CallerClass, Limits
+from bindery.observability import logger, metrics, state_change
+from bindery.states import BatchStatus, Cancel, State
+from bindery.storage import (
+    Batch,
+    BatchCreated,
+    Export,
+    KeyReused,
+    OverBudget,
+    Replayed,
+    ShardFull,
+    Target,
+    TooManyBatches,
+)
+
+PAGE_DEFAULT, PAGE_MAX = 20, 100
+RETRY_AFTER_RUNNING = 5
+
+
+def not_found() -> errors.NotFound:
+    return errors.NotFound("no such batch", code="not_found")
+
+
+def plan_shards(room: dict[int, int], n: int) -> dict[int, int] | None:
+    """How many of `n` targets each shard takes: the roomiest first (ties at random), at most
+    MAX_BATCH_SHARDS of them, so that the batch stays one transaction. None: they cannot hold it."""
+    order = sorted(room, key=lambda k: (-room[k], random.random()))[:MAX_BATCH_SHARDS]
+    plan: dict[int, int] = {}
+    left = n
+    for k in order:
+        if left <= 0 or room[k] <= 0:
+            break
+        plan[k] = min(room[k], left)
+        left -= plan[k]
+    return plan if left <= 0 else None
+
+
+class BatchRequests(Parts):
+    """Create, read, list and cancel: what an API caller does with its batches."""
+
+    # Each target is ended and shown as an export is: by the export part's own cancel and view, beside this
+    # one in the composition root (`bindery.exports.Exports`).
+    cancel: Callable[[str, str, str], Cancel]
+    view: Callable[..., dict[str, Any]]
+
+    def create_batch(
+        self, caller: str, caller_class: CallerClass, given: Any, idempotency_key: str | None
+    ) -> tuple[dict[str, Any], bool]:
+        """Accept a batch. Returns its view and whether this call created it (False for a replay)."""
+        limits = self.settings.limits(caller_class)
+        wanted = _targets(given, limits)
+        idempotency_ids = None
+        if idempotency_key is not None:
+            idempotency_ids = idempotency_for(caller, idempotency_key, ["POST /batches", wanted])
+        book_ids = {book_id for book_id, _, _ in wanted}
+        # A book that is not the caller's makes the whole request a 404, as for a missing book, and it is
+        # found before anything is written.
+        if not all(valid_id(b) for b in book_ids) or not self.store.books_owned(book_ids, caller):
+            raise no_such_book()
+        now = self.clock()
+        batch_id = new_id(now)
+        for _ in range(SHARD_TRIES):
+            plan = plan_shards(self.store.shard_room(), len(wanted))
+            if plan is None:
+                raise service_full(self.settings.max_live_exports_total)
+            shards = [k for k, count in plan.items() for _ in range(count)]
+            targets = [
+                Export(
+                    id=new_id(now, shard),
+                    book_id=book_id,
+                    format=fmt,
+                    state=State.PENDING,
+                    requested_at=now,
+                    counted_against=caller,
+                    options=chosen,
+                    caller_class=caller_class.value,
+                    batch_id=batch_id,
+                )
+                for (book_id, fmt, chosen), shard in zip(wanted, shards, strict=True)
+            ]
+            batch = Batch(
+                id=batch_id,
+                caller=caller,
+                caller_class=caller_class.value,
+                status=BatchStatus.RUNNING.value,
+                targets=tuple(Target(t.id, t.book_id, t.format) for t in targets),
+                targets_done=0,
+                n_ready=0,
+                n_failed=0,
+                n_cancelled=0,
+                bytes=0,
+                created_at=now,
+            )
+            view = self.batch_view(batch, targets, now)
+            idempotency = None if idempotency_ids is None else (*idempotency_ids, view)
+            outcome = self.store.create_batch(
+                batch, targets, limits=limits, shards=plan, now=now, idempotency=idempotency
+            )
+            if not isinstance(outcome, ShardFull):
+                break
+        match outcome:
+            case BatchCreated():
+                metrics.add_metric(name="BatchesRequested", unit="Count", value=1)
+                state_change(batch_id, "", "batch requested", targets=len(targets))
+                return view, True
+            case Replayed(response=response):
+                return response, False
+            case KeyReused():
+                raise key_reused()
+            case TooManyBatches(live_ids=live):
+                raise errors.TooManyLiveExports(
+                    f"you have {len(live)} batches in progress, the most allowed at once; wait for one to "
+                    "end or cancel one",
+                    code="too_many_live_batches",
+                    live_batches=list(live),
+                    retry_after=RETRY_AFTER_OVER_CAP,
+                )
+            case OverBudget(usage=usage):
+                raise over_budget(usage, limits.storage_bytes)
+            case ShardFull():
+                raise service_full(self.settings.max_live_exports_total)
+        raise AssertionError(outcome)
+
+    def read_batch(self, caller: str, batch_id: str) -> dict[str, Any]:
+        """The batch and each target's state. It reads, and writes nothing."""
+        now = self.clock()
+        found = self.store.read_batch(caller, batch_id, now) if valid_id(batch_id) else None
+        if found is None:
+            raise not_found()
+        return self.batch_view(*found, now)
+
+    def list_batches(self, caller: str, limit: Any, cursor: str | None) -> dict[str, Any]:
+        try:
+            size = PAGE_DEFAULT if limit is None else int(limit)
+        except ValueError:
+            size = 0
+        if not 1 <= size <= PAGE_MAX:
+            raise errors.BadRequest(
+                f"limit must be a whole number from 1 to {PAGE_MAX}", code="invalid_limit"
+            )
+        start_after = decode_cursor(cursor) if cursor is not None else None
+        now = self.clock()
+        page, next_after = self.store.list_batches(caller, limit=size, start_after=start_after, now=now)
+        return {
+            "batches": [self.batch_view(b, None, now) for b in page],
+            "next_cursor": encode_cursor(next_after) if next_after else None,
+        }
+
+    def cancel_batch(self, caller: str, batch_id: str) -> None:
+        """Cancel the batch: its pending targets are cancelled and its ready ones' links end now, their
+        files deleted before the answer. Should this stop halfway, the batch sweep ends the rest."""
+        batch = self.store.cancel_batch(caller, batch_id, self.clock()) if valid_id(batch_id) else None
+        if batch is None:
+            raise not_found()
+        state_change(batch_id, "", "batch cancelled")
+        self.end_targets(batch)
+
+    def end_targets(self, batch: Batch) -> None:
+        """End every target of a cancelled batch (the cancel's own work, and the sweep's backstop); once
+        none is pending, the batch leaves the sweep's queue."""
+        for target in batch.targets:
+            with contextlib.suppress(errors.NotFound):  # its book was deleted: the purge ends its exports
+                self.cancel(batch.caller, target.book_id, target.export_id)
+        found = self.store.read_batch(batch.caller, batch.id, self.clock())
+        if found is not None and all(e.state != State.PENDING for e in found[1]):
+            self.store.batch_cleared(batch.caller, batch.id)
+
+    def settle_batches(self) -> dict[str, int]:
+        """The batch sweep: a running batch whose last ending did not end it is ended now (or looked at
+        again later); a cancelled one whose targets did not all end has the rest ended."""
+        now = self.clock()
+        counts = {"settled": 0, "deferred": 0, "cleared": 0}
+        for caller, batch_id in self.store.due_batches(now, self.settings.sweep_batch):
+            found = self.store.read_batch(caller, batch_id, now)
+            if found is None:
+                continue
+            batch = found[0]
+            try:
+                if batch.status == BatchStatus.CANCELLED:
+                    self.end_targets(batch)
+                    counts["cleared"] += 1
+                elif self.store.settle_batch(caller, batch_id, now) is not None:
+                    counts["settled"] += 1
+                else:
+                    self.store.defer_batch(caller, batch_id, now)
+                    counts["deferred"] += 1
+            except Exception:
+                logger.exception("batch sweep step failed", extra={"batch_id": batch_id})
+        return counts
+
+    def batch_view(self, batch: Batch, targets: list[Export] | None, now: float) -> dict[str, Any]:
+        """The batch as its caller sees it; with `targets` (the rows), each target's state and the counts
+        by state, which a list leaves out."""
+        status = batch.status
+        body: dict[str, Any] = {
+            "id": batch.id,
+            "status": status,
+            "targets_total": batch.targets_total,
+            "targets_done": batch.targets_done,
+            "ended": {"ready": batch.n_ready, "failed": batch.n_failed, "cancelled": batch.n_cancelled},
+            "bytes": batch.bytes,
+            "created_at": iso(batch.created_at),
+            "finished_at": iso(batch.finished_at),
+        }
+        if targets is not None:
+            views = [self.view(e, book=None, now=now) for e in targets]
+            counts = {s.value: 0 for s in State}
+            for v in views:
+                counts[v["state"]] += 1
+            if status == BatchStatus.RUNNING and all(e.attempt == 0 for e in targets):
+                body["status"] = "queued"  # no target has been started yet
+            body["counts"] = counts
+            body["targets"] = [
+                {
+                    "export_id": v["id"],
+                    "book_id": v["book_id"],
+                    "format": v["format"],
+                    "state": v["state"],
+                    "failure_code": v["failure_code"],
+                }
+                for v in views
+            ]
+        return body
+
+
+def _targets(given: Any, limits: Limits) -> list[tuple[str, str, dict[str, Any]]]:
+    """(book, format, options) for each target as asked, or the 4xx that names the target at fault."""
+    if not isinstance(given, list) or not given:
+        raise errors.BadRequest("exports must be a non-empty array of targets", code="invalid_field")
+    if len(given) > limits.batch_targets:
+        raise errors.Unprocessable(
+            f"a batch holds at most {limits.batch_targets} exports; this one has {len(given)}",
+            code="too_many_targets",
+            limit=limits.batch_targets,
+        )
+    wanted = []
+    for n, target in enumerate(given):
+        try:
+            if not isinstance(target, dict) or set(target) - {"book_id", "format", "options"}:
+                raise errors.BadRequest(
+                    "a target is an object of book_id, format and options", code="invalid_field"
+                )
+            book_id = target.get("book_id")
+            if not isinstance(book_id, str):
+                raise errors.BadRequest("book_id must be a string", code="missing_field")
+            fmt, chosen = engine.format_and_options(target.get("format"), target.get("options"))
+        except errors.BinderyError as exc:
+            raise type(exc)(f"exports[{n}]: {exc.message}", code=exc.code, index=n, **exc.details) from None
+        wanted.append((book_id, fmt, chosen))
+    return wanted

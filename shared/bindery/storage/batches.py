@@ -1,0 +1,254 @@
+"""Batches: many exports as one job, created in one transaction with every target, and ended exactly once.
+
+A batch's row lives under its caller (CALLER#<sub> / BATCH#<id>), so another caller's id reads as a missing
+one by its key alone. Its targets are ordinary export rows that name it (`batch_id`); the write that ends
+each one moves the batch's counts (`bindery.storage.endings.end_pending`), and the last ending ends the
+batch (`EndingRows.settle_batch`), with the `batch` queue of `by_due` as the backstop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from pynamodb.exceptions import DoesNotExist
+from pynamodb.expressions.condition import size
+
+from bindery.faults import StorageError, translate_faults
+from bindery.limits import Limits
+from bindery.states import BatchStatus, Queue
+from bindery.storage.caps import shard_refused, take_shards, under_budget
+from bindery.storage.conditions import Refused, Tx, update_if
+from bindery.storage.exports import ExportRows
+from bindery.storage.idempotency import key_seen
+from bindery.storage.table import (
+    BatchesDue,
+    BatchItem,
+    ExportItem,
+    LiveItem,
+    batch_sk,
+    book_pk,
+    caller_pk,
+    expired_ttl,
+    export_sk,
+    to_export,
+)
+from bindery.storage.types import (
+    Batch,
+    BatchCreated,
+    BatchOutcome,
+    Export,
+    OverBudget,
+    ShardFull,
+    Target,
+    TooManyBatches,
+)
+
+# How long a running batch waits in the `batch` queue before the sweep looks at it (and again after that,
+# until it has ended): the backstop for an ending whose settle was lost with its process.
+BATCH_CHECK_SECONDS = 600
+
+
+@translate_faults
+class BatchRows(ExportRows):
+    def books_owned(self, book_ids: set[str], caller: str) -> bool:
+        """Whether the caller owns every one of these books (one consistent BatchGetItem per 100). A book
+        never changes hands, so what this read says of ownership stays true; a book deleted after it is
+        the deleted-book path every export already has (its build is cancelled)."""
+        keys = [(book_pk(b), "BOOK") for b in book_ids]
+        owned = {
+            item.pk.removeprefix("BOOK#")
+            for item in self.m.book.batch_get(keys, consistent_read=True)
+            if item.owner == caller
+        }
+        return owned == book_ids
+
+    def create_batch(
+        self,
+        batch: Batch,
+        targets: list[Export],
+        *,
+        limits: Limits,
+        shards: dict[int, int],
+        now: float,
+        idempotency: tuple[str, str, dict[str, Any]] | None,
+    ) -> BatchOutcome:
+        """ONE TransactWriteItems: the batch's row, every target's export row, the Idempotency-Key, the
+        caller's live item (a place among its live batches, under its budget) and the global cap's shards
+        the targets' ids name (`shards`: how many each takes). All of it is written, or none."""
+        caller = batch.caller
+        tx = Tx()
+        key = None
+        if idempotency is not None:
+            key = idempotency[:2]
+            self.take_key(tx, key, idempotency[2], now, export_id=batch.id)
+        row = self.m.batch(
+            caller_pk(caller),
+            batch_sk(batch.id),
+            batch_id=batch.id,
+            caller_class=batch.caller_class,
+            status=BatchStatus.RUNNING.value,
+            targets=json.dumps([t._asdict() for t in batch.targets], separators=(",", ":")),
+            targets_total=batch.targets_total,
+            targets_done=0,
+            n_ready=0,
+            n_failed=0,
+            n_cancelled=0,
+            bytes=0,
+            created_at=now,
+            key_digest=key[0] if key else None,
+            queue=Queue.BATCH.value,
+            due_at=now + BATCH_CHECK_SECONDS,
+        )
+        tx.put("batch", row, BatchItem.pk.does_not_exist(), old=True)
+        for n, export in enumerate(targets):
+            digest = key[0] if key else None
+            tx.put(
+                f"export:{n}", self.pending_row(export, caller, digest, now), ExportItem.pk.does_not_exist()
+            )
+        # The cap on live batches is checked against the set it counts, in the write that grows it.
+        tx.update(
+            "live",
+            self.m.live(caller_pk(caller), "LIVE"),
+            [LiveItem.batch_ids.add({batch.id})],
+            (LiveItem.batch_ids.does_not_exist() | (size(LiveItem.batch_ids) < limits.live_batches))
+            & under_budget(limits),
+            old=True,
+        )
+        take_shards(tx, self.m, self.settings, shards)
+        refused = tx.commit(self._connection())
+        if refused is None:
+            return BatchCreated(batch.id)
+        mine = refused.old(BatchItem, "batch")
+        if mine is not None and mine.created_at == now and mine.status == BatchStatus.RUNNING.value:
+            return BatchCreated(batch.id)  # this very write, applied by a try whose answer was lost
+        seen = key_seen(refused, key)
+        if seen is not None:
+            return seen
+        if refused.failed("live"):
+            old = refused.old(LiveItem, "live")
+            usage = int(old.usage or 0) if old is not None else 0
+            if usage >= limits.storage_bytes:
+                return OverBudget(usage)
+            return TooManyBatches(tuple(sorted(old.batch_ids or ())) if old is not None else ())
+        if shard_refused(refused):
+            return ShardFull(-1)
+        raise StorageError(f"batch {batch.id} or one of its exports exists already (an id collision)")
+
+    def read_batch(self, caller: str, batch_id: str, now: float) -> tuple[Batch, list[Export]] | None:
+        """The caller's batch and its targets' rows (a GetItem, then one BatchGetItem): None when there is
+        no such batch of this caller's."""
+        try:
+            item = self.m.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True)
+        except DoesNotExist:
+            return None
+        if expired_ttl(item.ttl, now):
+            return None
+        batch = _to_batch(item)
+        keys = [(book_pk(t.book_id), export_sk(t.export_id)) for t in batch.targets]
+        rows = {i.export_id: to_export(i) for i in self.m.export.batch_get(keys, consistent_read=True)}
+        return batch, [rows[t.export_id] for t in batch.targets if t.export_id in rows]
+
+    def list_batches(
+        self, caller: str, *, limit: int, start_after: str | None, now: float
+    ) -> tuple[list[Batch], str | None]:
+        """One page of the caller's batches, newest first (ids sort by time)."""
+        last_key = None
+        if start_after is not None:
+            last_key = {"pk": {"S": caller_pk(caller)}, "sk": {"S": batch_sk(start_after)}}
+        results = self.m.batch.query(
+            caller_pk(caller),
+            BatchItem.sk.startswith("BATCH#"),
+            scan_index_forward=False,
+            consistent_read=True,
+            limit=limit,
+            last_evaluated_key=last_key,
+            page_size=limit,
+        )
+        page = [_to_batch(item) for item in results if not expired_ttl(item.ttl, now)]
+        next_after = None
+        if results.last_evaluated_key is not None:
+            next_after = results.last_evaluated_key["sk"]["S"].removeprefix("BATCH#")
+        return page, next_after
+
+    def cancel_batch(self, caller: str, batch_id: str, now: float) -> Batch | None:
+        """Mark the batch cancelled and give back its place among the caller's live batches, in one write;
+        its targets are then ended one by one by the caller of this, and the `batch` queue holds the batch
+        (due at once) until every one has, should that caller die first. None: no such batch."""
+        tx = Tx()
+        tx.update(
+            "batch",
+            self.m.batch(caller_pk(caller), batch_sk(batch_id)),
+            [
+                BatchItem.status.set(BatchStatus.CANCELLED.value),
+                BatchItem.transition.set("bindery.batch.cancelled"),
+                BatchItem.finished_at.set(now),
+                BatchItem.queue.set(Queue.BATCH.value),
+                BatchItem.due_at.set(now + BATCH_CHECK_SECONDS),
+            ],
+            # `pk exists`: a cancel must not make a batch out of nothing. `status <> cancelled`: a second
+            # cancel changes nothing (and publishes no second event); it only ends the targets again.
+            BatchItem.pk.exists() & (BatchItem.status != BatchStatus.CANCELLED.value),
+            old=True,
+        )
+        tx.update("live", self.m.live(caller_pk(caller), "LIVE"), [LiveItem.batch_ids.delete({batch_id})])
+        refused = tx.commit(self._connection())
+        if refused is not None and refused.old(BatchItem, "batch") is None:
+            return None
+        found = self.read_batch(caller, batch_id, now)
+        return None if found is None else found[0]
+
+    def batch_cleared(self, caller: str, batch_id: str) -> None:
+        """A cancelled batch whose every target has ended leaves the `batch` queue."""
+        with contextlib.suppress(Refused):  # refused: not a cancelled batch, so it stays where it is
+            update_if(
+                self.client,
+                self.m.batch,
+                caller_pk(caller),
+                batch_sk(batch_id),
+                [BatchItem.queue.remove(), BatchItem.due_at.remove()],
+                BatchItem.status == BatchStatus.CANCELLED.value,
+            )
+
+    def due_batches(self, now: float, limit: int) -> list[tuple[str, str]]:
+        """(caller, batch id) of batches the sweep is to look at now."""
+        return [
+            (item.pk.removeprefix("CALLER#"), item.sk.removeprefix("BATCH#"))
+            for item in self.m.batch.by_due.query(Queue.BATCH.value, BatchesDue.due_at <= now, limit=limit)
+        ]
+
+    def defer_batch(self, caller: str, batch_id: str, now: float) -> None:
+        """A running batch whose targets have not all ended: look again later."""
+        with contextlib.suppress(Refused):  # refused: it left the queue meanwhile (settled)
+            update_if(
+                self.client,
+                self.m.batch,
+                caller_pk(caller),
+                batch_sk(batch_id),
+                [BatchItem.due_at.set(now + BATCH_CHECK_SECONDS)],
+                BatchItem.queue == Queue.BATCH.value,
+            )
+
+    def all_batches(self) -> Iterator[Batch]:
+        """Every batch row, by Scan. For tests and operators only."""
+        for item in self.m.batch.scan(BatchItem.sk.startswith("BATCH#")):
+            yield _to_batch(item)
+
+
+def _to_batch(item: BatchItem) -> Batch:
+    return Batch(
+        id=item.batch_id,
+        caller=item.pk.removeprefix("CALLER#"),
+        caller_class=item.caller_class,
+        status=item.status,
+        targets=tuple(Target(**t) for t in json.loads(item.targets)),
+        targets_done=int(item.targets_done or 0),
+        n_ready=int(item.n_ready or 0),
+        n_failed=int(item.n_failed or 0),
+        n_cancelled=int(item.n_cancelled or 0),
+        bytes=int(item.bytes or 0),
+        created_at=item.created_at,
+        finished_at=item.finished_at,
+    )
