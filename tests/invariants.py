@@ -1,4 +1,4 @@
-"""The eight promises, checked against what is in the table and the bucket once the system is quiescent.
+"""The eleven promises, checked against what is in the table and the bucket once the system is quiescent.
 
 1. Every accepted export has a row, and has ended (ready, failed, cancelled or expired), a failed one
    with its code.
@@ -15,10 +15,17 @@
    or withdrawn, the documented endings. None is left queued or in flight.
 7. Each endpoint's ledger counts equal its delivery rows, state by state.
 8. Each caller's feed holds exactly the events 1..head, and each event id is in it once.
+9. A batch's counts equal its targets' endings (targets_done, each ending's count, its bytes); a batch is
+   running exactly while one of its targets is pending (or until the sweep settles it), and exactly the
+   running ones hold a place among their caller's live batches.
+10. A caller's usage equals the bytes of its published files still stored.
+11. No cap is over: each shard of the global cap counts exactly its pending exports, within its cap; no
+    caller holds more live exports than its class allows.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from itertools import pairwise
 from typing import Any
@@ -215,7 +222,7 @@ def violations(
     # 5. polls read only
     for op in poll_writes or []:
         found.append(f"5: a poll made a write: {op}")
-    return found + webhook_violations(store)
+    return found + webhook_violations(store) + limit_violations(store, settled=after_gc)
 
 
 def _all_items(store: Any, starts: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -285,4 +292,79 @@ def webhook_violations(store: Any, *, settled: bool = True) -> list[str]:
     for d in deliveries:
         if settled and d["state"] not in ("acked", "rejected", "expired", "withdrawn"):
             found.append(f"6: delivery {d['pk']}/{d['sk']} is still {d['state']}")
+    return found
+
+
+def limit_violations(store: Any, *, settled: bool = True) -> list[str]:
+    """Promises 9 to 11. `settled`: every batch whose targets have all ended has been settled (the batch
+    sweep has run, or every ending's settle went through)."""
+    from bindery.limits import CallerClass, shard_of
+
+    found: list[str] = []
+    items = _all_items(store, ("EXPORT#", "BATCH#", "LIVE", "SHARD#"))
+    rows = {i["export_id"]: i for i in items if i["sk"].startswith("EXPORT#")}
+    live = {i["pk"].removeprefix("CALLER#"): i for i in items if i["sk"] == "LIVE"}
+    settings = store.settings
+
+    # 9. a batch's counts are its targets' endings, and a running batch is one with a target pending
+    for batch in (i for i in items if i["sk"].startswith("BATCH#")):
+        caller, batch_id = batch["pk"].removeprefix("CALLER#"), batch["batch_id"]
+        targets = [rows.get(t["export_id"]) for t in json.loads(batch["targets"])]
+        if any(t is None for t in targets):
+            found.append(f"9: batch {batch_id} names a target with no row")
+            continue
+        ended = [t for t in targets if t is not None and t["state"] != State.PENDING.value]
+        published = [t for t in ended if t.get("size_bytes") is not None]
+        expected = {
+            "targets_done": len(ended),
+            "n_ready": len(published),
+            "n_failed": sum(t["state"] == State.FAILED.value for t in ended),
+            "n_cancelled": sum(t["state"] == State.CANCELLED.value for t in ended),
+            "bytes": sum(int(t["size_bytes"]) for t in published),
+        }
+        for name, want in expected.items():
+            if int(batch.get(name) or 0) != want:
+                found.append(f"9: batch {batch_id}'s {name} is {batch.get(name)}, its targets say {want}")
+        running = batch["status"] == "running"
+        if settled and running and len(ended) == len(targets):
+            found.append(f"9: batch {batch_id} is running with every target ended")
+        if not running and batch["status"] != "cancelled" and len(ended) != len(targets):
+            found.append(f"9: batch {batch_id} is {batch['status']} with a target pending")
+        held = set(live.get(caller, {}).get("batch_ids") or ())
+        if running != (batch_id in held):
+            found.append(f"9: batch {batch_id} ({batch['status']}) and {caller}'s live batches disagree")
+
+    # 10. a caller's usage is the bytes of its published files still stored
+    stored: dict[str, int] = defaultdict(int)
+    for row in rows.values():
+        if row.get("path") and row.get("size_bytes") is not None:
+            stored[row["counted_against"]] += int(row["size_bytes"])
+    for caller in set(stored) | set(live):
+        usage = int(live.get(caller, {}).get("usage") or 0)
+        if usage != stored.get(caller, 0):
+            found.append(f"10: {caller}'s usage is {usage}, its stored files {stored.get(caller, 0)}")
+
+    # 11. no cap is over: each shard counts exactly its pending exports, within its cap; each caller's
+    # live sets are within the most any of its classes allows
+    pending = [r for r in rows.values() if r["state"] == State.PENDING.value]
+    counted = {
+        int(i["sk"].removeprefix("SHARD#")): int(i.get("n") or 0)
+        for i in items
+        if i["sk"].startswith("SHARD#")
+    }
+    for k, cap in enumerate(settings.shard_caps):
+        n = sum(1 for r in pending if shard_of(r["export_id"]) == k)
+        if counted.get(k, 0) != n or n > cap:
+            found.append(f"11: shard {k} counts {counted.get(k, 0)} for {n} pending exports (cap {cap})")
+    for caller, item in live.items():
+        classes = {
+            CallerClass(r.get("caller_class") or "standard")
+            for r in pending
+            if r["counted_against"] == caller
+        }
+        most = max(
+            (settings.limits(c) for c in classes or {CallerClass.FLEET}), key=lambda lim: lim.live_exports
+        )
+        if len(item.get("live_ids") or ()) > most.live_exports:
+            found.append(f"11: {caller} holds {len(item['live_ids'])} live exports, over {most.live_exports}")
     return found

@@ -27,7 +27,7 @@ from bindery import outbound
 from bindery.common import Clock, iso
 from bindery.config import Settings
 from bindery.observability import logger, metrics
-from bindery.states import EVENT_TYPES, DeliveryState
+from bindery.states import BATCH_EVENT_TYPES, EVENT_TYPES, DeliveryState
 from bindery.storage import Attempt, Created, Delivery, Store
 
 S = DeliveryState
@@ -80,9 +80,24 @@ def parse_event(message: str) -> Incoming:
         raise BadEvent(f"not an event of ours: {exc!r}") from None
     if kind not in EVENT_TYPES or not isinstance(event_id, str) or not isinstance(caller, str) or not caller:
         raise BadEvent(f"not an event of ours: {kind!r}")
-    data = {k: v for k, v in detail.items() if k not in ("id", "owner")}
-    if data.get("failure_code") == "":
-        data["failure_code"] = None  # the pipe's template writes a missing attribute as ""
+    # One input template writes both kinds of row (the pipe writes a missing attribute as "", a number as
+    # a string): each kind keeps its own fields, typed.
+    try:
+        if kind in BATCH_EVENT_TYPES:
+            event_id = f"{detail['batch_id']}:{detail['state']}"
+            data: dict[str, Any] = {
+                "batch_id": detail["batch_id"],
+                "status": detail["state"],
+                "targets_total": int(detail["targets_total"]),
+                "targets_done": int(detail["targets_done"]),
+            }
+        else:
+            data = {k: detail[k] for k in ("export_id", "book_id", "format", "state")}
+            data["attempt"] = int(detail["attempt"])
+            data["failure_code"] = detail.get("failure_code") or None
+            data["batch_id"] = detail.get("batch_id") or None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BadEvent(f"not an event of ours: {exc!r}") from None
     # The event exactly as the feed shows it and every webhook carries it.
     body = {"id": event_id, "type": kind, "created_at": iso(when), "data": data}
     return Incoming(event_id, kind, caller, when, data.get("book_id"), body)

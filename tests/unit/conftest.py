@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import uuid
 from collections.abc import Callable, Iterator

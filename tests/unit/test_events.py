@@ -14,7 +14,10 @@ from bindery_local import template
 from tests.unit.conftest import Stack
 
 PIPE = "TransitionsToEventsPipe"
-SCHEMA_KEYS = {"id", "export_id", "book_id", "owner", "format", "state", "attempt", "failure_code"}
+SCHEMA_KEYS = {
+    "id", "export_id", "book_id", "owner", "format", "state", "attempt", "failure_code", "batch_id",
+    "targets_total", "targets_done",
+}  # fmt: skip
 
 
 def _events(stack: Stack) -> list[tuple[str, dict[str, Any]]]:
@@ -85,3 +88,38 @@ def test_writes_that_are_not_terminal_transitions_publish_nothing(stack: Stack) 
     stack.store.record_progress(claimed.export, 1, 2)  # type: ignore[union-attr]
     stack.poll(book, export_id)
     assert _events(stack) == []
+
+
+def test_a_batchs_ending_publishes_one_event_and_its_targets_name_it(stack: Stack) -> None:
+    from bindery.deliveries import parse_event
+    from tests.unit.hooks import envelope
+
+    book = stack.create_book()
+    made = stack.http(
+        "POST", "/batches", body={"exports": [{"book_id": book, "format": "markdown"}] * 2}
+    ).body
+    for target in made["targets"]:
+        stack.build(book, target["export_id"])
+        stack.build(book, target["export_id"])  # a duplicate delivery: no second transition
+    for _ in range(2):  # the caller cancels the ended batch, and retries
+        stack.http("DELETE", f"/batches/{made['id']}")
+
+    events = _events(stack)
+
+    kinds = [kind for kind, _ in events]
+    # The cancel ends the batch first, then its targets' links.
+    assert (
+        kinds
+        == ["bindery.export.ready"] * 2
+        + ["bindery.batch.done", "bindery.batch.cancelled"]
+        + ["bindery.export.expired"] * 2
+    )
+    assert {d["batch_id"] for k, d in events if k.startswith("bindery.export.")} == {made["id"]}
+    bodies = [
+        parse_event(envelope(k, d, stack.clock())).body for k, d in events if k.startswith("bindery.batch.")
+    ]
+    assert [b["data"] for b in bodies] == [
+        {"batch_id": made["id"], "status": "done", "targets_total": 2, "targets_done": 2},
+        {"batch_id": made["id"], "status": "cancelled", "targets_total": 2, "targets_done": 2},
+    ]
+    assert [b["id"] for b in bodies] == [f"{made['id']}:done", f"{made['id']}:cancelled"]

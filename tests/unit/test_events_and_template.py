@@ -65,6 +65,9 @@ def test_every_sample_event_drives_its_handler(stack: Stack) -> None:
         "failed": 0,
         "refused": 0,
         "errors": 0,
+        "settled": 0,
+        "deferred": 0,
+        "cleared": 0,
     }
     assert stack.objects.keys("artifacts/") == []  # the revoked link's bytes went with the cancel
     gc = expiry_gc.handler(sample("expiry_gc_schedule.json"), ctx, exports=svc)

@@ -16,11 +16,16 @@ from bindery_local import resources, template
 from bindery_local.resources import EVENT_BUS
 
 
-def _detail(state: str) -> dict[str, object]:
-    export = "19b2f3c4d5e0a1b2c3d4e"
+def _detail(kind: str) -> dict[str, object]:
+    export, batch = "19b2f3c4d5e0a1b2c3d4e", "19b2f3c4d5e0a1b2c3d40"
+    state = kind.rsplit(".", 1)[1]
+    if kind.startswith("bindery.batch."):  # a batch's ending, as the same input template writes it
+        return {"id": f":{state}", "export_id": "", "book_id": "", "owner": "user-alice", "format": "",
+                "state": state, "attempt": "", "failure_code": "", "batch_id": batch, "targets_total": "2",
+                "targets_done": "2"}  # fmt: skip
     return {"id": f"{export}:{state}", "export_id": export, "book_id": "0123456789abcdef0123",
-            "owner": "user-alice", "format": "html", "state": state, "attempt": 1,
-            "failure_code": ""}  # fmt: skip
+            "owner": "user-alice", "format": "html", "state": state, "attempt": "1",
+            "failure_code": "", "batch_id": "", "targets_total": "", "targets_done": ""}  # fmt: skip
 
 
 def test_every_queue_is_made_with_its_redrive_and_every_consumer_has_its_queue() -> None:
@@ -61,16 +66,20 @@ def test_the_rule_sends_each_export_event_and_nothing_else_to_the_ingest_queue_a
     with mock_aws():
         urls = resources.ensure("wiring", "wiring")
         entries = [
-            {"Source": "bindery", "DetailType": kind, "Detail": json.dumps(_detail(kind.rsplit(".", 1)[1]))}
+            {"Source": "bindery", "DetailType": kind, "Detail": json.dumps(_detail(kind))}
             for kind in EVENT_TYPES
         ]
         entries += [
             {
                 "Source": "bindery",
                 "DetailType": "bindery.export.progress",
-                "Detail": json.dumps(_detail("x")),
+                "Detail": json.dumps(_detail("bindery.export.x")),
             },
-            {"Source": "someone.else", "DetailType": EVENT_TYPES[0], "Detail": json.dumps(_detail("ready"))},
+            {
+                "Source": "someone.else",
+                "DetailType": EVENT_TYPES[0],
+                "Detail": json.dumps(_detail("bindery.export.ready")),
+            },
         ]
         put = boto3.client("events").put_events(Entries=[{**e, "EventBusName": EVENT_BUS} for e in entries])
         assert put["FailedEntryCount"] == 0
@@ -87,10 +96,11 @@ def test_the_rule_sends_each_export_event_and_nothing_else_to_the_ingest_queue_a
     for envelope, body in zip(envelopes, bodies, strict=True):
         assert envelope["source"] == "bindery" and envelope["version"] == "0"
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", envelope["time"])
-        assert envelope["detail"] == _detail(envelope["detail-type"].rsplit(".", 1)[1])  # an object, not text
+        assert envelope["detail"] == _detail(envelope["detail-type"])  # an object, not text
         event = parse_event(body)  # what the ingest reads from it
+        detail = envelope["detail"]
         assert (event.id, event.type, event.caller) == (
-            envelope["detail"]["id"],
+            detail["id"] if detail["export_id"] else f"{detail['batch_id']}:{detail['state']}",
             envelope["detail-type"],
             "user-alice",
         )

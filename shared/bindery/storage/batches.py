@@ -89,6 +89,7 @@ class BatchRows(ExportRows):
             batch_sk(batch.id),
             batch_id=batch.id,
             caller_class=batch.caller_class,
+            counted_against=caller,
             status=BatchStatus.RUNNING.value,
             targets=json.dumps([t._asdict() for t in batch.targets], separators=(",", ":")),
             targets_total=batch.targets_total,

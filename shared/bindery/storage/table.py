@@ -179,7 +179,10 @@ class BatchesDue(ByDue):
 class BatchItem(Item):
     batch_id = UnicodeAttribute()
     caller_class = UnicodeAttribute()
-    status = UnicodeAttribute()
+    # Stored as `state` and `counted_against`, the names the events pipe reads an ending from, so that one
+    # pipe and one input template publish an export's endings and a batch's (`transition` names the kind).
+    status = UnicodeAttribute(attr_name="state")
+    counted_against = UnicodeAttribute()
     targets = UnicodeAttribute()  # JSON: [{"export_id", "book_id", "format"}], in the request's order
     targets_total = NumberAttribute()
     # Moved only by the write that ends a target (`bindery.storage.endings.end_pending`): exactly once each.

@@ -1,0 +1,182 @@
+"""Batches, caps and budgets under concurrency, on DynamoDB Local, whose transactions are atomic under threads
+as DynamoDB's are (moto's are not). Each test is named after the race it closes."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import pytest
+
+from bindery import errors
+from bindery.builds import RetryLater
+from bindery.exports import Exports
+from bindery.limits import CallerClass, shard_of
+from bindery.states import State
+from tests.figures import record
+from tests.invariants import limit_violations, violations
+
+T = TypeVar("T")
+
+BATCHES, TARGETS = 8, 20
+# `make reliability` runs 100 trials; `make test` a few, the same race each time.
+BATCH_TRIALS = int(os.environ.get("BINDERY_BATCH_TRIALS", "2"))
+
+
+def _all_at_once(n: int, act: Callable[[int], T]) -> list[T]:
+    barrier = threading.Barrier(n)
+
+    def run(i: int) -> T:
+        barrier.wait()
+        return act(i)
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(run, range(n)))
+
+
+class _Crash(BaseException):
+    """The worker's process died: after its upload, before its finish."""
+
+
+def _deliver(exports: Exports, book: str, export_id: str) -> str:
+    try:
+        return exports.build(book, export_id)
+    except RetryLater:
+        return "retry"
+    except _Crash:
+        return "crashed"
+
+
+@pytest.mark.slow(30)
+def test_8_concurrent_batches_with_duplicate_deliveries_and_crashes_count_each_ending_once(
+    exports: Exports, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exports = _with_cap(exports, max_live_exports_total=BATCHES * TARGETS)
+    book, _, _ = exports.books.create_book("user-alice", "Catalogue", "# One\n\ntext\n")
+    choose = random.Random(16)
+    real_finish = exports.store.finish_export
+    doomed: set[str] = set()
+
+    def finish(export: Any, **kw: Any) -> Any:
+        if export.id in doomed:
+            doomed.discard(export.id)  # it dies once; the redelivery after its lease finishes it
+            raise _Crash(export.id)
+        return real_finish(export, **kw)
+
+    monkeypatch.setattr(exports.store, "finish_export", finish)
+    miscounted, crashed = [], 0
+    targets = [{"book_id": book.id, "format": "markdown"}] * TARGETS
+    for _trial in range(BATCH_TRIALS):
+        made = _all_at_once(
+            BATCHES, lambda i: exports.create_batch(f"user-{i % 4}", CallerClass.FLEET, targets, None)[0]
+        )
+        pairs = [(b["id"], f"user-{i % 4}", t["export_id"]) for i, b in enumerate(made) for t in b["targets"]]
+        doomed.update(choose.sample([e for _, _, e in pairs], len(pairs) // 10))
+        crashed += len(doomed)
+        # Every build message delivered twice, at once, across the whole catalogue.
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda p: _deliver(exports, book.id, p[2]), pairs * 2))
+        # The crashed attempts' leases run out; their messages come back, twice each again.
+        exports.clock.advance(exports.settings.lease_seconds + 1)  # type: ignore[attr-defined]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda p: _deliver(exports, book.id, p[2]), pairs * 2))
+        for i, batch in enumerate(made):
+            caller = f"user-{i % 4}"
+            seen, rows = exports.store.read_batch(caller, batch["id"], exports.clock()) or (None, [])
+            assert seen is not None
+            ended = sum(r.state != State.PENDING for r in rows)
+            if not (seen.targets_done == ended == TARGETS and seen.status == "done"):
+                miscounted.append((seen, [r.state for r in rows]))
+    record("race: 8 concurrent batches of 20, every message twice, 10 % crashed: trials", BATCH_TRIALS)
+    record(
+        "race: 8 concurrent batches of 20: batches whose targets_done was not their endings", len(miscounted)
+    )
+    record("race: 8 concurrent batches of 20: builds crashed after their upload", crashed)
+    assert miscounted == []
+    assert limit_violations(exports.store) == []
+    assert violations(exports.store, exports.objects, after_gc=False) == []
+
+
+def _with_cap(exports: Exports, **changes: Any) -> Exports:
+    import dataclasses
+
+    from bindery.objects import Objects
+    from bindery.storage import Store
+
+    settings = dataclasses.replace(exports.settings, **changes)
+    return Exports(settings, Store(settings), Objects(settings), clock=exports.clock)
+
+
+CALLERS, TOTAL_CAP = 10, 20
+
+
+def test_4x_cap_concurrent_submits_across_10_callers_exceed_neither_the_global_cap_nor_a_callers(
+    exports: Exports,
+) -> None:
+    exports = _with_cap(exports, max_live_exports_total=TOTAL_CAP)
+    books = {}
+    for n in range(CALLERS):
+        books[n] = exports.books.create_book(f"user-{n}", "Mine", "# One\n\ntext\n")[0].id
+    # Half the callers are restricted (2 live at once), half standard (10): 60 places, 20 in the service.
+    classes = {n: CallerClass.RESTRICTED if n % 2 else CallerClass.STANDARD for n in range(CALLERS)}
+
+    def submit(i: int) -> str:
+        n = i % CALLERS
+        try:
+            exports.submit(f"user-{n}", books[n], "markdown", None, caller_class=classes[n])
+        except errors.TooManyLiveExports:
+            return "429"
+        except errors.ServiceAtCapacity:
+            return "503"
+        return f"user-{n}"
+
+    outcomes = _all_at_once(4 * TOTAL_CAP, submit)
+
+    accepted = [o for o in outcomes if o.startswith("user-")]
+    rows = [e for e in exports.store.all_exports() if e.state == State.PENDING]
+    record("race: 80 submits across 10 callers (global cap 20): accepted", len(accepted))
+    record("race: 80 submits across 10 callers (global cap 20): refused 503", outcomes.count("503"))
+    record("race: 80 submits across 10 callers (global cap 20): refused 429", outcomes.count("429"))
+    assert len(rows) == len(accepted) <= TOTAL_CAP
+    for n in range(CALLERS):
+        cap = exports.settings.limits(classes[n]).live_exports
+        assert sum(1 for r in rows if r.counted_against == f"user-{n}") <= cap
+    caps = exports.settings.shard_caps
+    for k, room in exports.store.shard_room().items():
+        assert caps[k] - room == sum(1 for r in rows if shard_of(r.id) == k) <= caps[k]
+    assert limit_violations(exports.store) == []
+
+
+def test_concurrent_finishes_and_unlinks_leave_usage_equal_to_the_bytes_stored(exports: Exports) -> None:
+    book, _, _ = exports.books.create_book("user-alice", "Usage", "# One\n\n" + "text " * 200 + "\n")
+    ready = []
+    for _ in range(12):
+        view, _ = exports.submit("user-alice", book.id, "markdown", None)
+        exports.build(book.id, view["id"])
+        ready.append(view["id"])
+    pending = [exports.submit("user-alice", book.id, "html", None)[0]["id"] for _ in range(8)]
+
+    def act(i: int) -> Any:
+        if i < len(pending):
+            return exports.build(book.id, pending[i])  # finishes: bytes published
+        if i < len(pending) + 6:
+            return exports.cancel("user-alice", book.id, ready[i - len(pending)])  # revoked, unlinked now
+        return exports.collect_garbage()  # unlinks what the cancels could not finish, if any
+
+    _all_at_once(len(pending) + 8, act)
+
+    stored = sum(
+        e.size_bytes or 0
+        for e in exports.store.all_exports()
+        if e.path and e.state in (State.READY, State.EXPIRED)
+    )
+    usage = exports.store.holdings("user-alice").usage
+    record(
+        "race: 8 finishes, 6 revokes and 2 GCs at once: usage equal to the bytes stored", int(usage == stored)
+    )
+    assert usage == stored > 0
+    assert limit_violations(exports.store) == []
