@@ -325,14 +325,15 @@ def limit_violations(store: Any, *, settled: bool = True) -> list[str]:
         for name, want in expected.items():
             if int(batch.get(name) or 0) != want:
                 found.append(f"9: batch {batch_id}'s {name} is {batch.get(name)}, its targets say {want}")
-        running = batch["status"] == "running"
+        status = batch["state"]  # a batch's status is stored as `state`, the name the events pipe reads
+        running = status == "running"
         if settled and running and len(ended) == len(targets):
             found.append(f"9: batch {batch_id} is running with every target ended")
-        if not running and batch["status"] != "cancelled" and len(ended) != len(targets):
-            found.append(f"9: batch {batch_id} is {batch['status']} with a target pending")
+        if not running and status != "cancelled" and len(ended) != len(targets):
+            found.append(f"9: batch {batch_id} is {status} with a target pending")
         held = set(live.get(caller, {}).get("batch_ids") or ())
         if running != (batch_id in held):
-            found.append(f"9: batch {batch_id} ({batch['status']}) and {caller}'s live batches disagree")
+            found.append(f"9: batch {batch_id} ({status}) and {caller}'s live batches disagree")
 
     # 10. a caller's usage is the bytes of its published files still stored
     stored: dict[str, int] = defaultdict(int)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -89,7 +90,10 @@ class BatchRequests(Parts):
             raise no_such_book()
         now = self.clock()
         batch_id = new_id(now)
-        for _ in range(SHARD_TRIES):
+        for attempt in range(2 * SHARD_TRIES):
+            if attempt:
+                # Another batch took the room this one planned on: read again after a moment.
+                time.sleep(random.uniform(0, 0.02 * attempt))
             plan = plan_shards(self.store.shard_room(), len(wanted))
             if plan is None:
                 raise service_full(self.settings.max_live_exports_total)

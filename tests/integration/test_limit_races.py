@@ -55,8 +55,10 @@ def _deliver(exports: Exports, book: str, export_id: str) -> str:
 def test_8_concurrent_batches_with_duplicate_deliveries_and_crashes_count_each_ending_once(
     exports: Exports, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    exports = _with_cap(exports, max_live_exports_total=BATCHES * TARGETS)
-    book, _, _ = exports.books.create_book("user-alice", "Catalogue", "# One\n\ntext\n")
+    exports = _with_cap(exports, max_live_exports_total=2 * BATCHES * TARGETS)
+    books = {
+        u: exports.books.create_book(f"user-{u}", "Catalogue", "# One\n\ntext\n")[0].id for u in range(4)
+    }
     choose = random.Random(16)
     real_finish = exports.store.finish_export
     doomed: set[str] = set()
@@ -69,21 +71,23 @@ def test_8_concurrent_batches_with_duplicate_deliveries_and_crashes_count_each_e
 
     monkeypatch.setattr(exports.store, "finish_export", finish)
     miscounted, crashed = [], 0
-    targets = [{"book_id": book.id, "format": "markdown"}] * TARGETS
+
+    def create(i: int) -> dict[str, Any]:
+        targets = [{"book_id": books[i % 4], "format": "markdown"}] * TARGETS
+        return exports.create_batch(f"user-{i % 4}", CallerClass.FLEET, targets, None)[0]
+
     for _trial in range(BATCH_TRIALS):
-        made = _all_at_once(
-            BATCHES, lambda i: exports.create_batch(f"user-{i % 4}", CallerClass.FLEET, targets, None)[0]
-        )
-        pairs = [(b["id"], f"user-{i % 4}", t["export_id"]) for i, b in enumerate(made) for t in b["targets"]]
-        doomed.update(choose.sample([e for _, _, e in pairs], len(pairs) // 10))
+        made = _all_at_once(BATCHES, create)
+        pairs = [(t["book_id"], t["export_id"]) for b in made for t in b["targets"]]
+        doomed.update(choose.sample([e for _, e in pairs], len(pairs) // 10))
         crashed += len(doomed)
         # Every build message delivered twice, at once, across the whole catalogue.
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda p: _deliver(exports, book.id, p[2]), pairs * 2))
+            list(pool.map(lambda p: _deliver(exports, *p), pairs * 2))
         # The crashed attempts' leases run out; their messages come back, twice each again.
         exports.clock.advance(exports.settings.lease_seconds + 1)  # type: ignore[attr-defined]
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda p: _deliver(exports, book.id, p[2]), pairs * 2))
+            list(pool.map(lambda p: _deliver(exports, *p), pairs * 2))
         for i, batch in enumerate(made):
             caller = f"user-{i % 4}"
             seen, rows = exports.store.read_batch(caller, batch["id"], exports.clock()) or (None, [])
