@@ -35,18 +35,19 @@ from boto3.dynamodb.types import TypeDeserializer
 from bindery import images
 from bindery.objects import ARTIFACT_PREFIX, BOOK_PREFIX, UPLOAD_PREFIX
 from bindery.states import ENDED, Queue, State
+from bindery.storage import BUNDLE
 from bindery.storage.hookmodels import DELIVERY_STATES
 
 # What the checks read of each item: one projected Scan, so that checking after every step stays cheap.
 _PROJECTION = (
     "pk, sk, export_id, #state, failure_code, #path, paths, #queue, counted_against, live_ids, cut,"
-    " key_digest, requested_at, revision, assets"
+    " key_digest, requested_at, revision, assets, batch_id, #format"
 )
-_NAMES = {"#state": "state", "#path": "path", "#queue": "queue"}
+_NAMES = {"#state": "state", "#path": "path", "#queue": "queue", "#format": "format"}
 
 
 _FIELDS = frozenset(f.strip().lstrip("#") for f in _PROJECTION.split(","))
-_KEPT_SK = ("EXPORT#", "RETIRE#", "LIVE", "BOOK", "PURGE")
+_KEPT_PREFIXES, _KEPT_SK = ("EXPORT#", "RETIRE#", "BATCH#"), ("LIVE", "BOOK", "PURGE")
 
 
 def _in_process_moto(client: Any) -> bool:
@@ -65,7 +66,7 @@ def _moto_items(name: str, region: str) -> list[dict[str, Any]]:
     found = []
     for item in dynamodb_backends[DEFAULT_ACCOUNT_ID][region].get_table(name).all_items():
         sk = item.range_key.value if item.range_key is not None else ""
-        if sk.startswith(_KEPT_SK[:2]) or sk in _KEPT_SK[2:]:
+        if sk.startswith(_KEPT_PREFIXES) or sk in _KEPT_SK:
             attributes = item.to_json()["Attributes"]
             found.append({k: plain.deserialize(v) for k, v in attributes.items() if k in _FIELDS})
     return found
@@ -84,9 +85,11 @@ def items_of(store: Any) -> list[dict[str, Any]]:
         # it returns, and chapters, keys and audit rows are most of a table.
         "FilterExpression": (
             "begins_with(sk, :export) OR sk IN (:live, :book, :purge) OR begins_with(sk, :retire)"
+            " OR begins_with(sk, :batch)"
         ),
         "ExpressionAttributeValues": {
             ":export": {"S": "EXPORT#"},
+            ":batch": {"S": "BATCH#"},
             ":live": {"S": "LIVE"},
             ":book": {"S": "BOOK"},
             ":purge": {"S": "PURGE"},
@@ -191,7 +194,9 @@ def violations(
     # 3. live sets are exact
     pending: dict[str, set[str]] = defaultdict(set)
     for row in rows:
-        if row["state"] == State.PENDING.value:
+        # A batch's targets count in their batch (promise 9), and a bundle in no cap.
+        single = not row.get("batch_id") and row.get("format") != BUNDLE
+        if row["state"] == State.PENDING.value and single:
             pending[row["counted_against"]].add(row["export_id"])
     live = {
         item["pk"].removeprefix("CALLER#"): set(item.get("live_ids") or ())
@@ -335,6 +340,15 @@ def limit_violations(store: Any, *, settled: bool = True) -> list[str]:
         if running != (batch_id in held):
             found.append(f"9: batch {batch_id} ({status}) and {caller}'s live batches disagree")
 
+    # 9. ...and one Idempotency-Key made one batch in one window, as for an export (promise 4)
+    made: dict[str, list[float]] = defaultdict(list)
+    for batch in (i for i in items if i["sk"].startswith("BATCH#") and i.get("key_digest")):
+        made[batch["key_digest"]].append(float(batch["created_at"]))
+    for digest, times in made.items():
+        times.sort()
+        if any(later - earlier < settings.idempotency_ttl_seconds for earlier, later in pairwise(times)):
+            found.append(f"9: one key ({digest[:12]}...) made {len(times)} batches within one window")
+
     # 10. a caller's usage is the bytes of its published files still stored
     stored: dict[str, int] = defaultdict(int)
     for row in rows.values():
@@ -347,7 +361,7 @@ def limit_violations(store: Any, *, settled: bool = True) -> list[str]:
 
     # 11. no cap is over: each shard counts exactly its pending exports, within its cap; each caller's
     # live sets are within the most any of its classes allows
-    pending = [r for r in rows.values() if r["state"] == State.PENDING.value]
+    pending = [r for r in rows.values() if r["state"] == State.PENDING.value and r.get("format") != BUNDLE]
     counted = {
         int(i["sk"].removeprefix("SHARD#")): int(i.get("n") or 0)
         for i in items

@@ -39,6 +39,7 @@ from bindery.storage import (
     KeyReused,
     OverBudget,
     Replayed,
+    Revoked,
     ShardFull,
     Target,
     TooManyBatches,
@@ -161,7 +162,7 @@ class BatchRequests(Parts):
         found = self.store.read_batch(caller, batch_id, now) if valid_id(batch_id) else None
         if found is None:
             raise not_found()
-        return self.batch_view(*found, now)
+        return self.batch_view(found[0], found[1], now, bundle=found[2])
 
     def list_batches(self, caller: str, limit: Any, cursor: str | None) -> dict[str, Any]:
         try:
@@ -196,7 +197,16 @@ class BatchRequests(Parts):
             with contextlib.suppress(errors.NotFound):  # its book was deleted: the purge ends its exports
                 self.cancel(batch.caller, target.book_id, target.export_id)
         found = self.store.read_batch(batch.caller, batch.id, self.clock())
-        if found is not None and all(e.state != State.PENDING for e in found[1]):
+        if found is None:
+            return
+        _, targets, bundle = found
+        if bundle is not None and bundle.state in (State.PENDING, State.READY):
+            # The bundle has no book and so no owner to check: it is ended as a deleted book's exports are
+            # (pending cancelled, a ready link ended now and its file deleted).
+            ended = self.store.end_for_deleted_book(bundle, self.clock())
+            if isinstance(ended, Revoked):
+                self.books.unlink_now(ended)
+        if all(e.state != State.PENDING for e in targets):
             self.store.batch_cleared(batch.caller, batch.id)
 
     def settle_batches(self) -> dict[str, int]:
@@ -222,9 +232,11 @@ class BatchRequests(Parts):
                 logger.exception("batch sweep step failed", extra={"batch_id": batch_id})
         return counts
 
-    def batch_view(self, batch: Batch, targets: list[Export] | None, now: float) -> dict[str, Any]:
+    def batch_view(
+        self, batch: Batch, targets: list[Export] | None, now: float, *, bundle: Export | None = None
+    ) -> dict[str, Any]:
         """The batch as its caller sees it; with `targets` (the rows), each target's state and the counts
-        by state, which a list leaves out."""
+        by state, and its bundle, which a list leaves out."""
         status = batch.status
         body: dict[str, Any] = {
             "id": batch.id,
@@ -254,6 +266,33 @@ class BatchRequests(Parts):
                 }
                 for v in views
             ]
+            body["bundle"] = None if bundle is None else self.bundle_view(batch, bundle, now)
+        return body
+
+    def bundle_view(self, batch: Batch, bundle: Export, now: float) -> dict[str, Any]:
+        """The batch's one download: its state, and while it is ready a fresh link that lapses when the
+        bundle's row says, as any export's does."""
+        state = bundle.state
+        if state == State.READY and bundle.expires_at is not None and now >= bundle.expires_at:
+            state = State.EXPIRED
+        body: dict[str, Any] = {
+            "id": bundle.id,
+            "state": state.value,
+            "size_bytes": bundle.size_bytes,
+            "sha256": bundle.sha256,
+            "expires_at": iso(bundle.expires_at),
+            "failure_code": bundle.failure_code,
+            "download_url": None,
+            "download_expires_at": None,
+        }
+        if state == State.READY and bundle.path and bundle.expires_at is not None:
+            seconds = int(min(bundle.expires_at, now + self.settings.presign_max_seconds) - now)
+            if seconds >= 1:
+                name = f"batch-{batch.id}.zip"
+                body["download_url"] = self.objects.presign_download(
+                    bundle.path, name, engine.ZIP.content_type, seconds
+                )
+                body["download_expires_at"] = iso(now + seconds)
         return body
 
 

@@ -11,14 +11,14 @@ import secrets
 import time
 from collections.abc import Iterator
 
-from bindery import engine
+from bindery import bundles, engine
 from bindery.common import Parts
 from bindery.faults import AWS_ERRORS
 from bindery.limits import CallerClass
 from bindery.objects import artifact_key, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
 from bindery.states import BuildOutcome, ClaimRefusal, Ending, FailureCode
-from bindery.storage import Book, Chapter, Claimed, Export, StorageError
+from bindery.storage import BUNDLE, Book, Chapter, Claimed, Export, StorageError
 
 PROGRESS_SECONDS = 3.0
 
@@ -48,6 +48,8 @@ class Builds(Parts):
         export = outcome.export
         state_change(export.id, book_id, "export claimed", attempt=export.attempt)
         try:
+            if export.format == BUNDLE:
+                return self._build_bundle(export, path)
             return self._build_claimed(export, path, started)
         except StorageError as exc:
             try:
@@ -140,6 +142,33 @@ class Builds(Parts):
         )
         metrics.add_metric(name="ArtifactBytes", unit="Bytes", value=size)
         state_change(export.id, book_id, "export ready", size_bytes=size, attempt=export.attempt)
+        return BuildOutcome.READY
+
+    def _build_bundle(self, bundle: Export, path: str) -> BuildOutcome:
+        """A batch's zip: its ready targets' files, streamed into one upload, and their manifest."""
+        found = self.store.read_batch(bundle.counted_against, bundle.book_id, self.clock())
+        files = bundles.ready_files(found[1] if found else [], self.clock())
+        if not files:
+            # Every target's link lapsed (or was ended) before the bundle could be built.
+            return self._fail(bundle, FailureCode.EMPTY_BOOK)
+        writer = self.objects.writer(path, engine.ZIP.content_type)
+        try:
+            bundles.write_bundle(files, self.objects.chunks, writer)
+            size = writer.commit()
+        except StorageError:
+            writer.abort()
+            raise
+        except bundles.Damaged:
+            writer.abort()
+            logger.exception("a bundled file is damaged", extra={"export_id": bundle.id})
+            return self._fail(bundle, FailureCode.RENDER_FAILED)
+        ending = self.store.finish_export(
+            bundle, path=path, size_bytes=size, built_revision=0, sha256=writer.sha256, now=self.clock()
+        )
+        if ending != Ending.ENDED:
+            self.objects.delete([path])  # its batch was cancelled meanwhile: no row will publish these bytes
+            return BuildOutcome.FINISH_REFUSED
+        state_change(bundle.id, bundle.book_id, "bundle ready", size_bytes=size, files=len(files))
         return BuildOutcome.READY
 
     def _chapter_texts(

@@ -292,3 +292,110 @@ def test_batches_list_newest_first_a_page_at_a_time(stack: Stack) -> None:
     rest = stack.http("GET", "/batches", query={"limit": "2", "cursor": first["next_cursor"]}).body
     assert [b["id"] for b in rest["batches"]] == made[:1]
     assert stack.http("GET", "/batches", caller="user-mallory").body["batches"] == []
+
+
+def _bundle_bytes(stack: Stack, batch_id: str) -> bytes:
+    bundle = _batch(stack, batch_id)["bundle"]
+    assert bundle["state"] == "ready" and bundle["download_url"], bundle
+    row = next(e for e in stack.store.all_exports() if e.id == bundle["id"])
+    body: bytes = stack.objects.client.get_object(Bucket=stack.objects.settings.bucket, Key=row.path)[
+        "Body"
+    ].read()
+    return body
+
+
+def test_a_batch_with_a_ready_target_gets_one_zip_with_a_manifest_that_unzip_accepts(
+    stack: Stack, two_books: Any, tmp_path: Any
+) -> None:
+    import hashlib
+    import io
+    import subprocess
+    import zipfile
+
+    a, b = two_books
+    empty = stack.create_book("")
+    batch = _batch(
+        stack,
+        _create(
+            stack,
+            [
+                {"book_id": a, "format": "html"},
+                {"book_id": b, "format": "markdown"},
+                {"book_id": empty, "format": "html"},
+            ],
+        ).body["id"],
+    )
+    _build_all(stack, batch)
+    partial = _batch(stack, batch["id"])
+    assert partial["status"] == "partial" and partial["bundle"]["state"] == "pending"
+    assert stack.build(partial["id"], partial["bundle"]["id"])["batchItemFailures"] == []
+
+    data = _bundle_bytes(stack, batch["id"])
+    (tmp_path / "bundle.zip").write_bytes(data)
+    tested = subprocess.run(["unzip", "-t", str(tmp_path / "bundle.zip")], capture_output=True, text=True)
+    assert tested.returncode == 0 and "No errors detected" in tested.stdout, tested.stdout
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    manifest = json.loads(archive.read("manifest.json"))["files"]
+    ready = [t for t in partial["targets"] if t["state"] == "ready"]
+    assert [(f["book_id"], f["format"], f["export_id"]) for f in manifest] == [
+        (t["book_id"], t["format"], t["export_id"]) for t in ready
+    ]
+    for entry in manifest:
+        member = archive.read(entry["name"])
+        polled = stack.poll(entry["book_id"], entry["export_id"]).body
+        assert hashlib.sha256(member).hexdigest() == entry["sha256"] == polled["sha256"]
+        assert len(member) == entry["size_bytes"] == polled["size_bytes"]
+        assert entry["revision"] == polled["built_revision"]
+    bundle = _batch(stack, batch["id"])["bundle"]
+    assert bundle["sha256"] == hashlib.sha256(data).hexdigest() and bundle["size_bytes"] == len(data)
+    # The bundle is a stored file of the caller's: its bytes count in the usage, with the targets'.
+    sizes = sum(stack.poll(t["book_id"], t["export_id"]).body["size_bytes"] for t in ready)
+    assert stack.store.holdings("user-alice").usage == sizes + len(data)
+
+
+def test_a_batch_with_nothing_ready_gets_no_bundle(stack: Stack) -> None:
+    empty = stack.create_book("")
+    batch = _batch(stack, _create(stack, [{"book_id": empty, "format": "html"}]).body["id"])
+    _build_all(stack, batch)
+    assert _batch(stack, batch["id"])["bundle"] is None
+
+
+def test_the_bundles_link_lapses_and_the_gc_unlinks_it_as_any_exports(stack: Stack) -> None:
+    book = stack.create_book()
+    batch = _batch(stack, _create(stack, [{"book_id": book, "format": "html"}]).body["id"])
+    _build_all(stack, batch)
+    bundle = _batch(stack, batch["id"])["bundle"]
+    stack.build(batch["id"], bundle["id"])
+    path = next(e for e in stack.store.all_exports() if e.id == bundle["id"]).path
+    stack.clock.advance(stack.exports.settings.link_ttl_seconds)
+    assert _batch(stack, batch["id"])["bundle"]["state"] == "expired"
+    assert stack.gc()["unlinked"] == 2  # the target's file and the bundle
+    assert path not in set(stack.objects.keys("artifacts/"))
+    assert stack.store.holdings("user-alice").usage == 0
+
+
+def test_cancelling_a_done_batch_ends_its_bundles_link_too(stack: Stack) -> None:
+    book = stack.create_book()
+    batch = _batch(stack, _create(stack, [{"book_id": book, "format": "html"}]).body["id"])
+    _build_all(stack, batch)
+    stack.build(batch["id"], _batch(stack, batch["id"])["bundle"]["id"])
+    assert stack.http("DELETE", f"/batches/{batch['id']}").status == 204
+    after = _batch(stack, batch["id"])
+    assert (after["status"], after["bundle"]["state"], after["bundle"]["download_url"]) == (
+        "cancelled",
+        "expired",
+        None,
+    )
+    assert stack.objects.keys("artifacts/") == []
+    assert stack.store.holdings("user-alice").usage == 0
+
+
+def test_a_bundle_nobody_builds_fails_by_the_sweep_and_frees_no_cap(stack: Stack) -> None:
+    book = stack.create_book()
+    batch = _batch(stack, _create(stack, [{"book_id": book, "format": "html"}]).body["id"])
+    _build_all(stack, batch)
+    room = stack.store.shard_room()
+    stack.clock.advance(stack.exports.settings.queue_grace_seconds + 1)
+    assert stack.sweep()["failed"] == 1
+    assert _batch(stack, batch["id"])["bundle"]["failure_code"] == "queue_timeout"
+    assert stack.store.shard_room() == room  # it held no place in the global cap, so it gave none back

@@ -76,7 +76,10 @@ IMAGES = [
     ("a.png", picture("PNG", 40, 30, seed=1), "image/png"),
     ("b.gif", picture("GIF", 20, 20, seed=2), "image/gif"),
 ]
-SCENARIOS = ("exports", "replacements", "book_delete", "stale", "released", "multipart", "assets", "webhooks")
+SCENARIOS = (
+    "exports", "replacements", "book_delete", "stale", "released", "multipart", "assets", "webhooks",
+    "batches",
+)  # fmt: skip
 HOOK, DOOMED = "https://hooks.example.com/in", "https://doomed.example.com/in"
 KINDS = [*sorted(FAULTS), LOST_ANSWER]
 
@@ -166,7 +169,7 @@ class Truth:
         found = {
             (item["pk"], item["sk"]): {k: _typed(v) for k, v in item.items()}
             for item in items_of(self.stack.store)
-            if item["sk"] == "BOOK" or item["sk"].startswith("EXPORT#")
+            if item["sk"] == "BOOK" or item["sk"].startswith(("EXPORT#", "BATCH#"))
         }
         return Snapshot(found, frozenset(keys_of(self.stack.objects, "")))
 
@@ -517,6 +520,54 @@ class Run:
         s.clock.advance(s.exports.settings.webhook_lease_seconds)
         self.attempt(h.d.sweep)
         self._send_due(h)
+
+    def _batches(self) -> None:
+        """A keyed batch of three targets on two books (one target fails: partial), built; a second batch
+        of two, one built, then cancelled: its pending target cancelled, its ready one's link ended."""
+        s = self.stack
+        book = self._new_book("Catalogue", "# C\n\nc\n")
+        empty = self._new_book("Blank", "")
+        if book is None or empty is None:
+            return
+        targets = [
+            {"book_id": book, "format": "html"},
+            {"book_id": book, "format": "markdown"},
+            {"book_id": empty, "format": "markdown"},
+        ]
+        first = self.attempt(
+            lambda: s.http("POST", "/batches", body={"exports": targets}, headers={"Idempotency-Key": "b-1"}),
+            claim=self._batch_exists,
+        )
+        second = self.attempt(
+            lambda: s.http("POST", "/batches", body={"exports": targets[:2]}), claim=self._batch_exists
+        )
+        for made in (first, second):
+            if made is None or made.status != 202:
+                continue
+            if made is first:
+                self.key_answers["b-1"].add(made.body["id"])
+            self.accepted |= {t["export_id"] for t in made.body["targets"]}
+            for t in made.body["targets"][: 3 if made is first else 1]:
+                self.attempt(lambda t=t: self._build_until_done(t["book_id"], t["export_id"]))
+        if second is not None and second.status == 202:
+            self.attempt(
+                lambda: s.http("DELETE", f"/batches/{second.body['id']}"),
+                claim=self._batch_status(second.body["id"], "cancelled"),
+            )
+
+    @staticmethod
+    def _batch_exists(now: Snapshot, reply: Reply) -> list[str]:
+        found = now.item("CALLER#user-alice", f"BATCH#{reply.body['id']}")
+        return [] if found is not None else [f"batch {reply.body['id']} does not exist"]
+
+    @staticmethod
+    def _batch_status(batch_id: str, status: str) -> Claim:
+        def claim(now: Snapshot, _: Reply) -> list[str]:
+            found = now.item("CALLER#user-alice", f"BATCH#{batch_id}")
+            state = found["state"]["S"] if found is not None else "gone"
+            return [] if state == status else [f"batch {batch_id} is {state}, not {status}"]
+
+        return claim
 
     def _endpoints(self) -> set[str]:
         """The active endpoints, read from moto's own table: no call a fault could strike."""

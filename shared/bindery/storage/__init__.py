@@ -44,6 +44,7 @@ from bindery.storage.table import (
     Models,
 )
 from bindery.storage.types import (
+    BUNDLE,
     Accepted,
     Appended,
     Attempt,
@@ -80,6 +81,7 @@ from bindery.storage.types import (
 
 __all__ = [
     "BATCH_CHECK_SECONDS",
+    "BUNDLE",
     "DUE_PROJECTION",
     "MAX_REDELIVERIES",
     "SKIPPED_KEPT",

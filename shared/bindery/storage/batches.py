@@ -105,10 +105,9 @@ class BatchRows(ExportRows):
         )
         tx.put("batch", row, BatchItem.pk.does_not_exist(), old=True)
         for n, export in enumerate(targets):
-            digest = key[0] if key else None
-            tx.put(
-                f"export:{n}", self.pending_row(export, caller, digest, now), ExportItem.pk.does_not_exist()
-            )
+            # The key is the batch's (its row carries the digest), not any one target's.
+            row_n = self.pending_row(export, caller, None, now)
+            tx.put(f"export:{n}", row_n, ExportItem.pk.does_not_exist())
         # The cap on live batches is checked against the set it counts, in the write that grows it.
         tx.update(
             "live",
@@ -138,9 +137,11 @@ class BatchRows(ExportRows):
             return ShardFull(-1)
         raise StorageError(f"batch {batch.id} or one of its exports exists already (an id collision)")
 
-    def read_batch(self, caller: str, batch_id: str, now: float) -> tuple[Batch, list[Export]] | None:
-        """The caller's batch and its targets' rows (a GetItem, then one BatchGetItem): None when there is
-        no such batch of this caller's."""
+    def read_batch(
+        self, caller: str, batch_id: str, now: float
+    ) -> tuple[Batch, list[Export], Export | None] | None:
+        """The caller's batch, its targets' rows and its bundle's, if it has one (a GetItem, then one
+        BatchGetItem): None when there is no such batch of this caller's."""
         try:
             item = self.m.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True)
         except DoesNotExist:
@@ -149,8 +150,11 @@ class BatchRows(ExportRows):
             return None
         batch = _to_batch(item)
         keys = [(book_pk(t.book_id), export_sk(t.export_id)) for t in batch.targets]
+        if batch.bundle_id is not None:
+            keys.append((book_pk(batch.id), export_sk(batch.bundle_id)))
         rows = {i.export_id: to_export(i) for i in self.m.export.batch_get(keys, consistent_read=True)}
-        return batch, [rows[t.export_id] for t in batch.targets if t.export_id in rows]
+        targets = [rows[t.export_id] for t in batch.targets if t.export_id in rows]
+        return batch, targets, rows.get(batch.bundle_id) if batch.bundle_id is not None else None
 
     def list_batches(
         self, caller: str, *, limit: int, start_after: str | None, now: float
@@ -252,4 +256,5 @@ def _to_batch(item: BatchItem) -> Batch:
         bytes=int(item.bytes or 0),
         created_at=item.created_at,
         finished_at=item.finished_at,
+        bundle_id=item.bundle_id,
     )

@@ -131,8 +131,15 @@ class ClaimRows(EndingRows):
 
         # The book must still exist: a finish that landed after the book's delete would publish a deleted
         # book's text behind a ready row. A finish that lands before it, the delete's purge ends.
+        # (A bundle has no book: its batch's targets were each checked when they finished.)
         return self._end_attempt(
-            export, actions, mine, State.READY, now, published=size_bytes, book_must_exist=True
+            export,
+            actions,
+            mine,
+            State.READY,
+            now,
+            published=size_bytes,
+            book_must_exist=not export.slot.bundle,
         )
 
     def fail_export(self, export: Export, code: FailureCode, now: float) -> bool:

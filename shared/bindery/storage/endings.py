@@ -9,6 +9,7 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist
 
+from bindery.common import new_id
 from bindery.faults import AWS_ERRORS
 from bindery.limits import shard_of
 from bindery.observability import logger
@@ -31,7 +32,7 @@ from bindery.storage.table import (
     export_sk,
     shard_sk,
 )
-from bindery.storage.types import Slot
+from bindery.storage.types import BUNDLE, Slot
 
 
 def becomes(state: str) -> list[Any]:
@@ -88,15 +89,22 @@ def end_pending(
     - `published`: the bytes a finish publishes, added to the caller's usage (and the batch's bytes).
     """
     row = m.export(book_pk(slot.book_id), export_sk(slot.export_id))
-    # The slot says which counts the row moves; `batch_id` as the slot has it refuses a slot that guessed
-    # wrong (one read from the index, which does not carry it), and the refusal's ALL_OLD says which it is
-    # (`Rows.commit_ending` tries again with it).
-    in_batch: Any = ExportItem.batch_id.does_not_exist()
+    # The slot says which counts the row moves; the guard refuses a slot that guessed its kind wrong (one
+    # read from the index, which carries neither `batch_id` nor the format), and the refusal's ALL_OLD says
+    # which it is (`EndingRows.commit_ending` tries again with it).
+    kind: Any = ExportItem.batch_id.does_not_exist() & (ExportItem.format != BUNDLE)
     if slot.batch_id is not None:
-        in_batch = ExportItem.batch_id == slot.batch_id
-    tx.update("export", row, actions, condition & in_batch, old=True)
+        kind = ExportItem.batch_id == slot.batch_id
+    elif slot.bundle:
+        kind = ExportItem.format == BUNDLE
+    tx.update("export", row, actions, condition & kind, old=True)
     live = m.live(caller_pk(slot.counted_against), "LIVE")
     usage = [LiveItem.usage.add(published)] if published else []
+    if slot.bundle:
+        # A bundle holds no place in any cap: only the bytes it publishes count, in its caller's usage.
+        if usage:
+            tx.update("live", live, usage)
+        return
     if slot.batch_id is None:
         tx.update("live", live, [LiveItem.live_ids.delete({slot.export_id}), *usage])
     else:
@@ -131,8 +139,8 @@ class EndingRows(Rows):
         row had ended already, since that may have been this very ending, its answer lost."""
         refused = build(slot).commit(self._connection())
         old = None if refused is None else refused.old(ExportItem, "export")
-        if old is not None and old.batch_id != slot.batch_id:
-            slot = slot._replace(batch_id=old.batch_id)
+        if old is not None and (old.batch_id, old.format == BUNDLE) != (slot.batch_id, slot.bundle):
+            slot = slot._replace(batch_id=old.batch_id, bundle=old.format == BUNDLE)
             refused = build(slot).commit(self._connection())
             old = None if refused is None else refused.old(ExportItem, "export")
         ended = refused is None or (old is not None and old.state != State.PENDING)
@@ -163,10 +171,17 @@ class EndingRows(Rows):
             else BatchStatus.PARTIAL
         )
         tx = Tx()
+        bundle = []
+        if ready:
+            # One zip of its ready files: a row of its own, which the stream makes a build message of.
+            bundle_id = new_id(now)
+            tx.put("bundle", self.bundle_row(caller, batch_id, bundle_id, item.caller_class, now))
+            bundle = [BatchItem.bundle_id.set(bundle_id)]
         tx.update(
             "batch",
             self.m.batch(item.pk, item.sk),
             [
+                *bundle,
                 BatchItem.status.set(status.value),
                 BatchItem.transition.set(f"bindery.batch.{status.value}"),
                 BatchItem.finished_at.set(now),
@@ -183,3 +198,23 @@ class EndingRows(Rows):
         if refused is not None:
             return None  # another settle won (or this one's own resend, its answer lost)
         return status.value
+
+    def bundle_row(
+        self, caller: str, batch_id: str, bundle_id: str, caller_class: str, now: float
+    ) -> ExportItem:
+        """A batch's bundle: pending, under the batch's id as its book, waiting for the stale sweep until a
+        worker claims it, as any export does."""
+        return self.m.export(
+            book_pk(batch_id),
+            export_sk(bundle_id),
+            export_id=bundle_id,
+            book_id=batch_id,
+            format=BUNDLE,
+            state=State.PENDING.value,
+            requested_at=now,
+            counted_against=caller,
+            caller_class=caller_class,
+            attempt=0,
+            queue=Queue.STALE.value,
+            due_at=now + self.settings.queue_grace_seconds,
+        )

@@ -193,6 +193,7 @@ class BatchItem(Item):
     bytes = NumberAttribute(default=0)  # of the files its targets published
     created_at = NumberAttribute()
     finished_at = NumberAttribute(null=True)
+    bundle_id = UnicodeAttribute(null=True)  # its zip's export row (BOOK#<batch>/EXPORT#<bundle>)
     key_digest = UnicodeAttribute(null=True)
     transition = UnicodeAttribute(null=True)
     queue = UnicodeAttribute(null=True)

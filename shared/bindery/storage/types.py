@@ -9,15 +9,20 @@ from bindery.images import Asset
 from bindery.metadata import Metadata
 from bindery.states import Cancel, ClaimRefusal, State
 
+# A batch's bundle is an export row of this format, under the batch's id as its book: it is built, expired
+# and unlinked as any export is, and counted in no cap (the service makes it; no caller asked for it).
+BUNDLE = "bundle"
+
 
 class Slot(NamedTuple):
     """A pending export's place: which row, whose live set it counts against, and (a batch's target) the
-    batch whose counts its ending moves instead."""
+    batch whose counts its ending moves instead; or (a bundle) none of those."""
 
     book_id: str
     export_id: str
     counted_against: str
     batch_id: str | None = None
+    bundle: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,7 @@ class Export:
 
     @property
     def slot(self) -> Slot:
-        return Slot(self.book_id, self.id, self.counted_against, self.batch_id)
+        return Slot(self.book_id, self.id, self.counted_against, self.batch_id, self.format == BUNDLE)
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,7 @@ class Batch:
     bytes: int
     created_at: float
     finished_at: float | None = None
+    bundle_id: str | None = None  # the export row of its zip, once it ended with a target ready
 
     @property
     def targets_total(self) -> int:
