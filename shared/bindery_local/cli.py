@@ -8,7 +8,14 @@ bindery exports list BOOK                    the book's exports, newest first
 bindery exports show BOOK EXPORT             one export
 bindery exports cancel BOOK EXPORT           cancel a pending export (or revoke a ready one's link)
 
-bindery token USER                           a bearer token the local stack accepts
+bindery batch create BOOK:FORMAT ... [--wait] [--out PATH]
+                                             many exports as one job; --wait shows one bar per target,
+                                             then downloads the batch's zip
+bindery batch list | show BATCH | cancel BATCH
+bindery me                                   your class, what you hold, and every cap
+
+bindery token USER [--class CLASS]           a bearer token the local stack accepts (CLASS: standard,
+                                             fleet or restricted, the token's bindery_class claim)
 bindery invoke FUNCTION EVENT.json           one handler, in-process, with a sample event (what
                                              `sam local invoke -e` does, without Docker)
 bindery audits [--limit N]                   the GC's last audit rows, newest first
@@ -74,8 +81,22 @@ def _parser() -> argparse.ArgumentParser:
         one.add_argument("book")
         one.add_argument("export")
 
+    batch = commands.add_parser("batch", help="many exports as one job").add_subparsers(
+        dest="action", required=True
+    )
+    made = batch.add_parser("create", parents=[common], help="request a batch of BOOK:FORMAT targets")
+    made.add_argument("targets", nargs="+", metavar="BOOK:FORMAT")
+    made.add_argument("--wait", "-w", action="store_true", help="one bar per target, then download the zip")
+    made.add_argument("--out", "-o", type=Path, help="where --wait writes the zip (default: BATCH.zip)")
+    made.add_argument("--idempotency-key", help="retry a request from elsewhere safely (default: fresh)")
+    batch.add_parser("list", parents=[common], help="your batches, newest first")
+    for name, text in (("show", "one batch and its targets"), ("cancel", "cancel a batch")):
+        batch.add_parser(name, parents=[common], help=text).add_argument("batch")
+    commands.add_parser("me", parents=[common], help="your class, what you hold now, and every cap")
+
     token = commands.add_parser("token", help="print a bearer token for USER, signed for the local stack")
     token.add_argument("user")
+    token.add_argument("--class", dest="caller_class", choices=["standard", "fleet", "restricted"])
     token.add_argument("--ttl", type=int, default=86_400, help="seconds the token is valid (default 86400)")
     invoke = commands.add_parser("invoke", help="run one handler in-process with an event file")
     invoke.add_argument("function", help="a folder under functions/, e.g. poll, build_worker, webhook_sender")
@@ -91,7 +112,7 @@ def main(argv: list[str] | None = None, *, exports: Any = None) -> int:
     if args.command == "token":
         from bindery_local import tokens
 
-        print(tokens.mint(args.user, args.ttl))
+        print(tokens.mint(args.user, args.ttl, caller_class=args.caller_class))
         return 0
     if args.command == "invoke":
         return _invoke(args.function, args.event, args.env_vars)
@@ -138,6 +159,11 @@ def _client_command(args: argparse.Namespace) -> int:
             return _out(args, book, "\n".join(lines))
         if args.command == "export":
             return _export(client, args)
+        if args.command == "batch":
+            return _batch(client, args)
+        if args.command == "me":
+            me = client.me()
+            return _out(args, me, _me(me))
         if args.action == "list":
             page = client.list_exports(args.book, args.cursor, args.limit)
             lines = [_line(e) for e in page.get("exports", [])]
@@ -207,6 +233,96 @@ def _export(client: Any, args: argparse.Namespace) -> int:
         if missing:
             summary += f"; missing images: {missing}"
     return _out(args, {**ready, "file": str(out)}, summary)
+
+
+def _batch(client: Any, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        page = client.list_batches()
+        lines = [_batch_line(b) for b in page["batches"]] or ["no batches"]
+        return _out(args, page, "\n".join(lines))
+    if args.action == "show":
+        batch = client.get_batch(args.batch)
+        return _out(
+            args, batch, "\n".join([_batch_line(batch), *(_target_line(t) for t in batch["targets"])])
+        )
+    if args.action == "cancel":
+        client.cancel_batch(args.batch)
+        return _out(args, {"cancelled": args.batch}, f"cancelled {args.batch}")
+    targets = []
+    for target in args.targets:
+        book, _, fmt = target.partition(":")
+        if not book or not fmt:
+            return _fail(f"a target is BOOK:FORMAT, got {target!r}", args.json)
+        targets.append({"book_id": book, "format": fmt})
+    batch = client.create_batch(targets, args.idempotency_key)
+    if not args.wait:
+        return _out(
+            args, batch, "\n".join([_batch_line(batch), *(_target_line(t) for t in batch["targets"])])
+        )
+    started = time.monotonic()
+    bars = [
+        _bar(args, position=n, unit="chapter", desc=f"{t['book_id'][:8]}:{t['format']}")
+        for n, t in enumerate(batch["targets"])
+    ]
+
+    def progress(seen: dict[str, Any]) -> None:
+        for bar, target in zip(bars, seen["targets"], strict=True):
+            if bar is None:
+                continue
+            if target["state"] == "pending":
+                export = client.get_export(target["book_id"], target["export_id"])
+                done = export.get("progress") or {}
+                bar.total, bar.n = done.get("chapters_total"), done.get("chapters_done", 0)
+            else:
+                bar.total = bar.total or 1
+                bar.n = bar.total
+            bar.set_postfix_str(target["failure_code"] or target["state"], refresh=True)
+
+    ended = client.wait_batch(batch["id"], on_progress=progress)
+    for bar in bars:
+        if bar is not None:
+            bar.close()
+    summary = _batch_line(ended)
+    bundle = ended.get("bundle")
+    if bundle is None or not bundle.get("download_url"):
+        note = "no bundle: no target is ready" if bundle is None else f"bundle {bundle['state']}"
+        return _out(args, ended, f"{summary}\n{note}")
+    out = args.out or Path(f"{ended['id']}.zip")
+    size = client.download(bundle["download_url"], out, sha256=bundle.get("sha256"))
+    took = time.monotonic() - started
+    summary += f"\n{out}  {size:,} bytes, {ended['ended']['ready']} files and manifest.json, {took:.1f} s"
+    summary += f"\nsha256 {bundle['sha256']}: checked"
+    return _out(args, {**ended, "file": str(out)}, summary)
+
+
+def _batch_line(batch: Any) -> str:
+    ended = batch["ended"]
+    return (
+        f"{batch['id']}  {batch['status']}  {batch['targets_done']}/{batch['targets_total']} ended: "
+        f"{ended['ready']} ready, {ended['failed']} failed, {ended['cancelled']} cancelled"
+    )
+
+
+def _target_line(target: Any) -> str:
+    parts = [f"  {target['export_id']}", f"{target['book_id']}:{target['format']}", target["state"]]
+    if target.get("failure_code"):
+        parts.append(target["failure_code"])
+    return "  ".join(parts)
+
+
+def _me(me: Any) -> str:
+    limits, live, storage = me["limits"], me["live"], me["storage"]
+    return "\n".join(
+        [
+            f"{me['caller']}  class {me['class']}",
+            f"live exports   {live['exports']} of {limits['live_exports']}",
+            f"live batches   {live['batches']} of {limits['live_batches']}, "
+            f"at most {limits['batch_targets']} targets each",
+            f"storage        {storage['usage_bytes']:,} of {storage['budget_bytes']:,} bytes",
+            f"pdf            manuscripts up to {limits['pdf_manuscript_bytes']:,} bytes",
+            f"service        {limits['live_exports_total']:,} live exports across every caller",
+        ]
+    )
 
 
 def _bar(args: argparse.Namespace, **options: Any) -> Any:

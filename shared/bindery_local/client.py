@@ -61,7 +61,12 @@ ADVICE = {
     "render_failed": "the engine could not build this book: try another format, or report it",
     "worker_lost": "the build stopped before it finished: request the export again",
     "queue_timeout": "the export waited too long for a worker: request it again",
+    "too_many_live_batches": "wait for one of your batches to end, or cancel one",
+    "too_many_targets": "split the batch: `bindery me` shows how many targets your class allows",
+    "service_at_capacity": "the service is at its cap of exports in progress: try again in a minute",
+    "storage_budget_exceeded": "cancel ready exports you have downloaded, or wait for links to lapse",
 }
+BATCH_ENDED = frozenset({"done", "partial", "failed", "cancelled"})
 
 
 class Book(TypedDict):
@@ -352,6 +357,54 @@ class Client:
                 raise ApiError(0, "checksum_mismatch", f"the download's SHA-256 is not {sha256}: not kept")
         partial.replace(out)
         return done
+
+    # ---- batches and limits ----------------------------------------------------------------------
+
+    def create_batch(
+        self, targets: list[dict[str, Any]], idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """Request many exports as one job: each target a {"book_id", "format"[, "options"]}."""
+        batch: dict[str, Any] = self._call(
+            "POST", "/batches", {"exports": targets}, create=True, key=idempotency_key
+        )
+        return batch
+
+    def get_batch(self, batch_id: str) -> dict[str, Any]:
+        batch: dict[str, Any] = self._call("GET", f"/batches/{_id(batch_id)}")
+        return batch
+
+    def list_batches(self, cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        query = urllib.parse.urlencode({k: v for k, v in (("cursor", cursor), ("limit", limit)) if v})
+        page: dict[str, Any] = self._call("GET", "/batches" + (f"?{query}" if query else ""))
+        return page
+
+    def cancel_batch(self, batch_id: str) -> None:
+        self._call("DELETE", f"/batches/{_id(batch_id)}")
+
+    def me(self) -> dict[str, Any]:
+        me: dict[str, Any] = self._call("GET", "/me")
+        return me
+
+    def wait_batch(
+        self,
+        batch_id: str,
+        *,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        every: float = 1.0,
+        timeout: float = 1800.0,
+    ) -> dict[str, Any]:
+        """Poll until the batch has ended and its bundle (if it gets one) has been built or has failed."""
+        deadline = self.clock() + timeout
+        while True:
+            batch = self.get_batch(batch_id)
+            if on_progress is not None:
+                on_progress(batch)
+            bundle = batch.get("bundle")
+            if batch["status"] in BATCH_ENDED and (bundle is None or bundle["state"] != "pending"):
+                return batch
+            if self.clock() >= deadline:
+                raise TimeoutError(f"batch {batch_id} still {batch['status']} after {timeout:.0f} s")
+            self.sleep(every)
 
     # ---- the wire ---------------------------------------------------------------------------------
 

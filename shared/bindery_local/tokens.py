@@ -13,6 +13,8 @@ from typing import Any
 
 import jwt
 
+from bindery.limits import CLASS_CLAIM
+
 ISSUER = "bindery-local"
 AUDIENCE = "bindery"
 ALGORITHM = "HS256"
@@ -23,9 +25,25 @@ def secret() -> str:
     return os.environ.get("BINDERY_JWT_SECRET") or DEFAULT_SECRET
 
 
-def mint(user: str, ttl_seconds: int = 86_400, *, now: float | None = None, key: str | None = None) -> str:
+def mint(
+    user: str,
+    ttl_seconds: int = 86_400,
+    *,
+    now: float | None = None,
+    key: str | None = None,
+    caller_class: str | None = None,
+) -> str:
+    """A token for `user`; with `caller_class`, the `bindery_class` claim that names the caller's class."""
     issued = int(time.time() if now is None else now)
-    claims = {"sub": user, "iss": ISSUER, "aud": AUDIENCE, "iat": issued, "exp": issued + ttl_seconds}
+    claims: dict[str, Any] = {
+        "sub": user,
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "iat": issued,
+        "exp": issued + ttl_seconds,
+    }
+    if caller_class is not None:
+        claims[CLASS_CLAIM] = caller_class
     return jwt.encode(claims, key or secret(), algorithm=ALGORITHM)
 
 

@@ -139,3 +139,41 @@ def test_a_cut_off_download_resumes_with_a_range_request_and_is_checked(
     size = client.download(url, out, sha256=digest, on_bytes=lambda done, total: fetched.append(done))
     assert size == len(whole) and out.read_bytes() == whole
     assert fetched[0] > len(whole) // 2 and fetched[-1] == len(whole)  # counting from where it stopped
+
+
+def test_a_batch_waits_with_a_bar_per_target_and_downloads_one_zip_that_unzip_accepts(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    minted = _bindery(stack, "token", "user-publisher", "--class", "fleet")
+    assert minted.returncode == 0, minted.stderr
+    fleet = minted.stdout.strip()
+    books = []
+    for n in range(2):
+        source = tmp_path / f"volume-{n}.md"
+        source.write_text(MANUSCRIPT)
+        books.append(_json(_bindery(stack, "books", "create", str(source), "--json", token=fleet))["id"])
+    me = _json(_bindery(stack, "me", "--json", token=fleet))
+    assert me["class"] == "fleet" and me["limits"]["batch_targets"] >= 3
+
+    out = tmp_path / "catalogue.zip"
+    targets = [f"{books[0]}:markdown", f"{books[0]}:html", f"{books[1]}:epub"]
+    run = _bindery(stack, "batch", "create", *targets, "--wait", "--out", str(out), token=fleet)
+
+    assert run.returncode == 0, run.stderr
+    assert "done  3/3 ended: 3 ready" in run.stdout and f"{out}  " in run.stdout
+    for target in targets:  # one bar per target, each named by its book and format
+        assert f"{target.split(':')[0][:8]}:{target.split(':')[1]}" in run.stderr
+    tested = subprocess.run(["unzip", "-t", str(out)], capture_output=True, text=True, check=False)
+    assert tested.returncode == 0 and "No errors detected" in tested.stdout, tested.stdout
+    with zipfile.ZipFile(out) as archive:
+        manifest = json.loads(archive.read("manifest.json"))["files"]
+        assert [(f["book_id"], f["format"]) for f in manifest] == [tuple(t.split(":")) for t in targets]
+        for entry in manifest:
+            assert hashlib.sha256(archive.read(entry["name"])).hexdigest() == entry["sha256"]
+    # The caller's usage now holds the three files and the bundle, as `bindery me` says.
+    after = _bindery(stack, "me", token=fleet)
+    assert after.returncode == 0 and "class fleet" in after.stdout
+    assert (
+        f"storage        {_json(_bindery(stack, 'me', '--json', token=fleet))['storage']['usage_bytes']:,}"
+        in (after.stdout)
+    )

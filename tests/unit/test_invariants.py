@@ -10,7 +10,7 @@ import boto3
 import pytest
 
 from bindery.objects import artifact_key
-from tests.invariants import violations, webhook_violations
+from tests.invariants import limit_violations, violations, webhook_violations
 from tests.unit.conftest import Stack
 from tests.unit.hooks import hooked
 
@@ -137,3 +137,70 @@ def test_each_broken_webhook_promise_is_named(stack: Stack, broken: str) -> None
     breaking(stack, endpoint, book)
     found = webhook_violations(stack.store)
     assert any(line.startswith(named) for line in found), found
+
+
+def _batch_book(stack: Stack) -> tuple[str, str]:
+    """A book with one batch of two targets, one built, and one ready single export."""
+    book = stack.create_book()
+    made = stack.http(
+        "POST", "/batches", body={"exports": [{"book_id": book, "format": "markdown"}] * 2}
+    ).body
+    stack.build(book, made["targets"][0]["export_id"])
+    stack.build(book, stack.submit(book, "markdown").body["id"])
+    return book, made["id"]
+
+
+def _update(stack: Stack, pk: str, sk: str, expression: str, **values: Any) -> None:
+    _table(stack).update_item(
+        Key={"pk": pk, "sk": sk},
+        UpdateExpression=expression,
+        ExpressionAttributeValues={f":{k}": v for k, v in values.items()},
+    )
+
+
+LIMIT_BREAKS: dict[str, tuple[Callable[[Stack, str, str], None], str]] = {
+    "a batch's targets_done off its targets": (
+        lambda s, _, b: _update(s, "CALLER#user-alice", f"BATCH#{b}", "ADD targets_done :one", one=1),
+        "9: batch",
+    ),
+    "a batch's bytes off its targets": (
+        lambda s, _, b: _table(s).update_item(
+            Key={"pk": "CALLER#user-alice", "sk": f"BATCH#{b}"},
+            UpdateExpression="ADD #b :one",
+            ExpressionAttributeNames={"#b": "bytes"},
+            ExpressionAttributeValues={":one": 1},
+        ),
+        "9: batch",
+    ),
+    "a running batch out of its caller's live batches": (
+        lambda s, _, b: _update(s, "CALLER#user-alice", "LIVE", "DELETE batch_ids :b", b={b}),
+        "9: batch",
+    ),
+    "usage off the bytes stored": (
+        lambda s, _, __: _table(s).update_item(
+            Key={"pk": "CALLER#user-alice", "sk": "LIVE"},
+            UpdateExpression="ADD #u :n",
+            ExpressionAttributeNames={"#u": "usage"},
+            ExpressionAttributeValues={":n": -1},
+        ),
+        "10: user-alice's usage",
+    ),
+    "a shard that counts a slot nobody holds": (
+        lambda s, _, __: _update(s, "CAP#live", "SHARD#03", "ADD n :one", one=1),
+        "11: shard 3",
+    ),
+}
+
+
+def test_a_clean_system_with_batches_breaks_no_limit_promise(stack: Stack) -> None:
+    _batch_book(stack)
+    assert limit_violations(stack.store, settled=False) == []
+
+
+@pytest.mark.parametrize("broken", sorted(LIMIT_BREAKS))
+def test_each_broken_limit_promise_is_named(stack: Stack, broken: str) -> None:
+    book, batch = _batch_book(stack)
+    breaking, named = LIMIT_BREAKS[broken]
+    breaking(stack, book, batch)
+    found = limit_violations(stack.store, settled=False)
+    assert any(v.startswith(named) for v in found), found

@@ -41,6 +41,7 @@ SHARDS = 4
 EXAMPLES = int(os.environ.get("BINDERY_STATEFUL_EXAMPLES", "300")) * SOAK
 CALLERS = ("user-alice", "user-bob")
 KEYS = ("k1", "k2", None)
+CLASSES = (None, "fleet", "restricted")  # None: no bindery_class claim, so standard
 
 
 class Lifecycle(RuleBasedStateMachine):
@@ -56,6 +57,7 @@ class Lifecycle(RuleBasedStateMachine):
         self.run = Run(self.stack)
         self.books: dict[str, str] = {}  # book -> owner
         self.exports: list[tuple[str, str, str]] = []  # (owner, book, export)
+        self.batches: list[tuple[str, str]] = []  # (owner, batch)
         self.held: list[Any] = []  # claimed attempts: (Claimed, path)
         self.key_answers: dict[str, set[str]] = defaultdict(set)
         self.key_first_seen: dict[str, float] = {}  # a key is a new key once its 24 h window has passed
@@ -104,15 +106,50 @@ class Lifecycle(RuleBasedStateMachine):
             )
             self.books[reply.body["id"]] = owner
 
-    @rule(data=st.data(), fmt=st.sampled_from(["markdown", "html"]), key=st.sampled_from(KEYS))
-    def submit(self, data: st.DataObject, fmt: str, key: str | None) -> None:
+    @rule(
+        data=st.data(),
+        fmt=st.sampled_from(["markdown", "html"]),
+        key=st.sampled_from(KEYS),
+        caller_class=st.sampled_from(CLASSES),
+    )
+    def submit(self, data: st.DataObject, fmt: str, key: str | None, caller_class: str | None) -> None:
         book = data.draw(st.sampled_from(sorted(self.books)))
         owner = self.books[book]
-        reply = self._call(lambda: self.stack.submit(book, fmt, caller=owner, key=key))
+        reply = self._call(
+            lambda: self.stack.submit(book, fmt, caller=owner, key=key, caller_class=caller_class)
+        )
         if reply is not None and reply.status == 202:
             self.exports.append((owner, book, reply.body["id"]))
             if key:
                 self.key_answers[self._window(owner, key)].add(reply.body["id"])
+
+    @rule(
+        data=st.data(),
+        formats=st.lists(st.sampled_from(["markdown", "html"]), min_size=1, max_size=3),
+        key=st.sampled_from(KEYS),
+        caller_class=st.sampled_from(CLASSES),
+    )
+    def submit_batch(
+        self, data: st.DataObject, formats: list[str], key: str | None, caller_class: str | None
+    ) -> None:
+        book = data.draw(st.sampled_from(sorted(self.books)))
+        owner = self.books[book]
+        body = {"exports": [{"book_id": book, "format": f} for f in formats]}
+        headers = {"Idempotency-Key": f"batch-{key}"} if key else None
+        reply = self._call(
+            lambda: self.stack.http(
+                "POST", "/batches", caller=owner, body=body, headers=headers, caller_class=caller_class
+            )
+        )
+        if reply is not None and reply.status == 202:
+            self.batches.append((owner, reply.body["id"]))
+            self.exports += [(owner, book, t["export_id"]) for t in reply.body["targets"]]
+
+    @precondition(lambda self: self.batches)
+    @rule(data=st.data())
+    def cancel_batch(self, data: st.DataObject) -> None:
+        owner, batch_id = data.draw(st.sampled_from(self.batches))
+        self._call(lambda: self.stack.http("DELETE", f"/batches/{batch_id}", caller=owner))
 
     @precondition(lambda self: self.exports)
     @rule(data=st.data())
