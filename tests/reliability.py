@@ -21,11 +21,13 @@ SUITES = [
     "tests/integration/test_feed_races.py",
     "tests/integration/test_hook_races.py",
     "tests/integration/test_duplicate_delivery.py",
+    "tests/integration/test_limit_races.py",
     "tests/e2e/test_hostile_input.py",
     "tests/e2e/test_schemathesis.py",
     "tests/e2e/test_load.py",
 ]
 FEED_TRIALS = "100"  # `make test` runs 10 trials of the feed race; this publishes the issue's 100
+BATCH_TRIALS = "100"  # and 2 of the 8-concurrent-batches race
 LOAD_SECONDS = "60"  # `make test` runs the load test for 5 s; this publishes a minute of it
 # Figures every run must publish, by prefix: a suite that was skipped (DynamoDB Local or the IAM simulator
 # missing) or stopped early publishes fewer, and the run fails rather than print a shorter table.
@@ -33,7 +35,7 @@ EXPECTED = {
     "fault matrix: ": 15,
     "stateful property test, shard ": 12,
     "IAM: ": 15,
-    "race: ": 17,
+    "race: ": 17 + 7,
     "duplicate delivery": 3,
     "hostile requests": 3,
     "schemathesis: ": 3,
@@ -50,6 +52,7 @@ def main() -> int:
             "BINDERY_FIGURES": figures.name,
             "BINDERY_LOAD_SECONDS": LOAD_SECONDS,
             "BINDERY_FEED_TRIALS": FEED_TRIALS,
+            "BINDERY_BATCH_TRIALS": BATCH_TRIALS,
         }
         run = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", *SUITES], env=env, cwd=ROOT
@@ -91,13 +94,20 @@ def main() -> int:
         "   registered before it happened) as exactly one delivery, and every delivery ended: acked, or",
         "   rejected, expired or withdrawn, the documented endings;",
         "7. each webhook endpoint's ledger counts equal its delivery rows, state by state;",
-        "8. each caller's events feed holds exactly the events 1..head, each event id once.",
+        "8. each caller's events feed holds exactly the events 1..head, each event id once;",
+        "9. each batch's counts equal its targets' endings (targets_done, each ending's count, its bytes),",
+        "   a batch is running exactly while a target is pending (or until the sweep settles it), only the",
+        "   running ones hold a place among their caller's live batches, and one key made one batch;",
+        "10. each caller's usage equals the bytes of its published files still stored;",
+        "11. no cap is over: each of the global cap's shards counts exactly its pending exports, within its",
+        "    cap, and no caller holds more live exports than its class allows.",
         "",
         "The fault matrix also checks two throughout its runs: after every step every ready row's object",
         "exists and every URL a poll returned downloads the artifact; and every answer a caller got is true",
         "(a 2xx means the change is there, a 4xx that nothing a caller can see changed). Its faults strike",
         "at every recorded call point, DynamoDB's and S3's, the webhook path's included (registration,",
-        "ingest, claim, record, withdrawal, redelivery), in five ways: four before the call is applied (a",
+        "ingest, claim, record, withdrawal, redelivery) and the batches' (creation, each target's ending,",
+        "the settle, the bundle, the cancel), in five ways: four before the call is applied (a",
         "500, a throttle, a timeout, a crash) and one after (`applied_then_lost`: moto applies the request,",
         "its answer is lost, and botocore resends it).",
         "",

@@ -17,10 +17,9 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
 from bindery import errors
-from bindery.common import iso
 from bindery.exports import RETRY_AFTER_PENDING, Exports
+from bindery.library import book_view
 from bindery.limits import CallerClass, caller_class
-from bindery.metadata import package_identifier
 from bindery.observability import logger
 from bindery.storage import Book, Chapter, StorageError
 
@@ -68,7 +67,8 @@ def _register_error_handlers(app: APIGatewayHttpResolver) -> None:
 
     def with_rate_limit(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response:
         response = next_middleware(app)
-        response.headers.update(_rate_limit(app))
+        if "RateLimit-Limit" not in response.headers:  # the poll's one read brought them already
+            response.headers.update(_rate_limit(app))
         return response
 
     app.use(middlewares=[with_rate_limit])
@@ -196,37 +196,8 @@ def _book_reply(
     status: int, book: Book, chapters: list[Chapter], headers: dict[str, str] | None = None, after: int = 0
 ) -> Response:
     # The revision is the book's ETag: what If-Match on a manuscript replacement compares against.
-    view = _book_view(book, chapters, after)
+    view = book_view(book, chapters, after, CHAPTERS_PAGE)
     return _json(status, view, {"ETag": f'"{book.revision}"', **(headers or {})})
-
-
-def _book_view(book: Book, chapters: list[Chapter], after: int = 0) -> dict[str, Any]:
-
-    page = [c for c in chapters if c.ordinal > after][:CHAPTERS_PAGE]
-    more = bool(page) and page[-1].ordinal < chapters[-1].ordinal
-    return {
-        "id": book.id,
-        "title": book.title,
-        "revision": book.revision,
-        "identifier": package_identifier(book.id, book.metadata),
-        "metadata": book.metadata.view(),
-        "assets": [
-            {
-                "name": a.name,
-                "content_type": a.content_type,
-                "width": a.width,
-                "height": a.height,
-                "size_bytes": a.size_bytes,
-            }
-            for a in book.assets
-        ],
-        "manuscript_bytes": book.manuscript_bytes,
-        "created_at": iso(book.created_at),
-        "updated_at": iso(book.updated_at),
-        "chapters": [{"ordinal": c.ordinal, "title": c.title, "size_bytes": c.size_bytes} for c in page],
-        "chapters_total": len(chapters),
-        "chapters_next": page[-1].ordinal if more else None,
-    }
 
 
 # ---- writes (the submit function) ----------------------------------------------------------------
@@ -421,9 +392,9 @@ def list_exports(book_id: str) -> Response:
 @reads.get("/books/<book_id>/exports/<export_id>")
 def get_export(book_id: str, export_id: str) -> Response:
     caller = _caller(reads)
-    view = _exports(reads).read(caller, book_id, export_id)
-    headers = {"Retry-After": str(RETRY_AFTER_PENDING)} if view["state"] == "pending" else None
-    return _json(200, view, headers)
+    view, limits = _exports(reads).poll(caller, _class(reads), book_id, export_id)
+    headers = {"Retry-After": str(RETRY_AFTER_PENDING)} if view["state"] == "pending" else {}
+    return _json(200, view, {**headers, **limits})
 
 
 # ---- webhooks and the events feed ----------------------------------------------------------------

@@ -190,12 +190,17 @@ class BatchRequests(Parts):
         state_change(batch_id, "", "batch cancelled")
         self.end_targets(batch)
 
-    def end_targets(self, batch: Batch) -> None:
+    def end_targets(self, batch: Batch, *, unlink: bool = True) -> None:
         """End every target of a cancelled batch (the cancel's own work, and the sweep's backstop); once
-        none is pending, the batch leaves the sweep's queue."""
+        none is pending, the batch leaves the sweep's queue. `unlink`: a ready target's bytes are deleted
+        now, before the answer; the sweep (which deletes no object) leaves them to the GC's unlink."""
+        now = self.clock()
         for target in batch.targets:
-            with contextlib.suppress(errors.NotFound):  # its book was deleted: the purge ends its exports
-                self.cancel(batch.caller, target.book_id, target.export_id)
+            if unlink:
+                with contextlib.suppress(errors.NotFound):  # its book was deleted: the purge ends its exports
+                    self.cancel(batch.caller, target.book_id, target.export_id)
+            else:
+                self.store.cancel_export(target.book_id, target.export_id, batch.caller, now)
         found = self.store.read_batch(batch.caller, batch.id, self.clock())
         if found is None:
             return
@@ -204,7 +209,7 @@ class BatchRequests(Parts):
             # The bundle has no book and so no owner to check: it is ended as a deleted book's exports are
             # (pending cancelled, a ready link ended now and its file deleted).
             ended = self.store.end_for_deleted_book(bundle, self.clock())
-            if isinstance(ended, Revoked):
+            if isinstance(ended, Revoked) and unlink:
                 self.books.unlink_now(ended)
         if all(e.state != State.PENDING for e in targets):
             self.store.batch_cleared(batch.caller, batch.id)
@@ -221,7 +226,7 @@ class BatchRequests(Parts):
             batch = found[0]
             try:
                 if batch.status == BatchStatus.CANCELLED:
-                    self.end_targets(batch)
+                    self.end_targets(batch, unlink=False)
                     counts["cleared"] += 1
                 elif self.store.settle_batch(caller, batch_id, now) is not None:
                     counts["settled"] += 1

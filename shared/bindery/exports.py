@@ -51,6 +51,7 @@ from bindery.storage import (
     Accepted,
     Book,
     Export,
+    Holdings,
     KeyReused,
     NotFound,
     OverBudget,
@@ -169,12 +170,16 @@ class ExportRequests(Parts):
             },
         }
 
-    def rate_limit(self, caller: str, caller_class: CallerClass) -> dict[str, str]:
+    def rate_limit(
+        self, caller: str, caller_class: CallerClass, held: Holdings | None = None
+    ) -> dict[str, str]:
         """The live-export cap as the IETF httpapi draft's RateLimit-* fields. A cap on what is held at once
-        has no window: Reset is 0 while there is room, and otherwise the wait Retry-After suggests."""
+        has no window: Reset is 0 while there is room, and otherwise the wait Retry-After suggests. Without
+        `held`, one eventually consistent read: half the cost, and a header is advice, not the cap's guard."""
         cap = self.settings.limits(caller_class).live_exports
-        # An eventually consistent read: half the cost, and a header is advice, not the cap's guard.
-        remaining = max(0, cap - self.store.holdings(caller, consistent=False).live_exports)
+        if held is None:
+            held = self.store.holdings(caller, consistent=False)
+        remaining = max(0, cap - held.live_exports)
         return {
             "RateLimit-Limit": str(cap),
             "RateLimit-Remaining": str(remaining),
@@ -185,13 +190,19 @@ class ExportRequests(Parts):
 
     def read(self, caller: str, book_id: str, export_id: str) -> dict[str, Any]:
         """The poll. It reads, presigns, and writes nothing: not even a lease bump."""
+        return self.poll(caller, CallerClass.STANDARD, book_id, export_id)[0]
+
+    def poll(
+        self, caller: str, caller_class: CallerClass, book_id: str, export_id: str
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """The poll's view, and its RateLimit-* fields from the same one read."""
         found = None
         if valid_id(book_id) and valid_id(export_id):
-            found = self.store.read_export_for_owner(book_id, export_id, caller, self.clock())
+            found = self.store.poll_export(book_id, export_id, caller, self.clock())
         if found is None:
             raise not_found()
-        export, book = found
-        return self.view(export, book=book, now=self.clock())
+        export, book, held = found
+        return self.view(export, book=book, now=self.clock()), self.rate_limit(caller, caller_class, held)
 
     def list_exports(self, caller: str, book_id: str, limit: Any, cursor: str | None) -> dict[str, Any]:
         try:

@@ -17,7 +17,7 @@ from bindery import errors
 from bindery.assets import BookAssets
 from bindery.common import idempotency_for, iso, key_reused, new_cut, not_found, valid_id
 from bindery.manuscript import Normalised, cut, normalise
-from bindery.metadata import Metadata, merged
+from bindery.metadata import Metadata, merged, package_identifier
 from bindery.objects import assets_prefix, cut_key, upload_key
 from bindery.observability import logger
 from bindery.revisions import PUBLISH_TRIES, STAGE_GRACE_SECONDS, parse_if_match, precondition_failed
@@ -320,3 +320,33 @@ def _unknown_cover(name: str) -> errors.Unprocessable:
         code="unknown_cover",
         field="metadata.cover",
     )
+
+
+def book_view(book: Book, chapters: list[Chapter], after: int, page_size: int) -> dict[str, Any]:
+    """A book as its owner reads it: its chapters after `after`, `page_size` of them at most."""
+
+    page = [c for c in chapters if c.ordinal > after][:page_size]
+    more = bool(page) and page[-1].ordinal < chapters[-1].ordinal
+    return {
+        "id": book.id,
+        "title": book.title,
+        "revision": book.revision,
+        "identifier": package_identifier(book.id, book.metadata),
+        "metadata": book.metadata.view(),
+        "assets": [
+            {
+                "name": a.name,
+                "content_type": a.content_type,
+                "width": a.width,
+                "height": a.height,
+                "size_bytes": a.size_bytes,
+            }
+            for a in book.assets
+        ],
+        "manuscript_bytes": book.manuscript_bytes,
+        "created_at": iso(book.created_at),
+        "updated_at": iso(book.updated_at),
+        "chapters": [{"ordinal": c.ordinal, "title": c.title, "size_bytes": c.size_bytes} for c in page],
+        "chapters_total": len(chapters),
+        "chapters_next": page[-1].ordinal if more else None,
+    }

@@ -275,7 +275,7 @@ def global_environment() -> dict[str, str]:
 
 def matches(pattern: Any, value: Any) -> bool:
     """EventBridge content filtering, for the subset the Pipe's filter uses: nested keys, lists of
-    literals, and {"prefix": ...}."""
+    literals, {"prefix": ...} and {"anything-but": [...]}."""
     if isinstance(pattern, dict):
         return isinstance(value, dict) and all(
             k in value and matches(p, value[k]) for k, p in pattern.items()
@@ -288,6 +288,7 @@ def matches(pattern: Any, value: Any) -> bool:
                 and isinstance(value, str)
                 and value.startswith(p["prefix"])
             )
+            or (isinstance(p, dict) and "anything-but" in p and value not in p["anything-but"])
             or p == value
             for p in pattern
         )

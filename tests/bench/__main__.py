@@ -101,6 +101,7 @@ def round_trips() -> None:
 
     from bindery.config import Settings
     from bindery.exports import Exports
+    from bindery.limits import CallerClass
     from bindery.objects import Objects, artifact_key
     from bindery.states import FailureCode
     from bindery.storage import Claimed, Store
@@ -190,8 +191,23 @@ def round_trips() -> None:
         with recording(*clients) as calls:
             assert ex.expire_lapsed_links().done == 2
             assert ex.unlink_ended_artifacts().done == 2
+        writes = calls.count("dynamodb")
         rows.append(
-            ("2 lapsed links: expire + forget (DynamoDB writes)", calls.count("dynamodb")["UpdateItem"], 4)
+            (
+                "2 lapsed links: expire + forget (DynamoDB writes)",
+                writes["UpdateItem"] + writes["TransactWriteItems"],
+                4,
+            )
+        )
+        # A forget reads its row first: whose usage the bytes leave, and how many (the index has neither).
+        rows.append(("2 lapsed links: reads before the forgets", writes["GetItem"], 2))
+        targets = [{"book_id": book.id, "format": "html"}] * 2
+        rows.append(
+            (
+                "a batch of 2 (the books' owners, the cap's shards, one write)",
+                count(lambda: ex.create_batch("bench-user", CallerClass.STANDARD, targets, None)),
+                3,
+            )
         )
         rows.append(("2 lapsed links: S3 deletes", calls.count("s3")["DeleteObject"], 2))
     for name, measured, minimum in rows:
@@ -1108,6 +1124,125 @@ def write(path: Path, seconds: float) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+# ---- 7. limits ------------------------------------------------------------------------------------
+
+CAP_WRITERS, CAP_SUBMITS = 16, 40  # threads, and submits each: 640, across 16 callers
+
+
+def _cap_contention(ddb: str, s3: str, shards: int) -> tuple[float, int, int]:
+    """640 submits from 16 threads at once against one service, the global cap cut into `shards` counters.
+    Returns (submits a second, TransactWriteItems sent, submits accepted)."""
+    import threading
+
+    import bindery.limits
+    import bindery.storage.endings
+    import bindery.storage.exports
+    from tests.calls import recording
+
+    saved = bindery.limits.CAP_SHARDS
+    patched = {m: m.shard_of for m in (bindery.storage.exports, bindery.storage.endings)}
+    try:
+        if shards == 1:  # every export counted in one counter: the hot item sharding avoids
+            bindery.limits.CAP_SHARDS = 1
+            for module in patched:
+                module.shard_of = lambda _: 0  # type: ignore[attr-defined]
+        ex = _local_service(ddb, s3, max_live_exports=1_000_000, max_live_exports_total=1_000_000)
+        books = [ex.books.create_book(f"cap-{n}", "Cap", "# One\n\ntext\n")[0].id for n in range(CAP_WRITERS)]
+        barrier, accepted = threading.Barrier(CAP_WRITERS), []
+
+        def writer(n: int) -> None:
+            barrier.wait()
+            for _ in range(CAP_SUBMITS):
+                accepted.append(ex.submit(f"cap-{n}", books[n], "markdown", None)[0]["id"])
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(CAP_WRITERS)]
+        with recording(ex.store.client) as calls:
+            started = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            seconds = time.perf_counter() - started
+        return len(accepted) / seconds, calls.count()["TransactWriteItems"], len(accepted)
+    finally:
+        bindery.limits.CAP_SHARDS = saved
+        for module, real in patched.items():
+            module.shard_of = real  # type: ignore[attr-defined]
+
+
+BUNDLE_SMALL, BUNDLE_LARGE = (4, 1), (16, 16)  # (files, MiB each)
+
+
+def _bundle_growth(aws: Aws, bucket: str, files: int, mib: int) -> dict[str, Any]:
+    s3 = aws.client("s3")
+    keys = []
+    for n in range(files):
+        key = f"artifacts/bench/f{files}x{mib}-{n}/a"
+        s3.put_object(Bucket=bucket, Key=key, Body=os.urandom(mib * 2**20))
+        keys.append(key)
+    probe = [PY, str(ROOT / "tests/bench/bundle_probe.py"), bucket, *keys]
+    out = subprocess.run(probe, env=aws.env(), capture_output=True, text=True, cwd=ROOT)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def limits() -> None:
+    from moto.server import ThreadedMotoServer
+
+    from tests.servers import dynamodb_local, free_port
+
+    say("\n7. Limits: the global cap over 16 counters against one; a bundle's memory against its files")
+    port = free_port()
+    s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    s3.start()
+    try:
+        with dynamodb_local() as ddb:
+            endpoint = f"http://127.0.0.1:{port}"
+            one_rate, one_calls, one_done = _cap_contention(ddb, endpoint, shards=1)
+            many_rate, many_calls, many_done = _cap_contention(ddb, endpoint, shards=16)
+        assert one_done == many_done == CAP_WRITERS * CAP_SUBMITS
+        record(
+            "limits",
+            f"{CAP_WRITERS} x {CAP_SUBMITS} submits at once: 16 counters {many_rate:.0f}/s, "
+            f"one {one_rate:.0f}/s",
+            f"{many_rate / one_rate:.2f}",
+            "≥ 1.00",
+            many_rate / one_rate >= 1.0,
+        )
+        record(
+            "limits",
+            f"TransactWriteItems a submit (retries on conflict): 16 counters, of {many_done}",
+            f"{many_calls / many_done:.3f}",
+            f"≤ one counter's {one_calls / one_done:.3f}",
+            many_calls <= one_calls,
+        )
+        aws = Aws(s3=endpoint, dynamodb=endpoint)
+        bucket = f"bench-bundle-{uuid.uuid4().hex[:6]}"
+        aws.client("s3").create_bucket(Bucket=bucket)
+        small = _bundle_growth(aws, bucket, *BUNDLE_SMALL)
+        large = _bundle_growth(aws, bucket, *BUNDLE_LARGE)
+        growth = large["growth"] / max(small["growth"], 1)
+        record(
+            "limits",
+            f"bundle peak memory: {BUNDLE_LARGE[0]} x {BUNDLE_LARGE[1]} MiB {large['growth'] / 2**20:.1f} MiB"
+            f" / {BUNDLE_SMALL[0]} x {BUNDLE_SMALL[1]} MiB {small['growth'] / 2**20:.1f} MiB",
+            f"{growth:.2f}",
+            "≤ 1.25",
+            growth <= 1.25,
+        )
+        record(
+            "limits",
+            f"bundle of {BUNDLE_LARGE[0]} x {BUNDLE_LARGE[1]} MiB: MiB/s from S3 into S3",
+            f"{large['size'] / 2**20 / large['seconds']:.0f}",
+            "",
+            None,
+        )
+    finally:
+        s3.stop()
+
+
 def main() -> int:
     sections = {
         "round_trips": round_trips,
@@ -1116,6 +1251,7 @@ def main() -> int:
         "warm_and_cost": warm_and_scale,
         "sweeps": sweeps,
         "build_memory": build_memory,
+        "limits": limits,
     }
     chosen = sys.argv[1:] or list(sections)
     started = time.perf_counter()

@@ -142,8 +142,8 @@ class ExportRows(KeyRows, EndingRows):
         try:
             item = self.m.live.get(caller_pk(caller), "LIVE", consistent_read=consistent)
         except DoesNotExist:
-            return Holdings(0, 0, 0)
-        return Holdings(len(item.live_ids or ()), len(item.batch_ids or ()), int(item.usage or 0))
+            item = None
+        return _holdings(item)
 
     def shard_room(self) -> dict[int, int]:
         """How many more live exports each of the global cap's shards takes now (one BatchGetItem); what a
@@ -160,16 +160,25 @@ class ExportRows(KeyRows, EndingRows):
     ) -> tuple[Export, Book] | None:
         """The export and its book in ONE TransactGetItems: the owner check and the book's revision
         come from the same snapshot as the export, so they cannot be a transaction apart."""
+        found = self.poll_export(book_id, export_id, owner, now)
+        return None if found is None else found[:2]
+
+    def poll_export(
+        self, book_id: str, export_id: str, owner: str, now: float
+    ) -> tuple[Export, Book, Holdings] | None:
+        """The poll's one read: the export, its book and the caller's live item (for the answer's
+        RateLimit-* fields), in ONE TransactGetItems."""
         with TransactGet(connection=self._connection()) as tx:
             book_f = tx.get(self.m.book, book_pk(book_id), "BOOK")
             export_f = tx.get(self.m.export, book_pk(book_id), export_sk(export_id))
+            live_f = tx.get(self.m.live, caller_pk(owner), "LIVE")
         book_item = future_value(book_f)
         export_item = future_value(export_f)
         if book_item is None or export_item is None or book_item.owner != owner:
             return None
         if expired_ttl(export_item.ttl, now):
             return None
-        return to_export(export_item), to_book(book_item)
+        return to_export(export_item), to_book(book_item), _holdings(future_value(live_f))
 
     def list_exports(
         self, book_id: str, *, limit: int, start_after: str | None, now: float
@@ -326,3 +335,9 @@ class ExportRows(KeyRows, EndingRows):
         """Every export row, by Scan. For tests and operators only; no request path calls it."""
         for item in self.m.export.scan(ExportItem.sk.startswith("EXPORT#")):
             yield to_export(item)
+
+
+def _holdings(item: LiveItem | None) -> Holdings:
+    if item is None:
+        return Holdings(0, 0, 0)
+    return Holdings(len(item.live_ids or ()), len(item.batch_ids or ()), int(item.usage or 0))
