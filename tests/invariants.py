@@ -352,7 +352,8 @@ def limit_violations(store: Any, *, settled: bool = True) -> list[str]:
     # 10. a caller's usage is the bytes of its published files still stored
     stored: dict[str, int] = defaultdict(int)
     for row in rows.values():
-        if row.get("path") and row.get("size_bytes") is not None:
+        # A row from before the budget (no caller_class) never counted its bytes.
+        if row.get("path") and row.get("size_bytes") is not None and row.get("caller_class"):
             stored[row["counted_against"]] += int(row["size_bytes"])
     for caller in set(stored) | set(live):
         usage = int(live.get(caller, {}).get("usage") or 0)
@@ -361,7 +362,11 @@ def limit_violations(store: Any, *, settled: bool = True) -> list[str]:
 
     # 11. no cap is over: each shard counts exactly its pending exports, within its cap; each caller's
     # live sets are within the most any of its classes allows
-    pending = [r for r in rows.values() if r["state"] == State.PENDING.value and r.get("format") != BUNDLE]
+    pending = [
+        r
+        for r in rows.values()
+        if r["state"] == State.PENDING.value and r.get("format") != BUNDLE and r.get("caller_class")
+    ]
     counted = {
         int(i["sk"].removeprefix("SHARD#")): int(i.get("n") or 0)
         for i in items

@@ -67,8 +67,7 @@ def _register_error_handlers(app: APIGatewayHttpResolver) -> None:
 
     def with_rate_limit(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response:
         response = next_middleware(app)
-        if "RateLimit-Limit" not in response.headers:  # the poll's one read brought them already
-            response.headers.update(_rate_limit(app))
+        response.headers.update(_rate_limit(app))
         return response
 
     app.use(middlewares=[with_rate_limit])
@@ -392,9 +391,9 @@ def list_exports(book_id: str) -> Response:
 @reads.get("/books/<book_id>/exports/<export_id>")
 def get_export(book_id: str, export_id: str) -> Response:
     caller = _caller(reads)
-    view, limits = _exports(reads).poll(caller, _class(reads), book_id, export_id)
-    headers = {"Retry-After": str(RETRY_AFTER_PENDING)} if view["state"] == "pending" else {}
-    return _json(200, view, {**headers, **limits})
+    view = _exports(reads).read(caller, book_id, export_id)
+    headers = {"Retry-After": str(RETRY_AFTER_PENDING)} if view["state"] == "pending" else None
+    return _json(200, view, headers)
 
 
 # ---- webhooks and the events feed ----------------------------------------------------------------

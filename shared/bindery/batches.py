@@ -29,6 +29,7 @@ from bindery.common import (
     valid_id,
 )
 from bindery.common import not_found as no_such_book
+from bindery.config import Settings
 from bindery.limits import MAX_BATCH_SHARDS, CallerClass, Limits
 from bindery.observability import logger, metrics, state_change
 from bindery.states import BatchStatus, Cancel, State
@@ -51,6 +52,14 @@ RETRY_AFTER_RUNNING = 5
 
 def not_found() -> errors.NotFound:
     return errors.NotFound("no such batch", code="not_found")
+
+
+def most_targets(settings: Settings, limits: Limits) -> int:
+    """The most targets one batch may hold: its class's, and no more than the MAX_BATCH_SHARDS largest shards
+    of the global cap could ever take at once (under a small cap), so that a batch refused for its size is
+    told so (422), never "full, try again" (503) when trying again cannot help."""
+    reachable = sum(sorted(settings.shard_caps)[-MAX_BATCH_SHARDS:])
+    return min(limits.batch_targets, reachable)
 
 
 def plan_shards(room: dict[int, int], n: int) -> dict[int, int] | None:
@@ -80,7 +89,7 @@ class BatchRequests(Parts):
     ) -> tuple[dict[str, Any], bool]:
         """Accept a batch. Returns its view and whether this call created it (False for a replay)."""
         limits = self.settings.limits(caller_class)
-        wanted = _targets(given, limits)
+        wanted = _targets(given, most_targets(self.settings, limits))
         idempotency_ids = None
         if idempotency_key is not None:
             idempotency_ids = idempotency_for(caller, idempotency_key, ["POST /batches", wanted])
@@ -212,14 +221,17 @@ class BatchRequests(Parts):
             if isinstance(ended, Revoked) and unlink:
                 self.books.unlink_now(ended)
         if all(e.state != State.PENDING for e in targets):
-            self.store.batch_cleared(batch.caller, batch.id)
+            self.store.batch_cleared(batch.caller, batch.id, now)
 
-    def settle_batches(self) -> dict[str, int]:
+    def settle_batches(self, out_of_time: Callable[[], bool] = lambda: False) -> dict[str, int]:
         """The batch sweep: a running batch whose last ending did not end it is ended now (or looked at
-        again later); a cancelled one whose targets did not all end has the rest ended."""
+        again later); a cancelled one whose targets did not all end has the rest ended. It stops when
+        `out_of_time`; what it did not reach stays due for the next run."""
         now = self.clock()
         counts = {"settled": 0, "deferred": 0, "cleared": 0}
         for caller, batch_id in self.store.due_batches(now, self.settings.sweep_batch):
+            if out_of_time():
+                break
             found = self.store.read_batch(caller, batch_id, now)
             if found is None:
                 continue
@@ -301,15 +313,15 @@ class BatchRequests(Parts):
         return body
 
 
-def _targets(given: Any, limits: Limits) -> list[tuple[str, str, dict[str, Any]]]:
+def _targets(given: Any, most: int) -> list[tuple[str, str, dict[str, Any]]]:
     """(book, format, options) for each target as asked, or the 4xx that names the target at fault."""
     if not isinstance(given, list) or not given:
         raise errors.BadRequest("exports must be a non-empty array of targets", code="invalid_field")
-    if len(given) > limits.batch_targets:
+    if len(given) > most:
         raise errors.Unprocessable(
-            f"a batch holds at most {limits.batch_targets} exports; this one has {len(given)}",
+            f"a batch holds at most {most} exports; this one has {len(given)}",
             code="too_many_targets",
-            limit=limits.batch_targets,
+            limit=most,
         )
     wanted = []
     for n, target in enumerate(given):
@@ -319,8 +331,10 @@ def _targets(given: Any, limits: Limits) -> list[tuple[str, str, dict[str, Any]]
                     "a target is an object of book_id, format and options", code="invalid_field"
                 )
             book_id = target.get("book_id")
+            if book_id is None:
+                raise errors.BadRequest("missing field: book_id", code="missing_field")
             if not isinstance(book_id, str):
-                raise errors.BadRequest("book_id must be a string", code="missing_field")
+                raise errors.BadRequest("book_id must be a string", code="invalid_field")
             fmt, chosen = engine.format_and_options(target.get("format"), target.get("options"))
         except errors.BinderyError as exc:
             raise type(exc)(f"exports[{n}]: {exc.message}", code=exc.code, index=n, **exc.details) from None

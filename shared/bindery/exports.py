@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from bindery import engine, errors
-from bindery.batches import BatchRequests
+from bindery.batches import BatchRequests, most_targets
 from bindery.builds import Builds
 from bindery.common import (
     RETRY_AFTER_OVER_CAP,
@@ -161,7 +161,11 @@ class ExportRequests(Parts):
         return {
             "caller": caller,
             "class": caller_class.value,
-            "limits": {**limits.view(), "live_exports_total": self.settings.max_live_exports_total},
+            "limits": {
+                **limits.view(),
+                "batch_targets": most_targets(self.settings, limits),
+                "live_exports_total": self.settings.max_live_exports_total,
+            },
             "live": {"exports": held.live_exports, "batches": held.live_batches},
             "storage": {
                 "usage_bytes": held.usage,
@@ -190,19 +194,13 @@ class ExportRequests(Parts):
 
     def read(self, caller: str, book_id: str, export_id: str) -> dict[str, Any]:
         """The poll. It reads, presigns, and writes nothing: not even a lease bump."""
-        return self.poll(caller, CallerClass.STANDARD, book_id, export_id)[0]
-
-    def poll(
-        self, caller: str, caller_class: CallerClass, book_id: str, export_id: str
-    ) -> tuple[dict[str, Any], dict[str, str]]:
-        """The poll's view, and its RateLimit-* fields from the same one read."""
         found = None
         if valid_id(book_id) and valid_id(export_id):
-            found = self.store.poll_export(book_id, export_id, caller, self.clock())
+            found = self.store.read_export_for_owner(book_id, export_id, caller, self.clock())
         if found is None:
             raise not_found()
-        export, book, held = found
-        return self.view(export, book=book, now=self.clock()), self.rate_limit(caller, caller_class, held)
+        export, book = found
+        return self.view(export, book=book, now=self.clock())
 
     def list_exports(self, caller: str, book_id: str, limit: Any, cursor: str | None) -> dict[str, Any]:
         try:

@@ -118,7 +118,10 @@ class Schedules(Parts):
         metrics.add_metric(name="UnlinksFailed", unit="Count", value=counts.failed)
         return counts
 
-    def fail_stale_exports(self, time_left: TimeLeft | None = None) -> SweepCounts:
+    def fail_stale_exports(
+        self, time_left: TimeLeft | None = None, out_of_time: OutOfTime | None = None
+    ) -> SweepCounts:
+        """The stale sweep's first chore: all of `time_left` (less its margin), or until `out_of_time`."""
         def fail(due: Due, now: float) -> bool:
             code = self.store.fail_stale(due, now)
             if code is not None:
@@ -126,7 +129,7 @@ class Schedules(Parts):
                 state_change(due.slot.export_id, due.slot.book_id, "export failed", failure_code=code.value)
             return code is not None
 
-        return self._sweep(Queue.STALE, fail, Deadline(time_left).share(1))
+        return self._sweep(Queue.STALE, fail, out_of_time or Deadline(time_left).share(1))
 
     # ---- the book-level chores ---------------------------------------------------------------------
 

@@ -399,3 +399,60 @@ def test_a_bundle_nobody_builds_fails_by_the_sweep_and_frees_no_cap(stack: Stack
     assert stack.sweep()["failed"] == 1
     assert _batch(stack, batch["id"])["bundle"]["failure_code"] == "queue_timeout"
     assert stack.store.shard_room() == room  # it held no place in the global cap, so it gave none back
+
+
+def test_a_batch_larger_than_a_small_global_cap_could_ever_take_is_422_not_503(stack: Stack) -> None:
+    book = stack.create_book()
+    stack.reconfigured(max_live_exports_total=20)  # 16 shards of 1 or 2: 7 of them take at most 11
+    refused = _create(stack, [{"book_id": book, "format": "html"}] * 12)
+    assert (refused.status, refused.body["error"]["code"], refused.body["error"]["limit"]) == (
+        422,
+        "too_many_targets",
+        11,
+    )
+    assert stack.http("GET", "/me").body["limits"]["batch_targets"] == 11
+    assert _create(stack, [{"book_id": book, "format": "html"}] * 11).status == 202
+
+
+def test_a_cancelled_batch_is_kept_as_long_as_an_ended_one_and_not_cancelled_past_it(stack: Stack) -> None:
+    book = stack.create_book()
+    batch = _create(stack, [{"book_id": book, "format": "html"}]).body["id"]
+    assert stack.http("DELETE", f"/batches/{batch}").status == 204
+    stack.clock.advance(stack.exports.settings.ended_retention_seconds + 1)
+    assert stack.http("GET", f"/batches/{batch}").status == 404
+    assert stack.http("GET", "/batches").body["batches"] == []
+    before = _table_keys(stack)
+    assert stack.http("DELETE", f"/batches/{batch}").status == 404
+    assert _table_keys(stack) == before
+
+
+def test_the_batch_sweep_stops_at_its_deadline_and_leaves_the_rest_due(stack: Stack) -> None:
+    book = stack.create_book()
+    batch = _batch(stack, _create(stack, [{"book_id": book, "format": "html"}]).body["id"])
+    store_type = type(stack.store)
+    real = store_type.settle_batch
+    store_type.settle_batch = lambda *a, **k: None  # type: ignore[method-assign]  # the worker's settle lost
+    try:
+        stack.build(book, batch["targets"][0]["export_id"])
+    finally:
+        store_type.settle_batch = real  # type: ignore[method-assign]
+    stack.clock.advance(BATCH_CHECK_SECONDS)
+    assert stack.exports.settle_batches(lambda: True) == {"settled": 0, "deferred": 0, "cleared": 0}
+    assert _batch(stack, batch["id"])["status"] == "running"
+    assert stack.exports.settle_batches()["settled"] == 1
+
+
+def test_an_empty_file_leaves_the_unlink_queue_like_any_other(stack: Stack) -> None:
+    from bindery.objects import artifact_key
+    from bindery.storage import Claimed
+
+    book = stack.create_book()
+    export_id = stack.submit(book).body["id"]
+    path = artifact_key(book, export_id, "empty")
+    claimed = stack.store.claim_build(book, export_id, path, stack.clock())
+    assert isinstance(claimed, Claimed)
+    stack.objects.put_bytes(path, b"")
+    stack.store.finish_export(claimed.export, path=path, size_bytes=0, built_revision=1, now=stack.clock())
+    stack.clock.advance(stack.exports.settings.link_ttl_seconds)
+    assert stack.gc()["unlinked"] == 1
+    assert stack.gc()["unlinked"] == 0  # it left the queue: no run finds it again

@@ -549,6 +549,12 @@ class Run:
             self.accepted |= {t["export_id"] for t in made.body["targets"]}
             for t in made.body["targets"][: 3 if made is first else 1]:
                 self.attempt(lambda t=t: self._build_until_done(t["book_id"], t["export_id"]))
+        if first is not None and first.status == 202:
+            with recording(s.store.client, s.objects.client) as calls:  # the reads write nothing
+                self.attempt(lambda: s.http("GET", f"/batches/{first.body['id']}"))
+                self.attempt(lambda: s.http("GET", "/batches"))
+                self.attempt(lambda: s.http("GET", "/me"))
+            self.poll_writes += calls.writes()
         if second is not None and second.status == 202:
             self.attempt(
                 lambda: s.http("DELETE", f"/batches/{second.body['id']}"),

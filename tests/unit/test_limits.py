@@ -12,6 +12,7 @@ import pytest
 from bindery.config import ConfigError, Settings
 from bindery.limits import CAP_SHARDS, DEFAULTS, CallerClass, caller_class, shard_caps, shard_of
 from bindery.states import State
+from bindery.storage import Holdings
 from tests.unit.conftest import Stack
 
 
@@ -200,3 +201,37 @@ def test_a_class_pdf_limit_fails_the_build_early_and_never_reaches_the_engine(
     for cls in ("standard", "restricted"):  # restricted is held to the tightest, so to 10 as well
         export_id = stack.submit(book, "pdf", caller_class=cls).body["id"]
         assert stack.exports.build(book, export_id) == "failed:too_large_for_format"
+
+
+def test_rows_from_before_the_caps_end_and_unlink_without_moving_a_shard_or_the_usage(stack: Stack) -> None:
+    import boto3
+
+    book = stack.create_book()
+    table = boto3.resource("dynamodb").Table(stack.exports.settings.table)
+    pending, ready = (stack.submit(book).body["id"] for _ in range(2))
+    stack.build(book, ready)
+    # As a stack deployed before the caps left them: no caller_class, no shard slot, no bytes in the usage.
+    for export_id in (pending, ready):
+        table.update_item(
+            Key={"pk": f"BOOK#{book}", "sk": f"EXPORT#{export_id}"}, UpdateExpression="REMOVE caller_class"
+        )
+    table.update_item(
+        Key={"pk": "CAP#live", "sk": f"SHARD#{shard_of(pending):02d}"},
+        UpdateExpression="ADD n :minus",
+        ExpressionAttributeValues={":minus": -1},
+    )
+    table.update_item(
+        Key={"pk": "CALLER#user-alice", "sk": "LIVE"},
+        UpdateExpression="SET #u = :zero",
+        ExpressionAttributeNames={"#u": "usage"},
+        ExpressionAttributeValues={":zero": 0},
+    )
+    room = stack.store.shard_room()
+
+    stack.clock.advance(stack.exports.settings.link_ttl_seconds)
+    stack.sweep()  # the pending one fails (queue_timeout): the sweep's slot guessed "counted", and was told
+    stack.gc()  # the ready one lapses and is unlinked
+
+    assert stack.poll(book, pending).body["state"] == "failed"
+    assert stack.store.shard_room() == room
+    assert stack.store.holdings("user-alice") == Holdings(0, 0, 0)

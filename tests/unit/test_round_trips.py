@@ -12,8 +12,7 @@ def _clients(stack: Stack) -> tuple[object, object]:
     return stack.store.client, stack.objects.client
 
 
-# Every answer to a caller also reads its live item once, for the RateLimit-* fields (the poll's is inside its
-# own read).
+# Every answer to a caller also reads its live item once, for the RateLimit-* fields.
 HOLDINGS = ("dynamodb", "GetItem")
 
 
@@ -39,8 +38,9 @@ def test_poll_is_one_read_and_no_write(stack: Stack) -> None:
     with recording(*_clients(stack)) as calls:
         polled = stack.poll(book, export_id)
     assert polled.body["download_url"]  # presigning is local arithmetic, not a call
-    # One read: the caller's live item, for the RateLimit-* fields, is in the same TransactGetItems.
-    assert calls.made == [("dynamodb", "TransactGetItems")]
+    # The caller's live item is read on its own: a transactional read of it would be cancelled by any of the
+    # caller's submits or endings at that instant.
+    assert calls.made == [("dynamodb", "TransactGetItems"), HOLDINGS]
 
 
 def test_claim_finish_fail_and_cancel_are_one_call_each(stack: Stack) -> None:

@@ -49,6 +49,8 @@ from bindery.storage.types import (
 # How long a running batch waits in the `batch` queue before the sweep looks at it (and again after that,
 # until it has ended): the backstop for an ending whose settle was lost with its process.
 BATCH_CHECK_SECONDS = 600
+# A cancel ends its targets itself, before its answer; the sweep finishes one whose process died, a minute on.
+CANCEL_CHECK_SECONDS = 60
 
 
 @translate_faults
@@ -181,7 +183,7 @@ class BatchRows(ExportRows):
     def cancel_batch(self, caller: str, batch_id: str, now: float) -> Batch | None:
         """Mark the batch cancelled and give back its place among the caller's live batches, in one write;
         its targets are then ended one by one by the caller of this, and the `batch` queue holds the batch
-        (due at once) until every one has, should that caller die first. None: no such batch."""
+        (due a minute later) until every one has, should that caller die first. None: no such batch."""
         tx = Tx()
         tx.update(
             "batch",
@@ -191,29 +193,39 @@ class BatchRows(ExportRows):
                 BatchItem.transition.set("bindery.batch.cancelled"),
                 BatchItem.finished_at.set(now),
                 BatchItem.queue.set(Queue.BATCH.value),
-                BatchItem.due_at.set(now + BATCH_CHECK_SECONDS),
+                BatchItem.due_at.set(now + CANCEL_CHECK_SECONDS),
             ],
-            # `pk exists`: a cancel must not make a batch out of nothing. `status <> cancelled`: a second
-            # cancel changes nothing (and publishes no second event); it only ends the targets again.
-            BatchItem.pk.exists() & (BatchItem.status != BatchStatus.CANCELLED.value),
+            # `pk exists`: a cancel must not make a batch out of nothing, nor (`ttl`) out of one whose
+            # retention has run out and that TTL has yet to delete. `status <> cancelled`: a second cancel
+            # changes nothing (and publishes no second event); it only ends the targets again.
+            BatchItem.pk.exists()
+            & (BatchItem.ttl.does_not_exist() | (BatchItem.ttl > now))
+            & (BatchItem.status != BatchStatus.CANCELLED.value),
             old=True,
         )
         tx.update("live", self.m.live(caller_pk(caller), "LIVE"), [LiveItem.batch_ids.delete({batch_id})])
         refused = tx.commit(self._connection())
-        if refused is not None and refused.old(BatchItem, "batch") is None:
-            return None
+        if refused is not None:
+            old = refused.old(BatchItem, "batch")
+            if old is None or expired_ttl(old.ttl, now):
+                return None
         found = self.read_batch(caller, batch_id, now)
         return None if found is None else found[0]
 
-    def batch_cleared(self, caller: str, batch_id: str) -> None:
-        """A cancelled batch whose every target has ended leaves the `batch` queue."""
+    def batch_cleared(self, caller: str, batch_id: str, now: float) -> None:
+        """A cancelled batch whose every target has ended leaves the `batch` queue, and is kept as long as
+        any ended batch is (TTL)."""
         with contextlib.suppress(Refused):  # refused: not a cancelled batch, so it stays where it is
             update_if(
                 self.client,
                 self.m.batch,
                 caller_pk(caller),
                 batch_sk(batch_id),
-                [BatchItem.queue.remove(), BatchItem.due_at.remove()],
+                [
+                    BatchItem.queue.remove(),
+                    BatchItem.due_at.remove(),
+                    BatchItem.ttl.set(now + self.settings.ended_retention_seconds),
+                ],
                 BatchItem.status == BatchStatus.CANCELLED.value,
             )
 

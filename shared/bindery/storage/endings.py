@@ -97,8 +97,14 @@ def end_pending(
         kind = ExportItem.batch_id == slot.batch_id
     elif slot.bundle:
         kind = ExportItem.format == BUNDLE
+    kind &= ExportItem.caller_class.exists() if slot.counted else ExportItem.caller_class.does_not_exist()
     tx.update("export", row, actions, condition & kind, old=True)
     live = m.live(caller_pk(slot.counted_against), "LIVE")
+    if not slot.counted:
+        # A row from before the caps took no slot of the global cap and counted no bytes: it gives none back
+        # and adds none (its live-set slot is the one count it has).
+        tx.update("live", live, [LiveItem.live_ids.delete({slot.export_id})])
+        return
     usage = [LiveItem.usage.add(published)] if published else []
     if slot.bundle:
         # A bundle holds no place in any cap: only the bytes it publishes count, in its caller's usage.
@@ -139,8 +145,9 @@ class EndingRows(Rows):
         row had ended already, since that may have been this very ending, its answer lost."""
         refused = build(slot).commit(self._connection())
         old = None if refused is None else refused.old(ExportItem, "export")
-        if old is not None and (old.batch_id, old.format == BUNDLE) != (slot.batch_id, slot.bundle):
-            slot = slot._replace(batch_id=old.batch_id, bundle=old.format == BUNDLE)
+        seen = None if old is None else (old.batch_id, old.format == BUNDLE, old.caller_class is not None)
+        if seen is not None and seen != (slot.batch_id, slot.bundle, slot.counted):
+            slot = slot._replace(batch_id=seen[0], bundle=seen[1], counted=seen[2])
             refused = build(slot).commit(self._connection())
             old = None if refused is None else refused.old(ExportItem, "export")
         ended = refused is None or (old is not None and old.state != State.PENDING)

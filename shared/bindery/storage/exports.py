@@ -159,26 +159,19 @@ class ExportRows(KeyRows, EndingRows):
         self, book_id: str, export_id: str, owner: str, now: float
     ) -> tuple[Export, Book] | None:
         """The export and its book in ONE TransactGetItems: the owner check and the book's revision
-        come from the same snapshot as the export, so they cannot be a transaction apart."""
-        found = self.poll_export(book_id, export_id, owner, now)
-        return None if found is None else found[:2]
-
-    def poll_export(
-        self, book_id: str, export_id: str, owner: str, now: float
-    ) -> tuple[Export, Book, Holdings] | None:
-        """The poll's one read: the export, its book and the caller's live item (for the answer's
-        RateLimit-* fields), in ONE TransactGetItems."""
+        come from the same snapshot as the export, so they cannot be a transaction apart. (Not the
+        caller's live item too: every submit and ending of the caller's writes it, and a transactional
+        read of an item a transaction is writing is cancelled: the poll would fail under its own load.)"""
         with TransactGet(connection=self._connection()) as tx:
             book_f = tx.get(self.m.book, book_pk(book_id), "BOOK")
             export_f = tx.get(self.m.export, book_pk(book_id), export_sk(export_id))
-            live_f = tx.get(self.m.live, caller_pk(owner), "LIVE")
         book_item = future_value(book_f)
         export_item = future_value(export_f)
         if book_item is None or export_item is None or book_item.owner != owner:
             return None
         if expired_ttl(export_item.ttl, now):
             return None
-        return to_export(export_item), to_book(book_item), _holdings(future_value(live_f))
+        return to_export(export_item), to_book(book_item)
 
     def list_exports(
         self, book_id: str, *, limit: int, start_after: str | None, now: float

@@ -98,7 +98,9 @@ class SweepRows(EndingRows):
             seen = self.m.export.get(pk, sk, consistent_read=True)
         except DoesNotExist:
             return False
-        published = int(seen.size_bytes or 0) if seen.path else 0
+        # What a finish added to the usage: the bytes it published, if the row counts them (a row from before
+        # the budget has no `caller_class`, and its finish added nothing).
+        published = int(seen.size_bytes or 0) if seen.path and seen.caller_class is not None else 0
         tx = Tx()
         tx.update(
             "export",
@@ -114,7 +116,8 @@ class SweepRows(EndingRows):
             # unlink` lets the usage leave once, since this write takes the row out of the queue.
             (ExportItem.queue == Queue.UNLINK.value)
             & (ExportItem.state.is_in(*[s.value for s in ENDED]))
-            & (ExportItem.path.exists() if published else ExportItem.path.does_not_exist()),
+            # ...and whose `path` (a finish's: the bytes it published) is as the read saw it.
+            & (ExportItem.path.exists() if seen.path else ExportItem.path.does_not_exist()),
             old=True,
         )
         if published:

@@ -23,6 +23,9 @@ class Slot(NamedTuple):
     counted_against: str
     batch_id: str | None = None
     bundle: bool = False
+    # Whether the row took its place in the global cap and counts its bytes in its caller's usage: every
+    # row since those limits were (it carries `caller_class`); a row from before them took neither.
+    counted: bool = True
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,8 @@ class Export:
 
     @property
     def slot(self) -> Slot:
-        return Slot(self.book_id, self.id, self.counted_against, self.batch_id, self.format == BUNDLE)
+        bundle, counted = self.format == BUNDLE, self.caller_class is not None
+        return Slot(self.book_id, self.id, self.counted_against, self.batch_id, bundle, counted)
 
 
 @dataclass(frozen=True)
