@@ -122,6 +122,7 @@ class Schedules(Parts):
         self, time_left: TimeLeft | None = None, out_of_time: OutOfTime | None = None
     ) -> SweepCounts:
         """The stale sweep's first chore: all of `time_left` (less its margin), or until `out_of_time`."""
+
         def fail(due: Due, now: float) -> bool:
             code = self.store.fail_stale(due, now)
             if code is not None:

@@ -90,7 +90,7 @@ def test_8_concurrent_batches_with_duplicate_deliveries_and_crashes_count_each_e
             list(pool.map(lambda p: _deliver(exports, *p), pairs * 2))
         for i, batch in enumerate(made):
             caller = f"user-{i % 4}"
-            seen, rows = exports.store.read_batch(caller, batch["id"], exports.clock()) or (None, [])
+            seen, rows, _ = exports.store.read_batch(caller, batch["id"], exports.clock()) or (None, [], None)
             assert seen is not None
             ended = sum(r.state != State.PENDING for r in rows)
             if not (seen.targets_done == ended == TARGETS and seen.status == "done"):

@@ -125,7 +125,7 @@ class Lifecycle(RuleBasedStateMachine):
 
     @rule(
         data=st.data(),
-        formats=st.lists(st.sampled_from(["markdown", "html"]), min_size=1, max_size=3),
+        formats=st.lists(st.sampled_from(["markdown", "html"]), min_size=1, max_size=2),
         key=st.sampled_from(KEYS),
         caller_class=st.sampled_from(CLASSES),
     )
