@@ -11,7 +11,7 @@ import secrets
 import time
 from collections.abc import Iterator
 
-from bindery import bundles, engine
+from bindery import engine
 from bindery.common import Parts
 from bindery.faults import AWS_ERRORS
 from bindery.limits import CallerClass
@@ -146,6 +146,9 @@ class Builds(Parts):
 
     def _build_bundle(self, bundle: Export, path: str) -> BuildOutcome:
         """A batch's zip: its ready targets' files, streamed into one upload, and their manifest."""
+        # Here, not at the top: zipfile (and the compressors it loads) is no part of the API's cold start.
+        from bindery import bundles
+
         found = self.store.read_batch(bundle.counted_against, bundle.book_id, self.clock())
         files = bundles.ready_files(found[1] if found else [], self.clock())
         if not files:

@@ -31,7 +31,8 @@ from functions.poll import app
 
 context = LambdaContext("poll", timeout_ms=30_000)
 answers = [app.handler(event, context) for event in json.load(open(sys.argv[1]))]
-loaded = [m for m in sys.modules if m.startswith(("bindery.engine.", "markdown_it", "typst", "pikepdf"))]
+heavy = ("bindery.engine.", "bindery.bundles", "markdown_it", "typst", "pikepdf")
+loaded = [m for m in sys.modules if m.startswith(heavy)]
 print(json.dumps({"answers": answers, "loaded": sorted(loaded)}))
 """
 
