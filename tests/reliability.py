@@ -35,7 +35,7 @@ EXPECTED = {
     "fault matrix: ": 15,
     "stateful property test, shard ": 12,
     "IAM: ": 15,
-    "race: ": 17 + 7,
+    "race: ": 17 + 8,
     "duplicate delivery": 3,
     "hostile requests": 3,
     "schemathesis: ": 3,

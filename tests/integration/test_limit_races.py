@@ -70,7 +70,7 @@ def test_8_concurrent_batches_with_duplicate_deliveries_and_crashes_count_each_e
         return real_finish(export, **kw)
 
     monkeypatch.setattr(exports.store, "finish_export", finish)
-    miscounted, crashed = [], 0
+    miscounted, crashed, unbundled = [], 0, 0
 
     def create(i: int) -> dict[str, Any]:
         targets = [{"book_id": books[i % 4], "format": "markdown"}] * TARGETS
@@ -95,12 +95,22 @@ def test_8_concurrent_batches_with_duplicate_deliveries_and_crashes_count_each_e
             ended = sum(r.state != State.PENDING for r in rows)
             if not (seen.targets_done == ended == TARGETS and seen.status == "done"):
                 miscounted.append((seen, [r.state for r in rows]))
+        # Each batch's one download: its bundle's build message, delivered twice at once too.
+        bundles = [
+            (b["id"], exports.store.read_batch(f"user-{i % 4}", b["id"], exports.clock()))
+            for i, b in enumerate(made)
+        ]
+        keys = [(batch_id, found[0].bundle_id) for batch_id, found in bundles if found and found[0].bundle_id]
+        with ThreadPoolExecutor(8) as pool:
+            built = list(pool.map(lambda k: _deliver(exports, *k), keys * 2))
+        unbundled += BATCHES - built.count("ready")
     record("race: 8 concurrent batches of 20, every message twice, 10 % crashed: trials", BATCH_TRIALS)
     record(
         "race: 8 concurrent batches of 20: batches whose targets_done was not their endings", len(miscounted)
     )
     record("race: 8 concurrent batches of 20: builds crashed after their upload", crashed)
-    assert miscounted == []
+    record("race: 8 concurrent batches of 20: batches without exactly one bundle built", unbundled)
+    assert miscounted == [] and unbundled == 0
     assert limit_violations(exports.store) == []
     assert violations(exports.store, exports.objects, after_gc=False) == []
 
