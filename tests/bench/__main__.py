@@ -637,7 +637,9 @@ def warm_and_scale() -> None:  # and cost
     try:
         with dynamodb_local() as ddb:
             say("\n3. Warm handler overhead against DynamoDB Local: median of 300, handler / raw boto3")
-            ex = _local_service(ddb, f"http://127.0.0.1:{port}", max_live_exports=1_000_000)
+            ex = _local_service(
+                ddb, f"http://127.0.0.1:{port}", max_live_exports=1_000_000, max_live_exports_total=10**9
+            )
             book, _, _ = ex.books.create_book("bench-user", "Warm", "# One\n\ntext\n")
             export_id = ex.submit("bench-user", book.id, "html", None)[0]["id"]
             ctx = FakeContext()
@@ -649,13 +651,18 @@ def warm_and_scale() -> None:  # and cost
                 {"pk": {"S": f"BOOK#{book.id}"}, "sk": {"S": f"EXPORT#{export_id}"}},
             ]
             gets = [{"Get": {"TableName": table, "Key": k}} for k in keys]
-            handler_ms, raw_ms = _paired_medians_ms(
-                lambda: poll.handler(get, ctx, exports=ex), lambda: raw.transact_get_items(TransactItems=gets)
-            )
+            # Every answer reads the caller's live item too, for its RateLimit-* fields: so does the raw side.
+            live = {"pk": {"S": "CALLER#bench-user"}, "sk": {"S": "LIVE"}}
+
+            def raw_poll() -> None:
+                raw.transact_get_items(TransactItems=gets)
+                raw.get_item(TableName=table, Key=live)
+
+            handler_ms, raw_ms = _paired_medians_ms(lambda: poll.handler(get, ctx, exports=ex), raw_poll)
             poll_ms = handler_ms
             record(
                 "warm",
-                f"poll: {handler_ms:.2f} ms / raw TransactGetItems {raw_ms:.2f} ms",
+                f"poll: {handler_ms:.2f} ms / raw TransactGetItems + GetItem {raw_ms:.2f} ms",
                 f"{handler_ms / raw_ms:.2f}",
                 "≤ 1.30",
                 handler_ms / raw_ms <= 1.3,
@@ -682,11 +689,12 @@ def warm_and_scale() -> None:  # and cost
                 request = json.loads(template_request.replace(seen_id, uuid.uuid4().hex[:21]))
                 request["ClientRequestToken"] = uuid.uuid4().hex  # as the handler sends: fresh each try
                 raw.transact_write_items(**request)
+                raw.get_item(TableName=table, Key=live)  # the RateLimit-* fields' read
 
             handler_ms, raw_ms = _paired_medians_ms(lambda: submit.handler(post, ctx, exports=ex), raw_submit)
             record(
                 "warm",
-                f"submit: {handler_ms:.2f} ms / raw TransactWriteItems {raw_ms:.2f} ms",
+                f"submit: {handler_ms:.2f} ms / raw TransactWriteItems + GetItem {raw_ms:.2f} ms",
                 f"{handler_ms / raw_ms:.2f}",
                 "≤ 1.30",
                 handler_ms / raw_ms <= 1.3,
