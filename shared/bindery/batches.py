@@ -25,6 +25,7 @@ from bindery.common import (
     key_reused,
     new_id,
     over_budget,
+    page_size,
     service_full,
     valid_id,
 )
@@ -46,7 +47,6 @@ from bindery.storage import (
     TooManyBatches,
 )
 
-PAGE_DEFAULT, PAGE_MAX = 20, 100
 RETRY_AFTER_RUNNING = 5
 
 
@@ -174,14 +174,7 @@ class BatchRequests(Parts):
         return self.batch_view(found[0], found[1], now, bundle=found[2])
 
     def list_batches(self, caller: str, limit: Any, cursor: str | None) -> dict[str, Any]:
-        try:
-            size = PAGE_DEFAULT if limit is None else int(limit)
-        except ValueError:
-            size = 0
-        if not 1 <= size <= PAGE_MAX:
-            raise errors.BadRequest(
-                f"limit must be a whole number from 1 to {PAGE_MAX}", code="invalid_limit"
-            )
+        size = page_size(limit)
         start_after = decode_cursor(cursor) if cursor is not None else None
         now = self.clock()
         page, next_after = self.store.list_batches(caller, limit=size, start_after=start_after, now=now)

@@ -42,6 +42,19 @@ class Parts:
     books: Library
 
 
+PAGE_DEFAULT, PAGE_MAX = 20, 100
+
+
+def page_size(limit: Any, largest: int = PAGE_MAX) -> int:
+    try:
+        size = PAGE_DEFAULT if limit is None else int(limit)
+    except ValueError:
+        size = 0
+    if not 1 <= size <= largest:
+        raise errors.BadRequest(f"limit must be a whole number from 1 to {largest}", code="invalid_limit")
+    return size
+
+
 def iso(t: float | None) -> str | None:
     if t is None:
         return None

@@ -35,6 +35,7 @@ from bindery.common import (
     new_id,
     not_found,
     over_budget,
+    page_size,
     service_full,
     valid_id,
 )
@@ -63,7 +64,6 @@ from bindery.storage import (
 )
 from bindery.webhooks import Webhooks
 
-PAGE_DEFAULT, PAGE_MAX = 20, 100
 RETRY_AFTER_PENDING = 2
 
 
@@ -203,14 +203,7 @@ class ExportRequests(Parts):
         return self.view(export, book=book, now=self.clock())
 
     def list_exports(self, caller: str, book_id: str, limit: Any, cursor: str | None) -> dict[str, Any]:
-        try:
-            size = PAGE_DEFAULT if limit is None else int(limit)
-        except ValueError:
-            size = 0
-        if not 1 <= size <= PAGE_MAX:
-            raise errors.BadRequest(
-                f"limit must be a whole number from 1 to {PAGE_MAX}", code="invalid_limit"
-            )
+        size = page_size(limit)
         start_after = decode_cursor(cursor) if cursor is not None else None
         book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
         if book is None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bindery import errors, outbound
-from bindery.common import Clock, iso, new_id, valid_id
+from bindery.common import Clock, iso, new_id, page_size, valid_id
 from bindery.config import Settings
 from bindery.states import DELIVERY_ENDED, EVENT_TYPES, DeliveryState
 from bindery.storage import (
@@ -32,7 +32,6 @@ from bindery.storage import (
     Store,
 )
 
-PAGE_DEFAULT, PAGE_MAX = 20, 100
 MAX_DESCRIPTION = 500
 MAX_EVENTS_PAGE = 100
 # The cursor of a feed nobody has read yet: everything after it.
@@ -47,16 +46,6 @@ def new_secret() -> str:
 def not_found() -> errors.NotFound:
     # One answer for a missing endpoint and for another caller's.
     return errors.NotFound("no such webhook endpoint", code="not_found")
-
-
-def page_size(limit: Any, largest: int = PAGE_MAX) -> int:
-    try:
-        size = PAGE_DEFAULT if limit is None else int(limit)
-    except ValueError:
-        size = 0
-    if not 1 <= size <= largest:
-        raise errors.BadRequest(f"limit must be a whole number from 1 to {largest}", code="invalid_limit")
-    return size
 
 
 def _cursor(value: str | None, name: str) -> int | None:
