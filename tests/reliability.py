@@ -29,6 +29,7 @@ SUITES = [
 FEED_TRIALS = "100"  # `make test` runs 10 trials of the feed race; this publishes the 100
 BATCH_TRIALS = "100"  # and 2 of the 8-concurrent-batches race
 LOAD_SECONDS = "60"  # `make test` runs the load test for 5 s; this publishes a minute of it
+SCHEMATHESIS_EXAMPLES = "100"  # and schemathesis at 50 examples per operation
 # Figures every run must publish, by prefix: a suite that was skipped (DynamoDB Local or the IAM simulator
 # missing) or stopped early publishes fewer, and the run fails rather than print a shorter table.
 EXPECTED = {
@@ -53,6 +54,9 @@ def main() -> int:
             "BINDERY_LOAD_SECONDS": LOAD_SECONDS,
             "BINDERY_FEED_TRIALS": FEED_TRIALS,
             "BINDERY_BATCH_TRIALS": BATCH_TRIALS,
+            "BINDERY_SCHEMATHESIS_EXAMPLES": SCHEMATHESIS_EXAMPLES,
+            # `make test` deals the fault kinds across the call points; this strikes each at every one.
+            "BINDERY_MATRIX_EVERY_KIND": "1",
         }
         run = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", *SUITES], env=env, cwd=ROOT

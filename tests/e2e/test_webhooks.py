@@ -437,3 +437,43 @@ def test_the_events_feed_pages_hold_each_event_once_with_the_ids_and_bodies_the_
     by_id = {s.event_id: s.body for s in hook.seen}
     assert all({k: v for k, v in e.items() if k != "cursor"} == by_id[e["id"]] for e in events)
     assert {e["type"] for e in events} == {"bindery.export.ready"}
+
+
+def test_a_batchs_ending_reaches_its_subscriber_once_signed_and_is_in_the_events_feed(
+    hooks: RunningStack, receiver: Callable[..., Receiver]
+) -> None:
+    who = caller("batch")
+    hook = receiver([200])
+    endpoint = register(hooks, who, hook, events=["bindery.batch.done"])
+    book = requests.post(
+        f"{hooks.api}/books",
+        headers=who,
+        json={"title": "Both", "manuscript": "# Both\n\nWords.\n"},
+        timeout=10,
+    )
+    assert book.status_code == 201, book.text
+    targets = [{"book_id": book.json()["id"], "format": f} for f in ("markdown", "html")]
+    made = requests.post(f"{hooks.api}/batches", headers=who, json={"exports": targets}, timeout=10)
+    assert made.status_code == 202, made.text
+    batch = made.json()["id"]
+
+    acked = delivery_in(hooks, who, endpoint, "acked")
+
+    # Only the batch's ending was subscribed to: its two targets' own endings were not sent.
+    assert len(hook.seen) == 1 and hook.seen[0].verified == {"current": True}
+    body = hook.seen[0].body
+    assert body["id"] == acked["event_id"] == f"{batch}:done" and body["type"] == "bindery.batch.done"
+    assert body["data"] == {"batch_id": batch, "status": "done", "targets_total": 2, "targets_done": 2}
+    shown = requests.get(f"{hooks.api}/batches/{batch}", headers=who, timeout=10).json()
+    assert (shown["status"], shown["targets_done"]) == ("done", 2)
+
+    # The feed holds every event of the caller's, the two targets' and the batch's, and the sent one as sent.
+    def whole_feed() -> list[dict[str, Any]] | None:
+        events: list[dict[str, Any]] = requests.get(f"{hooks.api}/events", headers=who, timeout=10).json()[
+            "events"
+        ]
+        return events if len(events) >= 3 else None
+
+    feed = until("the feed holds the batch's three events", whole_feed)
+    assert sorted(e["type"] for e in feed) == ["bindery.batch.done", *["bindery.export.ready"] * 2]
+    assert [{k: v for k, v in e.items() if k != "cursor"} for e in feed if e["id"] == body["id"]] == [body]
