@@ -278,7 +278,7 @@ class Lifecycle(RuleBasedStateMachine):
         assert found == []
 
 
-@pytest.mark.slow(75)
+@pytest.mark.slow(110)
 @pytest.mark.parametrize("shard", range(SHARDS))
 def test_any_sequence_of_operations_and_faults_keeps_every_promise(shard: int) -> None:
     machine = type(f"Lifecycle{shard}", (Lifecycle,), {})
