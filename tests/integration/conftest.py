@@ -41,9 +41,10 @@ def new_exports(
     ddb_endpoint: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, clock: FakeClock
 ) -> Iterator[Callable[[], Exports]]:
     """Services over fresh tables in DynamoDB Local and fresh buckets in moto's server, each table dropped
-    when the test ends. DynamoDB Local keeps every table it is given for the whole session, and slows with
-    what it holds: the 100-trial batch race, run after the other races had left their tables behind, was
-    at its 42nd trial after 44 minutes, where alone it had taken 13 for all 100."""
+    when the test ends: DynamoDB Local keeps every table it is given for the whole session. (The 100-trial
+    batch race, run after the other races had left their tables behind, was at its 42nd trial after 44
+    minutes, where alone it had taken 13 for all 100; dropping the tables did not stop it slowing, so the
+    cause is still to find.)"""
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", ddb_endpoint)
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
     made: list[str] = []

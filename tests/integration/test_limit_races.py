@@ -62,7 +62,7 @@ def test_8_concurrent_batches_with_duplicate_deliveries_and_crashes_count_each_e
     broken: list[str] = []  # the promises, checked at each trial's end
     crashed = unbundled = 0
     for _trial in range(BATCH_TRIALS):
-        # Each trial on a table of its own, dropped after it, so that the hundredth costs what the first did.
+        # Each trial on a table of its own, dropped after it, and its promises checked on that table.
         exports = _with_cap(new_exports(), max_live_exports_total=2 * BATCHES * TARGETS)
         trial = _batch_trial(exports, choose)
         miscounted += trial.miscounted
