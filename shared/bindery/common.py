@@ -79,6 +79,13 @@ def valid_id(value: str) -> bool:
     return bool(_ID.match(value))
 
 
+def valid_export_id(value: str) -> bool:
+    """Whether an id from a caller's path could name an export: one of our ids that ends in a shard's
+    digit (`new_id`). Asked before a write reads the shard from it, so that an id no export can have is
+    the 404 a missing one is, never a crash on the way to that write."""
+    return valid_id(value) and value[-1] in "0123456789abcdef"
+
+
 def not_found() -> errors.NotFound:
     # One body for missing and for someone else's: the answer must not tell them apart.
     return errors.NotFound("no such book or export", code="not_found")

@@ -37,6 +37,7 @@ from bindery.common import (
     over_budget,
     page_size,
     service_full,
+    valid_export_id,
     valid_id,
 )
 from bindery.config import Settings, settings
@@ -195,7 +196,7 @@ class ExportRequests(Parts):
     def read(self, caller: str, book_id: str, export_id: str) -> dict[str, Any]:
         """The poll. It reads, presigns, and writes nothing: not even a lease bump."""
         found = None
-        if valid_id(book_id) and valid_id(export_id):
+        if valid_id(book_id) and valid_export_id(export_id):
             found = self.store.read_export_for_owner(book_id, export_id, caller, self.clock())
         if found is None:
             raise not_found()
@@ -275,7 +276,7 @@ class ExportRequests(Parts):
     def cancel(self, caller: str, book_id: str, export_id: str) -> Cancel:
         """End the caller's export: a pending one is cancelled; a ready one's link ends now, and its bytes
         are deleted before the answer, so a URL handed out earlier stops working at once."""
-        if not (valid_id(book_id) and valid_id(export_id)):
+        if not (valid_id(book_id) and valid_export_id(export_id)):
             raise not_found()
         outcome = self.store.cancel_export(book_id, export_id, caller, self.clock())
         if isinstance(outcome, NotFound):

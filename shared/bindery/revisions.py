@@ -18,7 +18,8 @@ from bindery.storage import Book, Store
 # How long a staged cut or asset may wait to be adopted before the GC removes it: past the API's 30 s.
 STAGE_GRACE_SECONDS = 300
 PUBLISH_TRIES = 5
-_IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d{1,12})"?\s*$')
+# An entity tag is quoted (RFC 9110 8.8.3): `3` or `"3` is not one, and is refused rather than guessed at.
+_IF_MATCH = re.compile(r'^\s*(?:W/)?"(\d{1,12})"\s*$')
 
 # What a change makes of the current book: the book as it is to be, and the object id of an asset it lets
 # go (or None); or None when the book is already as the change would make it. It may raise a 4xx, which
