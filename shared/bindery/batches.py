@@ -189,7 +189,8 @@ class BatchRequests(Parts):
         batch = self.store.cancel_batch(caller, batch_id, self.clock()) if valid_id(batch_id) else None
         if batch is None:
             raise not_found()
-        state_change(batch_id, "", "batch cancelled")
+        cancelled = batch.status == BatchStatus.CANCELLED
+        state_change(batch_id, "", "batch cancelled" if cancelled else "batch links revoked")
         self.end_targets(batch)
 
     def end_targets(self, batch: Batch, *, unlink: bool = True) -> None:
@@ -230,7 +231,7 @@ class BatchRequests(Parts):
                 continue
             batch = found[0]
             try:
-                if batch.status == BatchStatus.CANCELLED:
+                if batch.status == BatchStatus.CANCELLED or batch.revoked_at is not None:
                     self.end_targets(batch, unlink=False)
                     counts["cleared"] += 1
                 elif self.store.settle_batch(caller, batch_id, now) is not None:
@@ -257,6 +258,7 @@ class BatchRequests(Parts):
             "bytes": batch.bytes,
             "created_at": iso(batch.created_at),
             "finished_at": iso(batch.finished_at),
+            "revoked_at": iso(batch.revoked_at),
         }
         if targets is not None:
             views = [self.view(e, book=None, now=now) for e in targets]

@@ -84,7 +84,8 @@ def parse_event(message: str) -> Incoming:
     # a string): each kind keeps its own fields, typed.
     try:
         if kind in BATCH_EVENT_TYPES:
-            event_id = f"{detail['batch_id']}:{detail['state']}"
+            # Named by the kind, not the state: a revoked batch's state is still the one it ended with.
+            event_id = f"{detail['batch_id']}:{kind.removeprefix('bindery.batch.')}"
             data: dict[str, Any] = {
                 "batch_id": detail["batch_id"],
                 "status": detail["state"],

@@ -131,4 +131,3 @@ def shard_caps(total: int) -> tuple[int, ...]:
 def shard_of(export_id: str) -> int:
     """The shard an export's live slot is counted in: its id's last hex digit, chosen at submit."""
     return int(export_id[-1], 16)
-

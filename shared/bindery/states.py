@@ -66,9 +66,10 @@ DELIVERY_ENDED = frozenset(
     {DeliveryState.ACKED, DeliveryState.REJECTED, DeliveryState.EXPIRED, DeliveryState.WITHDRAWN}
 )
 
-# The event kinds a webhook can subscribe to: an export's terminal transitions, and a batch's ending.
+# The event kinds a webhook can subscribe to: an export's terminal transitions, a batch's ending, and the
+# early end of an ended batch's links (`revoked`: its status stays what it ended as).
 EXPORT_EVENT_TYPES = tuple(f"bindery.export.{s}" for s in ("ready", "failed", "cancelled", "expired"))
-BATCH_EVENT_TYPES = tuple(f"bindery.batch.{s}" for s in ("done", "partial", "failed", "cancelled"))
+BATCH_EVENT_TYPES = tuple(f"bindery.batch.{s}" for s in ("done", "partial", "failed", "cancelled", "revoked"))
 EVENT_TYPES = EXPORT_EVENT_TYPES + BATCH_EVENT_TYPES
 
 

@@ -382,7 +382,7 @@ def test_cancelling_a_done_batch_ends_its_bundles_link_too(stack: Stack) -> None
     assert stack.http("DELETE", f"/batches/{batch['id']}").status == 204
     after = _batch(stack, batch["id"])
     assert (after["status"], after["bundle"]["state"], after["bundle"]["download_url"]) == (
-        "cancelled",
+        "done",
         "expired",
         None,
     )

@@ -59,3 +59,88 @@ def test_a_quoted_if_match_still_works(stack: Stack) -> None:
     assert (reply.status, reply.body["revision"], reply.headers["ETag"]) == (200, 2, '"2"')
     stale = stack.http("PATCH", f"/books/{book}", body={"title": "Again"}, headers={"If-Match": '"1"'})
     assert (stale.status, stale.body["error"]["code"]) == (412, "revision_mismatch")
+
+
+# ---- 2: nothing that has ended is rewritten: a batch keeps how and when it ended --------------------
+
+
+def _batch(stack: Stack, batch_id: str) -> dict[str, Any]:
+    reply = stack.http("GET", f"/batches/{batch_id}")
+    assert reply.status == 200, reply.body
+    body: dict[str, Any] = reply.body
+    return body
+
+
+def _batch_row(stack: Stack, batch_id: str) -> dict[str, Any]:
+    rows = (i.attribute_values for i in stack.store.m.item.scan())
+    return next(v for v in rows if v["sk"] == f"BATCH#{batch_id}")
+
+
+def test_cancelling_a_done_batch_keeps_its_status_and_time_and_records_when_its_links_ended(
+    stack: Stack,
+) -> None:
+    book = stack.create_book()
+    made = stack.http("POST", "/batches", body={"exports": [{"book_id": book, "format": "html"}] * 2}).body
+    for target in made["targets"]:
+        stack.build(book, target["export_id"])
+    done = _batch(stack, made["id"])
+    stack.build(made["id"], done["bundle"]["id"])
+    assert (done["status"], done["revoked_at"]) == ("done", None)
+    stack.clock.advance(60)
+
+    assert stack.http("DELETE", f"/batches/{made['id']}").status == 204
+
+    after = _batch(stack, made["id"])
+    assert (after["status"], after["finished_at"]) == ("done", done["finished_at"])
+    assert after["revoked_at"] is not None and after["revoked_at"] > done["finished_at"]
+    assert [t["state"] for t in after["targets"]] == ["expired", "expired"]
+    assert (after["bundle"]["state"], after["bundle"]["download_url"]) == ("expired", None)
+    assert stack.objects.keys("artifacts/") == []
+    # A second cancel is answered the same and changes nothing: not the time, not the event.
+    row = _batch_row(stack, made["id"])
+    stack.clock.advance(60)
+    assert stack.http("DELETE", f"/batches/{made['id']}").status == 204
+    assert _batch_row(stack, made["id"]) == row
+    assert _batch(stack, made["id"])["revoked_at"] == after["revoked_at"]
+
+
+def test_cancelling_a_failed_batch_changes_nothing(stack: Stack) -> None:
+    book = stack.create_book("")  # no chapters: every target fails empty_book
+    made = stack.http("POST", "/batches", body={"exports": [{"book_id": book, "format": "html"}]}).body
+    stack.build(book, made["targets"][0]["export_id"])
+    failed = _batch(stack, made["id"])
+    assert failed["status"] == "failed"
+    before = _table(stack)
+    assert stack.http("DELETE", f"/batches/{made['id']}").status == 204
+    assert _table(stack) == before
+
+
+# ---- 3: a batch's answer is one moment ----------------------------------------------------------------
+
+
+def test_a_batch_read_is_one_moment_though_a_target_ends_between_its_reads(stack: Stack) -> None:
+    """The batch row's counts and its targets' states are read together: a target that ends after the
+    read that learns which rows to read is either counted and shown ended, or neither."""
+    book = stack.create_book()
+    made = stack.http("POST", "/batches", body={"exports": [{"book_id": book, "format": "html"}] * 3}).body
+    client = stack.store.client
+    ended: list[str] = []
+
+    def end_a_target_first(**_: Any) -> None:
+        if not ended:  # once: the build below reads and writes through this same client
+            ended.append(made["targets"][len(ended)]["export_id"])
+            stack.build(book, ended[-1])
+
+    for op in ("BatchGetItem", "TransactGetItems"):
+        client.meta.events.register(f"before-call.dynamodb.{op}", end_a_target_first)
+    try:
+        view = _batch(stack, made["id"])
+    finally:
+        for op in ("BatchGetItem", "TransactGetItems"):
+            client.meta.events.unregister(f"before-call.dynamodb.{op}", end_a_target_first)
+
+    assert ended, "the read made no second call for the ending to land before"
+    states = [t["state"] for t in view["targets"]]
+    assert states.count("ready") == 1
+    assert view["targets_done"] == view["targets_total"] - view["counts"]["pending"] == 1
+    assert view["ended"]["ready"] == 1

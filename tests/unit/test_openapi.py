@@ -169,3 +169,29 @@ def test_every_webhook_answer_is_the_one_the_document_describes(stack: Stack) ->
         ("GET /events", 200), ("GET /events", 400), ("GET /events", 410),
         ("DELETE /webhooks/{endpointId}", 204), ("DELETE /webhooks/{endpointId}", 404),
     }  # fmt: skip
+
+
+def test_every_batch_answer_is_the_one_the_document_describes(stack: Stack) -> None:
+    def call(route: str, path: str, **kw: Any) -> Reply:
+        reply = stack.http(route.split(" ")[0], path, **kw)
+        _conforms(route, reply)
+        return reply
+
+    book = stack.create_book()
+    made = call("POST /batches", "/batches", body={"exports": [{"book_id": book, "format": "html"}] * 2})
+    batch = made.body["id"]
+    assert made.body["bundle"] is None
+    call("GET /batches/{batchId}", f"/batches/{batch}")
+    for target in made.body["targets"]:
+        stack.build(book, target["export_id"])
+    pending = call("GET /batches/{batchId}", f"/batches/{batch}")
+    assert pending.body["bundle"]["state"] == "pending"
+    stack.build(batch, pending.body["bundle"]["id"])
+    ready = call("GET /batches/{batchId}", f"/batches/{batch}")
+    assert ready.body["bundle"]["download_url"] is not None
+    call("GET /batches", "/batches")
+    call("DELETE /batches/{batchId}", f"/batches/{batch}")
+    revoked = call("GET /batches/{batchId}", f"/batches/{batch}")
+    assert revoked.body["revoked_at"] is not None
+    call("GET /batches", "/batches")
+    call("GET /batches/{batchId}", f"/batches/{batch}", caller="user-mallory")

@@ -24,7 +24,11 @@ _BATCH_FIELDS: dict[str, Any] = {
     "bytes": COUNT,
     "created_at": TIME,
     "finished_at": TIME,
+    # Set once, when a cancel ended the links of a batch that had ended (its status stays as it ended).
+    "revoked_at": TIME,
 }
+NULLABLE_COUNT = {"type": ["integer", "null"], "minimum": 0}
+NULLABLE_TEXT = {"type": ["string", "null"]}
 
 SCHEMAS: dict[str, Any] = {
     "CreateBatch": {
@@ -60,6 +64,23 @@ SCHEMAS: dict[str, Any] = {
                 state={"type": "string", "enum": STATES},
                 failure_code={"type": ["string", "null"]},
             ),
+        },
+        bundle={
+            "oneOf": [
+                {"type": "null"},
+                exactly(
+                    id=ID,
+                    state={"type": "string", "enum": STATES},
+                    size_bytes=NULLABLE_COUNT,
+                    sha256=NULLABLE_TEXT,
+                    expires_at=TIME,
+                    failure_code=NULLABLE_TEXT,
+                    download_url=NULLABLE_TEXT,
+                    download_expires_at=TIME,
+                ),
+            ],
+            "description": "the batch's one download (a zip of its ready files and a manifest), once it "
+            "has ended with a target ready; null before that, or when none was ready",
         },
     ),
     "BatchSummary": exactly(**_BATCH_FIELDS),

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
+import time
 from collections.abc import Iterator
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist
+from pynamodb.exceptions import DoesNotExist, TransactGetError
 from pynamodb.expressions.condition import size
+from pynamodb.transactions import TransactGet
 
 from bindery.faults import StorageError, translate_faults
 from bindery.limits import Limits
 from bindery.states import BatchStatus, Queue
 from bindery.storage.caps import shard_refused, take_shards, under_budget
-from bindery.storage.conditions import Refused, Tx, update_if
+from bindery.storage.conditions import Refused, Tx, future_value, update_if
 from bindery.storage.exports import ExportRows
 from bindery.storage.idempotency import key_seen
 from bindery.storage.table import (
@@ -51,6 +54,10 @@ from bindery.storage.types import (
 BATCH_CHECK_SECONDS = 600
 # A cancel ends its targets itself, before its answer; the sweep finishes one whose process died, a minute on.
 CANCEL_CHECK_SECONDS = 60
+# A snapshot read that concurrent writes to its items cancel this many times is a StorageError (a 503).
+_SNAPSHOT_TRIES = 4
+# The ended statuses that had a target ready, and so links a cancel ends (a failed batch has none).
+_WITH_LINKS = (BatchStatus.DONE.value, BatchStatus.PARTIAL.value)
 
 
 @translate_faults
@@ -142,21 +149,56 @@ class BatchRows(ExportRows):
     def read_batch(
         self, caller: str, batch_id: str, now: float
     ) -> tuple[Batch, list[Export], Export | None] | None:
-        """The caller's batch, its targets' rows and its bundle's, if it has one (a GetItem, then one
-        BatchGetItem): None when there is no such batch of this caller's."""
+        """The caller's batch, its targets' rows and its bundle's, as of one moment: None when there is no
+        such batch of this caller's.
+
+        A GetItem learns which rows those are (its targets never change; its bundle is named once, when it
+        ends), then ONE TransactGetItems reads the batch row with every one of them. Read apart, an ending
+        could land between the two reads and the answer would count a target done that it shows pending.
+        Should the batch have named its bundle between the two, the snapshot is read again with it."""
         try:
             item = self.m.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True)
         except DoesNotExist:
             return None
-        if expired_ttl(item.ttl, now):
-            return None
+        for _ in range(2):
+            if expired_ttl(item.ttl, now):
+                return None
+            batch = _to_batch(item)
+            keys = [(book_pk(t.book_id), export_sk(t.export_id)) for t in batch.targets]
+            if batch.bundle_id is not None:
+                keys.append((book_pk(batch.id), export_sk(batch.bundle_id)))
+            snapshot = self._read_together(item, keys)
+            if snapshot is None:
+                return None  # deleted by its TTL between the two reads
+            item, rows = snapshot
+            if item.bundle_id == batch.bundle_id:
+                break
         batch = _to_batch(item)
-        keys = [(book_pk(t.book_id), export_sk(t.export_id)) for t in batch.targets]
-        if batch.bundle_id is not None:
-            keys.append((book_pk(batch.id), export_sk(batch.bundle_id)))
-        rows = {i.export_id: to_export(i) for i in self.m.export.batch_get(keys, consistent_read=True)}
         targets = [rows[t.export_id] for t in batch.targets if t.export_id in rows]
         return batch, targets, rows.get(batch.bundle_id) if batch.bundle_id is not None else None
+
+    def _read_together(
+        self, item: BatchItem, keys: list[tuple[str, str]]
+    ) -> tuple[BatchItem, dict[str, Export]] | None:
+        """The batch row and these export rows in one TransactGetItems (at most 92 items, under its 100). A
+        read that a transaction writing one of them cancels (TransactionConflict) is read again."""
+        for n in range(_SNAPSHOT_TRIES):
+            try:
+                with TransactGet(connection=self._connection()) as tx:
+                    batch_f = tx.get(self.m.batch, item.pk, item.sk)
+                    export_fs = [tx.get(self.m.export, pk, sk) for pk, sk in keys]
+            except TransactGetError as exc:
+                codes = {r.code for r in exc.cancellation_reasons or () if r is not None}
+                if "TransactionConflict" in codes and n < _SNAPSHOT_TRIES - 1:
+                    time.sleep(random.uniform(0, 0.01 * (2**n)))
+                    continue
+                raise StorageError(f"TransactGetItems: {exc}") from exc
+            fresh = future_value(batch_f)
+            if fresh is None:
+                return None
+            rows = (future_value(f) for f in export_fs)
+            return fresh, {row.export_id: to_export(row) for row in rows if row is not None}
+        raise AssertionError("unreachable")
 
     def list_batches(
         self, caller: str, *, limit: int, start_after: str | None, now: float
@@ -181,9 +223,11 @@ class BatchRows(ExportRows):
         return page, next_after
 
     def cancel_batch(self, caller: str, batch_id: str, now: float) -> Batch | None:
-        """Mark the batch cancelled and give back its place among the caller's live batches, in one write;
-        its targets are then ended one by one by the caller of this, and the `batch` queue holds the batch
-        (due a minute later) until every one has, should that caller die first. None: no such batch."""
+        """Cancel the caller's batch. A running one is marked cancelled and gives back its place among the
+        caller's live batches, in one write; its targets are then ended one by one by the caller of this,
+        and the `batch` queue holds the batch (due a minute later) until every one has, should that caller
+        die first. One that had ended keeps how and when it ended: the end of its links is recorded as a
+        time of its own (:meth:`_revoke_batch`). None: no such batch."""
         tx = Tx()
         tx.update(
             "batch",
@@ -196,11 +240,12 @@ class BatchRows(ExportRows):
                 BatchItem.due_at.set(now + CANCEL_CHECK_SECONDS),
             ],
             # `pk exists`: a cancel must not make a batch out of nothing, nor (`ttl`) out of one whose
-            # retention has run out and that TTL has yet to delete. `status <> cancelled`: a second cancel
-            # changes nothing (and publishes no second event); it only ends the targets again.
+            # retention has run out and that TTL has yet to delete. `status = running`: a batch that has
+            # ended (settled, or cancelled already) keeps its status, its finished_at and the event its
+            # receivers acted on; a second cancel changes nothing and publishes nothing.
             BatchItem.pk.exists()
             & (BatchItem.ttl.does_not_exist() | (BatchItem.ttl > now))
-            & (BatchItem.status != BatchStatus.CANCELLED.value),
+            & (BatchItem.status == BatchStatus.RUNNING.value),
             old=True,
         )
         tx.update("live", self.m.live(caller_pk(caller), "LIVE"), [LiveItem.batch_ids.delete({batch_id})])
@@ -209,13 +254,36 @@ class BatchRows(ExportRows):
             old = refused.old(BatchItem, "batch")
             if old is None or expired_ttl(old.ttl, now):
                 return None
+            if old.status in _WITH_LINKS and old.revoked_at is None:
+                self._revoke_batch(caller, batch_id, now)
         found = self.read_batch(caller, batch_id, now)
         return None if found is None else found[0]
 
+    def _revoke_batch(self, caller: str, batch_id: str, now: float) -> None:
+        """An ended batch's links end now: `revoked_at` records when, and the row's `transition` names the
+        one event that says so (`bindery.batch.revoked`). The batch joins the `batch` queue, so the sweep ends
+        its targets' links and its bundle's should the caller's process die before it has."""
+        with contextlib.suppress(Refused):  # refused: revoked already (perhaps by this very write, resent)
+            update_if(
+                self.client,
+                self.m.batch,
+                caller_pk(caller),
+                batch_sk(batch_id),
+                [
+                    BatchItem.revoked_at.set(now),
+                    BatchItem.transition.set("bindery.batch.revoked"),
+                    BatchItem.queue.set(Queue.BATCH.value),
+                    BatchItem.due_at.set(now + CANCEL_CHECK_SECONDS),
+                ],
+                # `revoked_at` absent: the links end once, so there is one time and one event. Only `done`
+                # and `partial` have links to end; the status itself is never written here.
+                BatchItem.status.is_in(*_WITH_LINKS) & BatchItem.revoked_at.does_not_exist(),
+            )
+
     def batch_cleared(self, caller: str, batch_id: str, now: float) -> None:
-        """A cancelled batch whose every target has ended leaves the `batch` queue, and is kept as long as
-        any ended batch is (TTL)."""
-        with contextlib.suppress(Refused):  # refused: not a cancelled batch, so it stays where it is
+        """A cancelled (or revoked) batch whose every target has ended leaves the `batch` queue, and is kept
+        as long as any ended batch is (TTL; a settled batch keeps the TTL its settle gave it)."""
+        with contextlib.suppress(Refused):  # refused: neither cancelled nor revoked, so it stays where it is
             update_if(
                 self.client,
                 self.m.batch,
@@ -224,9 +292,9 @@ class BatchRows(ExportRows):
                 [
                     BatchItem.queue.remove(),
                     BatchItem.due_at.remove(),
-                    BatchItem.ttl.set(now + self.settings.ended_retention_seconds),
+                    BatchItem.ttl.set(BatchItem.ttl | (now + self.settings.ended_retention_seconds)),
                 ],
-                BatchItem.status == BatchStatus.CANCELLED.value,
+                (BatchItem.status == BatchStatus.CANCELLED.value) | BatchItem.revoked_at.exists(),
             )
 
     def due_batches(self, now: float, limit: int) -> list[tuple[str, str]]:
@@ -269,4 +337,5 @@ def _to_batch(item: BatchItem) -> Batch:
         created_at=item.created_at,
         finished_at=item.finished_at,
         bundle_id=item.bundle_id,
+        revoked_at=item.revoked_at,
     )

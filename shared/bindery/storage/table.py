@@ -194,6 +194,7 @@ class BatchItem(Item):
     created_at = NumberAttribute()
     finished_at = NumberAttribute(null=True)
     bundle_id = UnicodeAttribute(null=True)  # its zip's export row (BOOK#<batch>/EXPORT#<bundle>)
+    revoked_at = NumberAttribute(null=True)  # when a cancel ended an ended batch's links
     key_digest = UnicodeAttribute(null=True)
     transition = UnicodeAttribute(null=True)
     queue = UnicodeAttribute(null=True)

@@ -190,6 +190,7 @@ class Batch:
     created_at: float
     finished_at: float | None = None
     bundle_id: str | None = None  # the export row of its zip, once it ended with a target ready
+    revoked_at: float | None = None  # when a cancel ended the links of a batch that had ended
 
     @property
     def targets_total(self) -> int:
