@@ -36,6 +36,9 @@ class Settings:
     link_ttl_seconds: int = 86_400
     presign_max_seconds: int = 900
     queue_grace_seconds: int = 1_800
+    # The build queue's VisibilityTimeout (template.yaml; a test holds the two equal): when a message whose
+    # build died comes back. The graces above must outlast it (`_check_together`).
+    build_visibility_timeout_seconds: int = 360
     # The standard class's live exports; every class's caps are in `bindery.limits`, overridden by
     # `class_limits` (BINDERY_CLASS_LIMITS, JSON).
     max_live_exports: int = 10
@@ -120,7 +123,29 @@ class Settings:
         read = cls(**values)  # type: ignore[arg-type]
         read.webhook_delays  # noqa: B018 - a schedule that does not parse is refused here, at start
         read.classes  # noqa: B018 - and so are class limits that do not
+        read._check_together()
         return read
+
+    def _check_together(self) -> None:
+        """Refuse, at start, settings that each parse but contradict each other: a build the queue would
+        redeliver must get its redelivery before the stale sweep calls it lost or never started."""
+        visibility = (
+            f"the build queue's visibility timeout ({self.build_visibility_timeout_seconds} s, "
+            "BINDERY_BUILD_VISIBILITY_TIMEOUT_SECONDS)"
+        )
+        if self.lease_seconds + self.retry_grace_seconds <= self.build_visibility_timeout_seconds:
+            raise ConfigError(
+                f"BINDERY_RETRY_GRACE_SECONDS ({self.retry_grace_seconds} s) after the lease "
+                f"(BINDERY_WORKER_TIMEOUT_SECONDS + BINDERY_LEASE_MARGIN_SECONDS = {self.lease_seconds} s) "
+                f"must outlast {visibility}: the stale sweep would end a cut-off build worker_lost before "
+                "its redelivery could claim the next attempt"
+            )
+        if self.queue_grace_seconds <= self.build_visibility_timeout_seconds:
+            raise ConfigError(
+                f"BINDERY_QUEUE_GRACE_SECONDS ({self.queue_grace_seconds} s) must be longer than "
+                f"{visibility}: an export whose first delivery died before its claim would fail "
+                "queue_timeout before its redelivery arrived"
+            )
 
 
 @lru_cache(maxsize=1)

@@ -213,7 +213,7 @@ class Webhooks:
             raise errors.BadRequest(
                 f"cursor {exc.after} is past the feed's head ({exc.head}): no read of this feed gave it out",
                 code="invalid_cursor",
-                head=exc.head,
+                head=str(exc.head),  # a cursor, as the page's `head` and `next_cursor` are: a string
             ) from None
         except CursorGone as exc:
             raise errors.Gone(

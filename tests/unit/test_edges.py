@@ -144,3 +144,35 @@ def test_a_batch_read_is_one_moment_though_a_target_ends_between_its_reads(stack
     assert states.count("ready") == 1
     assert view["targets_done"] == view["targets_total"] - view["counts"]["pending"] == 1
     assert view["ended"]["ready"] == 1
+
+
+# ---- 12: settings that contradict each other are refused at start, naming both ------------------------
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"BINDERY_QUEUE_GRACE_SECONDS": "300"}, ("BINDERY_QUEUE_GRACE_SECONDS", "VISIBILITY_TIMEOUT")),
+        ({"BINDERY_BUILD_VISIBILITY_TIMEOUT_SECONDS": "2000"}, ("RETRY_GRACE", "VISIBILITY_TIMEOUT")),
+        (
+            {"BINDERY_WORKER_TIMEOUT_SECONDS": "60", "BINDERY_RETRY_GRACE_SECONDS": "30"},
+            ("BINDERY_RETRY_GRACE_SECONDS", "BINDERY_WORKER_TIMEOUT_SECONDS", "VISIBILITY_TIMEOUT"),
+        ),
+    ],
+)
+def test_graces_shorter_than_the_queues_redelivery_are_refused_at_start(
+    env: dict[str, str], named: tuple[str, ...]
+) -> None:
+    from bindery.config import ConfigError, Settings
+
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env(env)
+    assert all(name in str(refused.value) for name in named), str(refused.value)
+
+
+def test_the_default_settings_and_a_short_local_timeout_with_its_queue_start() -> None:
+    from bindery.config import Settings
+
+    assert Settings.from_env({}).queue_grace_seconds == 1_800
+    short = {"BINDERY_BUILD_VISIBILITY_TIMEOUT_SECONDS": "40", "BINDERY_WORKER_TIMEOUT_SECONDS": "30"}
+    assert Settings.from_env({**short, "BINDERY_QUEUE_GRACE_SECONDS": "60"}).lease_seconds == 60

@@ -108,6 +108,9 @@ def test_the_queue_fits_the_worker_and_the_retry_bound() -> None:
     assert queue["VisibilityTimeout"] >= lease
     env = template()["Globals"]["Function"]["Environment"]["Variables"]
     assert queue["RedrivePolicy"]["maxReceiveCount"] > int(env["BINDERY_MAX_ATTEMPTS"])
+    # The setting the graces are checked against at start is the queue's own timeout.
+    assert int(env["BINDERY_BUILD_VISIBILITY_TIMEOUT_SECONDS"]) == queue["VisibilityTimeout"]
+    assert Settings.from_env({k: str(v) for k, v in env.items() if isinstance(v, str | int)}) is not None
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": "BuildDeadLetterQueue.Arn"}
     assert RESOURCES["StreamToQueuePipe"]["Properties"]["Target"] == {"Fn::GetAtt": "BuildQueue.Arn"}
     assert RESOURCES["TransitionsToEventsPipe"]["Properties"]["Target"] == {"Fn::GetAtt": "EventBus.Arn"}

@@ -180,7 +180,7 @@ def test_the_feed_pages_by_cursor_and_refuses_a_cursor_past_its_head(h: Hooked) 
     assert (ahead.status, ahead.body["error"]["code"], ahead.body["error"]["head"]) == (
         400,
         "invalid_cursor",
-        3,
+        "3",  # a cursor is a string wherever it is shown: the page's head, and the refusal's
     )
     assert (bad.status, bad.body["error"]["code"]) == (400, "invalid_cursor")
     assert h.stack.http("GET", "/events", caller=BOB).body == {"events": [], "head": "0", "next_cursor": "0"}
