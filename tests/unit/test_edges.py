@@ -176,3 +176,133 @@ def test_the_default_settings_and_a_short_local_timeout_with_its_queue_start() -
     assert Settings.from_env({}).queue_grace_seconds == 1_800
     short = {"BINDERY_BUILD_VISIBILITY_TIMEOUT_SECONDS": "40", "BINDERY_WORKER_TIMEOUT_SECONDS": "30"}
     assert Settings.from_env({**short, "BINDERY_QUEUE_GRACE_SECONDS": "60"}).lease_seconds == 60
+
+
+# ---- the hunt: every malformed id, header and query value is a 4xx, and writes nothing -------------------
+
+MALFORMED_IDS = ["gggggggg", "ABCDEFGH", "x" * 41, "short", "a b c d e", "é" * 8, "..%2F..", "0" * 8]
+
+
+@pytest.fixture
+def everything(stack: Stack) -> dict[str, str]:
+    """One of each resource a path can name, all the caller's own."""
+    stack.exports.hooks.resolve = lambda host, port: ["93.184.216.34"]
+    book = stack.create_book()
+    export = stack.submit(book).body["id"]
+    hook = stack.http(
+        "POST", "/webhooks", body={"url": "https://hooks.example.com/in", "events": ["bindery.export.ready"]}
+    ).body["id"]
+    batch = stack.http("POST", "/batches", body={"exports": [{"book_id": book, "format": "markdown"}]}).body
+    return {"bookId": book, "exportId": export, "endpointId": hook, "batchId": batch["id"], "deliveryId": "1"}
+
+
+_ROUTES: list[tuple[str, str, Any]] = [
+    ("GET", "/books/{bookId}", None),
+    ("PATCH", "/books/{bookId}", {"title": "T"}),
+    ("POST", "/books/{bookId}/assets", {"name": "a.png", "content_type": "image/png", "size": 10}),
+    ("PUT", "/books/{bookId}/assets/a.png", {"upload_id": "0123456789abcdef"}),
+    ("DELETE", "/books/{bookId}/assets/a.png", None),
+    ("PUT", "/books/{bookId}/manuscript", {"manuscript": "# M\n"}),
+    ("POST", "/books/{bookId}/uploads", None),
+    ("DELETE", "/books/{bookId}", None),
+    ("POST", "/books/{bookId}/exports", {"format": "html"}),
+    ("GET", "/books/{bookId}/exports", None),
+    ("GET", "/books/{bookId}/exports/{exportId}", None),
+    ("DELETE", "/books/{bookId}/exports/{exportId}", None),
+    ("GET", "/webhooks/{endpointId}", None),
+    ("PATCH", "/webhooks/{endpointId}", {"description": "d"}),
+    ("DELETE", "/webhooks/{endpointId}", None),
+    ("POST", "/webhooks/{endpointId}/rotate-secret", None),
+    ("GET", "/webhooks/{endpointId}/deliveries", None),
+    ("POST", "/webhooks/{endpointId}/deliveries/{deliveryId}/redeliver", None),
+    ("GET", "/batches/{batchId}", None),
+    ("DELETE", "/batches/{batchId}", None),
+]
+
+
+def test_every_malformed_path_id_is_a_4xx_that_writes_nothing(
+    stack: Stack, everything: dict[str, str]
+) -> None:
+    before = _table(stack)
+    answered: dict[int, int] = {}
+    for method, template, body in _ROUTES:
+        names = [n for n in everything if "{" + n + "}" in template]
+        for name in names:
+            real = everything[name]
+            bad = [*MALFORMED_IDS, real[:-1] + "g", real + "0"]
+            if name == "deliveryId":
+                bad = ["abc", "-1", "9" * 20, "1.5", "０"]
+            for value in bad:
+                path = template
+                for other in names:
+                    path = path.replace("{" + other + "}", value if other == name else everything[other])
+                reply = stack.http(method, path, body=body)
+                answered[reply.status] = answered.get(reply.status, 0) + 1
+                assert 400 <= reply.status < 500, (method, path, reply.status, reply.body)
+    assert _table(stack) == before
+    assert set(answered) <= {400, 404}, answered
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "code"),
+    [
+        ("/books/{bookId}", {"chapters_after": "-1"}, "invalid_chapters_after"),
+        ("/books/{bookId}", {"chapters_after": "1e3"}, "invalid_chapters_after"),
+        ("/books/{bookId}/exports", {"limit": "0"}, "invalid_limit"),
+        ("/books/{bookId}/exports", {"limit": "abc"}, "invalid_limit"),
+        ("/books/{bookId}/exports", {"cursor": "!!!"}, "invalid_cursor"),
+        ("/books/{bookId}/exports", {"cursor": "eyJhZnRlciI6IDF9"}, "invalid_cursor"),
+        ("/webhooks", {"limit": "1000"}, "invalid_limit"),
+        ("/webhooks", {"cursor": "%00"}, "invalid_cursor"),
+        ("/webhooks/{endpointId}/deliveries", {"state": "done"}, None),
+        ("/webhooks/{endpointId}/deliveries", {"cursor": "x"}, "invalid_cursor"),
+        ("/events", {"after": "-1"}, "invalid_cursor"),
+        ("/events", {"after": "1" * 13}, "invalid_cursor"),
+        ("/events", {"after": "99"}, "invalid_cursor"),
+        ("/events", {"limit": "-5"}, "invalid_limit"),
+        ("/batches", {"limit": "1.5"}, "invalid_limit"),
+        ("/batches", {"cursor": "bm90IGpzb24"}, "invalid_cursor"),
+    ],
+)
+def test_every_malformed_query_value_is_a_400_naming_it(
+    stack: Stack, everything: dict[str, str], path: str, query: dict[str, str], code: str | None
+) -> None:
+    for name, value in everything.items():
+        path = path.replace("{" + name + "}", value)
+    reply = stack.http("GET", path, query=query)
+    assert reply.status == 400, (path, query, reply.body)
+    if code is not None:
+        assert reply.body["error"]["code"] == code, reply.body
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "code"),
+    [
+        ("Idempotency-Key", "x" * 256, "invalid_idempotency_key"),
+        ("Idempotency-Key", "tab\there", "invalid_idempotency_key"),
+        ("Idempotency-Key", "ключ", "invalid_idempotency_key"),
+        ("If-Match", "*x", "invalid_if_match"),
+        ("If-Match", '"99999999999999"', "invalid_if_match"),
+    ],
+)
+def test_every_malformed_header_is_a_400_that_writes_nothing(
+    stack: Stack, everything: dict[str, str], header: str, value: str, code: str
+) -> None:
+    book = everything["bookId"]
+    before = _table(stack)
+    if header == "Idempotency-Key":
+        calls = [
+            ("POST", "/books", {"title": "T", "manuscript": "# M\n"}),
+            ("POST", f"/books/{book}/exports", {"format": "html"}),
+            ("POST", "/batches", {"exports": [{"book_id": book, "format": "html"}]}),
+        ]
+    else:
+        calls = [
+            ("PATCH", f"/books/{book}", {"title": "T"}),
+            ("PUT", f"/books/{book}/manuscript", {"manuscript": "# M\n"}),
+            ("DELETE", f"/books/{book}/assets/a.png", None),
+        ]
+    for method, path, body in calls:
+        reply = stack.http(method, path, body=body, headers={header: value})
+        assert (reply.status, reply.body["error"]["code"]) == (400, code), (method, path, reply.body)
+    assert _table(stack) == before
