@@ -306,3 +306,126 @@ def test_every_malformed_header_is_a_400_that_writes_nothing(
         reply = stack.http(method, path, body=body, headers={header: value})
         assert (reply.status, reply.body["error"]["code"]) == (400, code), (method, path, reply.body)
     assert _table(stack) == before
+
+
+# ---- the hunt: nothing that has ended is rewritten ------------------------------------------------------
+
+
+def _export_row(stack: Stack, export_id: str) -> Any:
+    return next(e for e in stack.store.all_exports() if e.id == export_id)
+
+
+def _end_export(stack: Stack, book: str, how: str) -> tuple[str, Any]:
+    """An export ended `how`, and the claim its attempt held (None where no attempt claimed it)."""
+    from bindery.states import FailureCode
+    from bindery.storage.types import Claimed
+
+    export_id = stack.submit(book).body["id"]
+    if how == "queue_timeout":
+        stack.clock.advance(stack.exports.settings.queue_grace_seconds + 1)
+        assert stack.sweep()["failed"] == 1
+        return export_id, None
+    if how == "cancelled":
+        assert stack.http("DELETE", f"/books/{book}/exports/{export_id}").status == 204
+        return export_id, None
+    claim = stack.store.claim_build(book, export_id, f"artifacts/{book}/{export_id}/1", stack.clock())
+    assert isinstance(claim, Claimed)
+    held = claim.export
+    if how == "ready":  # attempt 1 gives its lease back, and attempt 2 builds it: attempt 1 is a late one
+        stack.store.release_claim(held, stack.clock())
+        stack.build(book, export_id)
+    if how == "failed":
+        assert stack.store.fail_export(held, FailureCode.RENDER_FAILED, stack.clock())
+    if how == "worker_lost":
+        settings = stack.exports.settings
+        stack.clock.advance(settings.lease_seconds + settings.retry_grace_seconds + 1)
+        assert stack.sweep()["failed"] == 1
+    return export_id, held
+
+
+ENDED_FIELDS = ("state", "finished_at", "failure_code", "attempt", "size_bytes", "sha256", "built_revision")
+
+
+@pytest.mark.parametrize("how", ["ready", "failed", "worker_lost", "queue_timeout", "cancelled"])
+def test_an_ended_export_keeps_its_ending_under_every_later_write(stack: Stack, how: str) -> None:
+    """Every write an export can meet, tried after it has ended: a redelivered build, a late attempt's
+    finish, fail, cancel, progress and lease release, the caller's cancel, the sweep and the GC. Only ready
+    may move on, to expired (a link ends), keeping the time it finished."""
+    from bindery.states import FailureCode
+    from bindery.storage.types import ClaimRefused
+
+    book = stack.create_book()
+    export_id, held = _end_export(stack, book, how)
+    first = _export_row(stack, export_id)
+    ended = {f: getattr(first, f) for f in ENDED_FIELDS}
+    assert ended["state"].value != "pending"
+
+    stack.clock.advance(1)
+    late = held if held is not None else first
+    stack.build(book, export_id)  # a redelivered build message
+    assert isinstance(stack.store.claim_build(book, export_id, "artifacts/late", stack.clock()), ClaimRefused)
+    stack.store.finish_export(late, path="artifacts/late", size_bytes=1, built_revision=1, now=stack.clock())
+    stack.store.fail_export(late, FailureCode.RENDER_FAILED, stack.clock())
+    stack.store.cancel_attempt(late, stack.clock())
+    stack.store.record_progress(late, 1, 2)
+    stack.store.release_claim(late, stack.clock())
+    stack.http("DELETE", f"/books/{book}/exports/{export_id}")
+    stack.clock.advance(stack.exports.settings.link_ttl_seconds + 1)
+    stack.sweep()
+    stack.gc()
+
+    after = _export_row(stack, export_id)
+    now = {f: getattr(after, f) for f in ENDED_FIELDS}
+    if how == "ready":
+        assert now["state"].value == "expired"  # the one transition an ending may have
+        now["state"] = ended["state"]
+    assert now == ended
+
+
+BATCH_FIELDS = ("status", "finished_at", "targets_done", "n_ready", "n_failed", "n_cancelled", "bytes")
+
+
+@pytest.mark.parametrize("how", ["done", "partial", "failed", "cancelled"])
+def test_an_ended_batch_keeps_its_ending_under_every_later_write(stack: Stack, how: str) -> None:
+    """A batch ended each way it can, then every write it can meet: its targets' redelivered builds, a
+    settle (the worker's and the sweep's), the caller's cancel twice, the sweep and the GC. Only `revoked_at`
+    may be written after, once, and only where there were links to end."""
+    good, empty = stack.create_book(), stack.create_book("")
+    books = {"done": [good, good], "partial": [good, empty], "failed": [empty], "cancelled": [good, good]}[
+        how
+    ]
+    made = stack.http(
+        "POST",
+        "/batches",
+        body={
+            "exports": [
+                {"book_id": b, "format": f} for b, f in zip(books, "html markdown".split(), strict=False)
+            ]
+        },
+    ).body
+    if how == "cancelled":
+        stack.build(books[0], made["targets"][0]["export_id"])
+        assert stack.http("DELETE", f"/batches/{made['id']}").status == 204
+    else:
+        for target in made["targets"]:
+            stack.build(target["book_id"], target["export_id"])
+    first = next(b for b in stack.store.all_batches() if b.id == made["id"])
+    assert first.status == how
+
+    stack.clock.advance(1)
+    for target in made["targets"]:
+        stack.build(target["book_id"], target["export_id"])
+    assert stack.store.settle_batch("user-alice", made["id"], stack.clock()) is None
+    for _ in range(2):
+        assert stack.http("DELETE", f"/batches/{made['id']}").status == 204
+        stack.clock.advance(120)
+    stack.sweep()
+    stack.gc()
+
+    after = next(b for b in stack.store.all_batches() if b.id == made["id"])
+    assert {f: getattr(after, f) for f in BATCH_FIELDS} == {f: getattr(first, f) for f in BATCH_FIELDS}
+    if how in ("done", "partial"):
+        assert first.finished_at is not None
+        assert after.revoked_at == first.finished_at + 1  # the first cancel's time: the second wrote none
+    else:
+        assert after.revoked_at is None
