@@ -399,7 +399,7 @@ def test_an_ended_batch_keeps_its_ending_under_every_later_write(stack: Stack, h
         "/batches",
         body={
             "exports": [
-                {"book_id": b, "format": f} for b, f in zip(books, "html markdown".split(), strict=False)
+                {"book_id": b, "format": f} for b, f in zip(books, ["html", "markdown"], strict=False)
             ]
         },
     ).body
