@@ -13,12 +13,13 @@ marked for removal a lease later: nothing leaks, and nothing a build may still r
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import replace
 from typing import Any
 
 from bindery import errors, images
-from bindery.common import iso, valid_id
+from bindery.common import iso
 from bindery.images import Asset
 from bindery.objects import asset_key, upload_key
 from bindery.observability import logger
@@ -45,7 +46,7 @@ class BookAssets(Revisions):
             )
         book = self._owned(caller, book_id)
         _within_limits(book, name, size)
-        upload_id = secrets.token_hex(12)
+        upload_id = _upload_id(size)
         key = upload_key(book_id, upload_id)
         headers = {"Content-Type": content_type, "Content-Length": str(size)}
         return {
@@ -62,7 +63,8 @@ class BookAssets(Revisions):
         """Check the uploaded bytes and make them the book's asset `name` (a new one, or a replacement), in
         a new revision. Every refusal comes before anything is written."""
         name = images.asset_name(name)
-        if not isinstance(upload_id, str) or not valid_id(upload_id):
+        declared_size = _declared_size(upload_id)
+        if declared_size is None:
             raise errors.BadRequest("upload_id is not one this API issued", code="invalid_upload_id")
         book = self._owned(caller, book_id)
         adopted = book.asset(name)
@@ -75,6 +77,17 @@ class BookAssets(Revisions):
         if found is None:
             raise errors.Unprocessable("nothing was uploaded under this upload_id", code="upload_not_found")
         size, declared = found
+        if size != declared_size:
+            # S3 refuses a PUT of another length than its URL was signed for, but moto does not, and the
+            # limits were checked against the declared size: the adoption takes only what was declared.
+            # Nothing is written; the upload is left to the bucket's rule for books/uploads/ (2 days).
+            raise errors.Unprocessable(
+                f"{name}: {size:,} bytes were uploaded, but the upload was declared as {declared_size:,} "
+                "bytes; ask for a new upload with its true size",
+                code="upload_size_mismatch",
+                declared_bytes=declared_size,
+                uploaded_bytes=size,
+            )
         _within_limits(book, name, size)
         head = self.objects.read_range(source, 0, images.HEAD_BYTES - 1)
         tail = (
@@ -120,6 +133,22 @@ class BookAssets(Revisions):
             return replace(current, assets=tuple(a for a in current.assets if a.name != name)), old.object_id
 
         return self._publish_change(caller, book_id, if_match, change)
+
+
+# An asset's upload id: a random token, then "s" and the size its ticket declared. The id names the upload's
+# key and the presigned PUT is signed for that key alone, so the adoption reads the declared size from the
+# id: no ticket is stored, and nothing the upload carries is trusted.
+_UPLOAD_ID = re.compile(r"[0-9a-f]{24}s([1-9][0-9]{0,8})")
+
+
+def _upload_id(size: int) -> str:
+    return f"{secrets.token_hex(12)}s{size}"
+
+
+def _declared_size(upload_id: Any) -> int | None:
+    """The size an asset's upload id was issued for; None for anything this API did not issue."""
+    found = _UPLOAD_ID.fullmatch(upload_id) if isinstance(upload_id, str) else None
+    return int(found.group(1)) if found else None
 
 
 def _declared_type(value: Any) -> str:

@@ -272,7 +272,10 @@ class ArtifactWriter(io.RawIOBase):
     out. On any error the multipart upload is aborted, so no half upload is left behind.
 
     The SHA-256 of everything written is computed on the way (`sha256`), and every PutObject and part
-    carries its own SHA-256 as S3's checksum, so S3 refuses bytes that arrived damaged.
+    carries its own SHA-256 as S3's checksum, so S3 refuses bytes that arrived damaged. A single PutObject's
+    checksum is the SHA-256 of the whole artifact, and HeadObject answers it; a multipart object's is S3's
+    composite (the SHA-256 of its parts' SHA-256s, "-<parts>"): S3 has no whole-object SHA-256 for a
+    multipart upload, and the export row's `sha256` is the whole artifact's either way.
     """
 
     def __init__(self, client: Any, bucket: str, key: str, content_type: str):
@@ -326,11 +329,15 @@ class ArtifactWriter(io.RawIOBase):
         if self._upload_id is None:
             checksum = _checksum(self._part.getbuffer())
             self._part.seek(0)
+            # The algorithm is named beside its value (x-amz-sdk-checksum-algorithm): S3 keeps the value
+            # either way, but moto keeps a checksum only when the request names its algorithm, and without
+            # it every artifact but the markdown copy was stored with none.
             self._client.put_object(
                 Bucket=self._bucket,
                 Key=self.key,
                 Body=self._part,
                 ContentType=self._type,
+                ChecksumAlgorithm="SHA256",
                 ChecksumSHA256=checksum,
             )
         else:

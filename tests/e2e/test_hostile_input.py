@@ -233,7 +233,7 @@ def _cases() -> list[tuple[str, str, str, dict[str, str], Any, int, str | None]]
         ("asset name with a scheme", "PUT", f"/books/{BOOK}/assets/https:%2F%2Fx.test%2Fa.png", {},
          '{"upload_id": "0123456789abcdef01234567"}', 422, "invalid_asset_name"),
         ("adopting what was never uploaded", "PUT", f"/books/{BOOK}/assets/a.png", {},
-         '{"upload_id": "0123456789abcdef01234567"}', 422, "upload_not_found"),
+         '{"upload_id": "0123456789abcdef01234567s9"}', 422, "upload_not_found"),
         ("metadata with a bad isbn", "PATCH", f"/books/{BOOK}", {}, '{"metadata": {"identifier": "1"}}', 422,
          "invalid_metadata"),
         ("an option the format lacks", "POST", f"/books/{BOOK}/exports", {},

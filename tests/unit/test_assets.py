@@ -101,6 +101,11 @@ def test_the_count_and_the_bytes_of_a_books_assets_have_limits(
     monkeypatch.setattr(assets, "MAX_BOOK_ASSET_BYTES", len(PNG) * 2 + 10)
     book = stack.create_book()
     assert add_asset(stack, book, "a.png", "image/png", PNG).status == 200
+    # Asked for while the book had room for it.
+    early = stack.http(
+        "POST", f"/books/{book}/assets", body={"name": "c.png", "content_type": "image/png", "size": len(PNG)}
+    )
+    assert early.status == 201, early.body
     assert add_asset(stack, book, "b.png", "image/png", PNG).status == 200
     before = _state(stack, book)
     over = stack.http(
@@ -119,14 +124,45 @@ def test_the_count_and_the_bytes_of_a_books_assets_have_limits(
         body={"name": "b.png", "content_type": "image/png", "size": len(PNG) + 11},
     )
     assert (bigger.status, bigger.body["error"]["code"]) == (413, "assets_too_large")
-    # And the same limits hold at adoption, for bytes larger than the ticket said.
-    ticket = stack.http(
-        "POST", f"/books/{book}/assets", body={"name": "b.png", "content_type": "image/png", "size": 5}
-    )
-    stack.objects.put_bytes(upload_key(book, ticket.body["upload_id"]), PNG + b"\0" * 11, "image/png")
-    late = stack.http("PUT", f"/books/{book}/assets/b.png", body={"upload_id": ticket.body["upload_id"]})
-    assert (late.status, late.body["error"]["code"]) == (413, "assets_too_large")
+    # And the same limits hold at adoption, for a ticket asked for before the book filled up.
+    stack.objects.put_bytes(upload_key(book, early.body["upload_id"]), PNG, "image/png")
+    late = stack.http("PUT", f"/books/{book}/assets/c.png", body={"upload_id": early.body["upload_id"]})
+    assert (late.status, late.body["error"]["code"]) == (413, "too_many_assets")
     assert _state(stack, book) == before
+
+
+@pytest.mark.parametrize(
+    ("declared", "sent"),
+    [(841, picture("PNG", 96, 60, noise=True)), (len(PNG) + 1, PNG)],
+    ids=["larger than declared", "smaller than declared"],
+)
+def test_an_upload_of_another_size_than_declared_is_refused_naming_both_and_nothing_is_adopted(
+    stack: Stack, declared: int, sent: bytes
+) -> None:
+    """Given a ticket for `declared` bytes and a real PUT of other bytes to its URL (with their own
+    Content-Length, which moto takes as S3 would not), the adoption is a 422 naming both sizes, writes
+    nothing, and leaves the upload to the bucket's lifecycle rule for books/uploads/."""
+    import requests
+
+    book = stack.create_book()
+    ticket = stack.http(
+        "POST", f"/books/{book}/assets", body={"name": "a.png", "content_type": "image/png", "size": declared}
+    )
+    assert ticket.status == 201, ticket.body
+    headers = {**ticket.body["headers"], "Content-Length": str(len(sent))}
+    put = requests.put(ticket.body["upload_url"], data=sent, headers=headers, timeout=10)
+    assert put.status_code == 200, put.text  # the store took it: the adoption is what must not
+    before = _state(stack, book)
+    with recording(stack.store.client, stack.objects.client) as calls:
+        reply = stack.http("PUT", f"/books/{book}/assets/a.png", body={"upload_id": ticket.body["upload_id"]})
+    assert reply.status == 422, reply.body
+    error = reply.body["error"]
+    assert error["code"] == "upload_size_mismatch", error
+    assert (error["declared_bytes"], error["uploaded_bytes"]) == (declared, len(sent))
+    assert f"{declared:,}" in error["message"] and f"{len(sent):,}" in error["message"]
+    assert calls.writes() == [] and calls.count("s3") == {"HeadObject": 1}  # not even its bytes are read
+    assert _state(stack, book) == before
+    assert stack.objects.keys("books/uploads/") == [upload_key(book, ticket.body["upload_id"])]
 
 
 def test_an_upload_answers_with_a_presigned_put_for_its_type_and_length(stack: Stack) -> None:
@@ -245,9 +281,12 @@ def test_an_adoption_sent_again_after_its_answer_was_lost_is_answered_as_the_fir
     assert (
         again.body["revision"] == first.body["revision"] == 2 and again.body["assets"] == first.body["assets"]
     )
-    # Another upload id, never uploaded, is still refused.
-    other = stack.http("PUT", f"/books/{book}/assets/a.png", body={"upload_id": "0123456789abcdef01234567"})
+    # Another upload id, never uploaded, is still refused; and an id of a form the API never issues for an
+    # asset (it names no declared size) is not looked up at all.
+    other = stack.http("PUT", f"/books/{book}/assets/a.png", body={"upload_id": "0123456789abcdef01234567s9"})
     assert (other.status, other.body["error"]["code"]) == (422, "upload_not_found")
+    bare = stack.http("PUT", f"/books/{book}/assets/a.png", body={"upload_id": "0123456789abcdef01234567"})
+    assert (bare.status, bare.body["error"]["code"]) == (400, "invalid_upload_id")
 
 
 def test_an_adoption_makes_exactly_these_aws_calls(stack: Stack) -> None:

@@ -243,14 +243,26 @@ CHAPTERS_AFTER = {
 
 
 def _next_revision(
-    operation_id: str, summary: str, parameters: list[dict[str, Any]], body: str
+    operation_id: str,
+    summary: str,
+    parameters: list[dict[str, Any]],
+    body: str,
+    said: dict[int, str] | None = None,
 ) -> dict[str, Any]:
     """A change that publishes the book's next revision: each answers alike, with the book, and refuses
     alike (If-Match, a book that kept changing, a body too large or not acceptable)."""
     answers: dict[int, tuple[str, str | None]] = {200: ("the book at its new revision", "Book")}
     errors = (400, 404, 409, 412, 413, 422, 503)
-    return operation(operation_id, f"{summary}: revision + 1", parameters, answers, errors, body=body)
+    return operation(
+        operation_id, f"{summary}: revision + 1", parameters, answers, errors, body=body, said=said
+    )
 
+
+ADOPT_REFUSED = (
+    "the upload is not what was asked for (see `error.code`): nothing uploaded (`upload_not_found`), another "
+    "size than declared (`upload_size_mismatch`, with `error.declared_bytes` and `error.uploaded_bytes`), or "
+    "not an accepted image"
+)
 
 # Route key (as template.yaml and API Gateway write it) -> operation.
 OPERATIONS: dict[str, dict[str, Any]] = {
@@ -268,7 +280,7 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         {201: ("where to upload", "AssetUpload")}, (400, 404, 413, 422, 503), body="CreateAsset"),
     "PUT /books/{bookId}/assets/{name+}": _next_revision(
         "adoptAsset", "Check the uploaded image, make it the book's", [BOOK_ID, ASSET_NAME, IF_MATCH],
-        "AdoptAsset"),
+        "AdoptAsset", said={422: ADOPT_REFUSED}),
     "DELETE /books/{bookId}/assets/{name+}": operation(
         "deleteAsset", "Remove an asset: revision + 1; its bytes go once no build reads them",
         [BOOK_ID, ASSET_NAME, IF_MATCH], {204: ("removed", None)}, (400, 404, 409, 412, 422, 503)),
