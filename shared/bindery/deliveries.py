@@ -104,7 +104,12 @@ def parse_event(message: str) -> Incoming:
 
 
 def verdict(sent: outbound.Sent) -> DeliveryState:
-    """What an attempt's answer means: acked, rejected for good, or worth another attempt."""
+    """What an attempt's answer means: acked, rejected for good, or worth another attempt. Only a reply that
+    came whole (up to the 64 KiB read) within the deadline is an answer."""
+    if sent.error is not None:
+        # Cut short (the deadline, a reset, a read timeout): a status that came before the cut is not the
+        # receiver's verdict, so a 200 or a 410 cut by the deadline is retried like a timeout.
+        return S.QUEUED
     if sent.status is not None and 200 <= sent.status < 300:
         return S.ACKED
     if sent.status is not None and 400 <= sent.status < 500 and sent.status not in RETRIED_4XX:
@@ -236,7 +241,7 @@ class Deliveries:
             return "record_refused"
         if to != S.ACKED:
             # 410 Gone: the receiver says the endpoint is no more. Otherwise, a long enough run of failures.
-            gone = sent.status == 410
+            gone = to == S.REJECTED and sent.status == 410
             self.store.disable_if_failing(
                 d.caller, d.endpoint_id, self.settings.webhook_disable_after, "gone" if gone else None, now
             )

@@ -5,11 +5,15 @@ endpoints disabled by a run of failures or a 410, deliveries withdrawn, redelive
 from __future__ import annotations
 
 import json
+import socket
+import threading
 from datetime import UTC, datetime
 
 import pytest
 from standardwebhooks.webhooks import Webhook
 
+from bindery import outbound
+from bindery.outbound import Sent
 from bindery.states import DeliveryState
 from bindery.storage.hookmodels import DELIVERY_STATES
 from tests.calls import recording
@@ -108,6 +112,59 @@ def test_answers_that_mean_not_now_are_retried(h: Hooked, status: int | str) -> 
     assert h.retry_round(60) == ["acked"]
     attempts = h.delivery(ep)["attempts"]
     assert [a["status"] if isinstance(status, int) else a["error"] for a in attempts[:1]] == [status]
+
+
+def test_a_status_line_dripped_past_the_deadline_is_retried_not_acked(h: Hooked) -> None:
+    """Issue 28, item 10, on real sockets at a tenth of its pace: the receiver drips `HTTP/1.1 200 OK` a
+    byte every 70 ms, and the attempt's 1 s ends after `HTTP/1.1 200 O`."""
+    ep = h.register(URL)["id"]
+    stop = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+
+        def drip() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n":
+                    if stop.wait(0.07):
+                        return
+                    try:
+                        conn.sendall(bytes([byte]))
+                    except OSError:
+                        return
+
+        threading.Thread(target=drip, daemon=True).start()
+        h.d.post = lambda url, body, headers, *, local_http: outbound.post(
+            f"http://127.0.0.1:{port}/in", body, headers, local_http=True, read_timeout=3.0, deadline=1.0
+        )
+        _ready(h)
+        h.publish()
+        try:
+            outcomes = h.send_all()
+        finally:
+            stop.set()
+
+    assert outcomes == ["queued"]
+    delivery = h.delivery(ep)
+    assert [(a["status"], a["error"]) for a in delivery["attempts"]] == [(None, "deadline")]
+    assert delivery["next_attempt_at"] is not None
+    _counts_equal_rows(h, ep)
+
+
+@pytest.mark.parametrize("status", [200, 400, 410])
+def test_an_answer_the_deadline_cut_short_is_retried_whatever_its_status(h: Hooked, status: int) -> None:
+    ep = h.register(URL)["id"]
+    h.receiver.script[URL].extend([Sent(status, "deadline", "par", 10_000), Sent(200, None, "ok", 7)])
+    _ready(h)
+    h.publish()
+
+    assert h.send_all() == ["queued"]
+    assert h.endpoint(ep)["enabled"] is True  # a 410 the deadline cut is not the receiver's word
+    assert h.retry_round(60) == ["acked"]
+    attempts = h.delivery(ep)["attempts"]
+    assert [(a["status"], a["error"]) for a in attempts] == [(status, "deadline"), (200, None)]
+    _counts_equal_rows(h, ep)
 
 
 def test_a_delivery_that_never_succeeds_expires_after_its_budget(h: Hooked) -> None:
