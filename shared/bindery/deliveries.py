@@ -27,7 +27,7 @@ from bindery import outbound
 from bindery.common import Clock, iso
 from bindery.config import Settings
 from bindery.observability import logger, metrics
-from bindery.states import BATCH_EVENT_TYPES, EVENT_TYPES, DeliveryState
+from bindery.states import BATCH_EVENT_TYPES, EVENT_TYPES, NO_ANSWER_RECORDED, DeliveryState
 from bindery.storage import Attempt, Created, Delivery, Store
 
 S = DeliveryState
@@ -42,6 +42,16 @@ SWEEP_ROUNDS = 50  # 5,000 due deliveries a minute at the default batch: keys ar
 # The last attempt is moved up to this long before the window ends rather than dropped when the jitter
 # would push it past the window: the budget's 8 attempts all happen.
 LAST_CALL_SECONDS = 300
+# An attempt whose lease ran out with no answer recorded may never have left: its claim was applied and
+# every answer to it lost, so its sender never POSTed (or the sender died, before the POST or after it).
+# The receiver had no say in it, so it spends none of the budget: the claim that takes it over gives its
+# place back. Only this many a delivery are given back, so that a sender that always dies, or a table
+# whose answers are always lost, cannot claim without end: any lapse after these counts as an attempt.
+FORGIVEN_LAPSES = 3
+
+
+def _lapses(d: Delivery) -> int:
+    return sum(a.error == NO_ANSWER_RECORDED for a in d.attempts)
 
 
 class Poster(Protocol):
@@ -105,7 +115,12 @@ def parse_event(message: str) -> Incoming:
 
 
 def verdict(sent: outbound.Sent) -> DeliveryState:
-    """What an attempt's answer means: acked, rejected for good, or worth another attempt."""
+    """What an attempt's answer means: acked, rejected for good, or worth another attempt. Only a reply that
+    came whole (up to the 64 KiB read) within the deadline is an answer."""
+    if sent.error is not None:
+        # Cut short (the deadline, a reset, a read timeout): a status that came before the cut is not the
+        # receiver's verdict, so a 200 or a 410 cut by the deadline is retried like a timeout.
+        return S.QUEUED
     if sent.status is not None and 200 <= sent.status < 300:
         return S.ACKED
     if sent.status is not None and 400 <= sent.status < 500 and sent.status not in RETRIED_4XX:
@@ -188,7 +203,10 @@ class Deliveries:
         if endpoint is None or (d.book_id is not None and self.store.read_book(d.book_id) is None):
             ended = self.store.end_waiting(d, S.WITHDRAWN, now)
             return "withdrawn" if ended else "refused"
-        if d.attempt >= d.budget or now >= d.window_ends:
+        # An in_flight delivery here has a lapsed lease: taking it over gives its attempt back, a few times.
+        given_back = d.state == S.IN_FLIGHT and _lapses(d) < FORGIVEN_LAPSES
+        budget = d.budget + given_back
+        if d.attempt >= budget or now >= d.window_ends:
             ended = self.store.end_waiting(d, S.EXPIRED, now)
             if ended:
                 metrics.add_metric(name="WebhookDeliveriesExpired", unit="Count", value=1)
@@ -197,7 +215,7 @@ class Deliveries:
             self.store.defer_delivery(d, min(d.window_ends, now + DISABLED_RECHECK_SECONDS), now)
             return "deferred:disabled"
         token = uuid.uuid4().hex
-        claimed = self.store.claim_delivery(d, token, now)
+        claimed = self.store.claim_delivery(d, token, now, budget)
         if claimed is None:
             return "claim_refused"
         body = json.dumps(claimed.body, separators=(",", ":"))
@@ -223,10 +241,11 @@ class Deliveries:
         next_due = None
         if to == S.QUEUED:
             delays = self.settings.webhook_delays
-            if d.attempt >= d.budget or d.attempt >= len(delays):
+            counted = d.attempt - min(_lapses(d), FORGIVEN_LAPSES)  # the schedule's place: lapses given back
+            if d.attempt >= d.budget or counted >= len(delays):
                 to = S.EXPIRED
             else:
-                wait = delays[d.attempt] * (1 - JITTER + 2 * JITTER * self.jitter())
+                wait = delays[counted] * (1 - JITTER + 2 * JITTER * self.jitter())
                 next_due = min(now + wait, d.window_ends - LAST_CALL_SECONDS)
                 if next_due <= now:
                     to = S.EXPIRED
@@ -237,7 +256,7 @@ class Deliveries:
             return "record_refused"
         if to != S.ACKED:
             # 410 Gone: the receiver says the endpoint is no more. Otherwise, a long enough run of failures.
-            gone = sent.status == 410
+            gone = to == S.REJECTED and sent.status == 410
             self.store.disable_if_failing(
                 d.caller, d.endpoint_id, self.settings.webhook_disable_after, "gone" if gone else None, now
             )

@@ -17,6 +17,7 @@ called, over http or https.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import ipaddress
 import re
 import socket
@@ -24,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import quote, urlsplit
 
 import urllib3
@@ -64,7 +65,7 @@ class UrlRefused(ValueError):
 
 @dataclass(frozen=True)
 class Sent:
-    status: int | None  # set whenever the server answered, even if reading the body then failed
+    status: int | None  # set once its status line and headers came whole, even if the body then failed
     error: Failure | None
     excerpt: str
     latency_ms: int
@@ -113,7 +114,35 @@ def _site_local(address: Address) -> bool:
 _DOCUMENTATION = ipaddress.IPv6Network("3fff::/20")
 
 
+class _WholeLines:
+    """The reader of a reply's head, which refuses a line that the connection's end cut short."""
+
+    def __init__(self, fp: Any) -> None:
+        self.fp = fp
+
+    def readline(self, limit: int = -1) -> bytes:
+        line: bytes = self.fp.readline(limit)
+        if not line.endswith(b"\n"):
+            raise http.client.IncompleteRead(line)
+        return line
+
+
+class _WholeHead(http.client.HTTPResponse):
+    """A reply whose status line and headers all came, each line to its end. http.client reads what came
+    before the end of the connection as whole: `HTTP/1.1 200 O`, cut there by the watchdog or by the
+    server, would be a 200, and headers that stop at the end of the connection would be all of them."""
+
+    def begin(self) -> None:
+        fp, self.fp = self.fp, _WholeLines(self.fp)  # type: ignore[assignment]
+        try:
+            super().begin()
+        finally:
+            self.fp = fp
+
+
 class _Kept(urllib3.connection.HTTPConnection):
+    response_class = _WholeHead
+
     kept: socket.socket | None = None  # its socket, even after a `Connection: close` reply let go of it
 
     opened: list[socket.socket] | None = None  # where a post's watchdog finds the sockets it may cut
@@ -284,7 +313,7 @@ def post(url: str, body: bytes, headers: dict[str, str], *, local_http: bool,
                                 redirect=False, preload_content=False, release_conn=False,
                                 timeout=urllib3.Timeout(connect=min(connect_timeout, left),
                                                         read=min(read_timeout, left)))  # fmt: skip
-        status = response.status
+        status = response.status  # a head read whole (_WholeHead): whatever the deadline cuts next
         try:
             while len(got) < MAX_READ:
                 left = deadline - (clock() - start)
@@ -300,7 +329,8 @@ def post(url: str, body: bytes, headers: dict[str, str], *, local_http: bool,
                 got += chunk
         finally:
             response.close()  # the rest of a long reply is never read, so the connection is not reused
-        return sent(None)
+        # A body that ends at the connection's close looks whole when the watchdog shut it at the deadline.
+        return sent("deadline" if cut.is_set() else None)
     except SSLError:
         return sent("deadline" if cut.is_set() else "tls_failed")
     except ReadTimeoutError:

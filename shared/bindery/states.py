@@ -62,6 +62,10 @@ class DeliveryState(StrEnum):
     WITHDRAWN = "withdrawn"
 
 
+# A delivery attempt's error when its lease ran out before its sender recorded an answer: its sender died,
+# or its claim was applied and every answer to it lost. It may never have been sent.
+NO_ANSWER_RECORDED = "no_answer_recorded"
+
 DELIVERY_ENDED = frozenset(
     {DeliveryState.ACKED, DeliveryState.REJECTED, DeliveryState.EXPIRED, DeliveryState.WITHDRAWN}
 )

@@ -13,6 +13,7 @@ from bindery.deliveries import Deliveries
 from bindery.exports import Exports
 from bindery.storage import Delivery, Endpoint, EndpointOverCap, Secret
 from bindery.storage.hookmodels import DELIVERY_STATES
+from tests.conftest import FakeClock
 from tests.figures import record
 from tests.integration.test_races import _all_at_once
 from tests.unit.hooks import Keys, Receiver, envelope
@@ -101,6 +102,32 @@ def test_one_due_delivery_sent_by_16_at_once_is_one_attempt(exports: Exports) ->
     assert [a.n for a in delivery.attempts] == [1]
     assert (shown.counts["acked"], shown.counts["queued"], shown.counts["in_flight"]) == (1, 0, 0)
     record("race: 16 concurrent senders of one delivery: POSTs made", len(receiver.got[URL]))
+
+
+def test_one_lapsed_delivery_taken_over_by_16_at_once_is_one_attempt_that_gives_its_place_back_once(
+    exports: Exports, clock: FakeClock
+) -> None:
+    caller = f"user-{uuid.uuid4().hex[:8]}"
+    endpoint = _endpoint(exports, caller)
+    service, keys, receiver = _service(exports)
+    service.ingest(_message(exports, caller))
+    ((endpoint_id, seq),) = keys.drain()
+    queued = exports.store.read_delivery(endpoint_id, seq)
+    assert queued is not None
+    # A sender whose claim was applied, and who never sent it: the lease runs out.
+    assert exports.store.claim_delivery(queued, "lost", exports.clock(), queued.budget) is not None
+    clock.advance(exports.settings.webhook_lease_seconds)
+
+    outcomes = _all_at_once(RACERS, lambda _: service.send(endpoint_id, seq))
+
+    delivery = exports.store.read_delivery(endpoint_id, seq)
+    shown = exports.store.read_endpoint(caller, endpoint.id)
+    assert isinstance(delivery, Delivery) and shown is not None
+    assert outcomes.count("acked") == 1 and len(receiver.got[URL]) == 1
+    assert [(a.n, a.error) for a in delivery.attempts] == [(1, "no_answer_recorded"), (2, None)]
+    assert delivery.budget == queued.budget + 1  # given back once, not once a racer
+    assert (shown.counts["acked"], shown.counts["queued"], shown.counts["in_flight"]) == (1, 0, 0)
+    record("race: 16 concurrent takeovers of one lapsed delivery: POSTs made", len(receiver.got[URL]))
 
 
 def test_registrations_racing_for_the_last_place_under_the_cap_take_it_once(exports: Exports) -> None:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import base64
 import json
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from botocore.exceptions import ReadTimeoutError
 
 from bindery.deliveries import Deliveries
 from bindery.outbound import Sent
@@ -137,3 +140,34 @@ def envelope(kind: str, detail: dict[str, Any], now: float) -> str:
             "detail": detail,
         }
     )
+
+
+@contextmanager
+def answers_lost(
+    client: Any, operation: str, nth: int | None = None, *, applied: bool = True
+) -> Iterator[list[str]]:
+    """While it lasts, the `nth` `operation` call through `client` (every one, if None) times out, and
+    botocore resends it; once it gives up, the caller gets the fault. With `applied`, moto has applied the
+    request (or refused it on its conditions) first, and only the answer is lost; without, the request
+    never reached the table.
+
+    botocore calls the handlers of a more specific event before those of a less specific one: a hook on
+    `before-send` itself, registered after moto's own there, runs once moto has applied the request; one
+    on `before-send.*.<operation>` runs before moto's, and nothing is applied."""
+    lost: list[str] = []
+    seen = [0]
+
+    def lose(request: Any, event_name: str = "", **_: Any) -> None:
+        if event_name.endswith(f".{operation}"):
+            seen[0] += 1
+            if nth is None or seen[0] == nth:
+                lost.append(operation)
+                raise ReadTimeoutError(endpoint_url=request.url)
+
+    event = "before-send" if applied else f"before-send.*.{operation}"
+    client.meta.events.register(event, lose)
+    try:
+        yield lost
+    finally:
+        client.meta.events.unregister(event, lose)
+    assert lost, f"no {operation} answer was lost"

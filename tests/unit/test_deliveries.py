@@ -5,17 +5,24 @@ endpoints disabled by a run of failures or a 410, deliveries withdrawn, redelive
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import types
 from datetime import UTC, datetime
 
+import botocore.endpoint
 import pytest
 from standardwebhooks.webhooks import Webhook
 
+from bindery import outbound
+from bindery.faults import StorageError
+from bindery.outbound import Sent
 from bindery.states import DeliveryState
 from bindery.storage.hookmodels import DELIVERY_STATES
 from tests.calls import recording
 from tests.unit.conftest import Stack
-from tests.unit.hooks import Hooked, hooked
-from tests.unit.test_lost_answers import answer_lost
+from tests.unit.hooks import Hooked, answers_lost, hooked
+from tests.unit.test_lost_answers import throttled
 
 URL = "https://hooks.example.com/bindery"
 OTHER = "https://other.example.com/in"
@@ -108,6 +115,59 @@ def test_answers_that_mean_not_now_are_retried(h: Hooked, status: int | str) -> 
     assert h.retry_round(60) == ["acked"]
     attempts = h.delivery(ep)["attempts"]
     assert [a["status"] if isinstance(status, int) else a["error"] for a in attempts[:1]] == [status]
+
+
+def test_a_status_line_dripped_past_the_deadline_is_retried_not_acked(h: Hooked) -> None:
+    """Issue 28, item 10, on real sockets at a tenth of its pace: the receiver drips `HTTP/1.1 200 OK` a
+    byte every 70 ms, and the attempt's 1 s ends after `HTTP/1.1 200 O`."""
+    ep = h.register(URL)["id"]
+    stop = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+
+        def drip() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n":
+                    if stop.wait(0.07):
+                        return
+                    try:
+                        conn.sendall(bytes([byte]))
+                    except OSError:
+                        return
+
+        threading.Thread(target=drip, daemon=True).start()
+        h.d.post = lambda url, body, headers, *, local_http: outbound.post(
+            f"http://127.0.0.1:{port}/in", body, headers, local_http=True, read_timeout=3.0, deadline=1.0
+        )
+        _ready(h)
+        h.publish()
+        try:
+            outcomes = h.send_all()
+        finally:
+            stop.set()
+
+    assert outcomes == ["queued"]
+    delivery = h.delivery(ep)
+    assert [(a["status"], a["error"]) for a in delivery["attempts"]] == [(None, "deadline")]
+    assert delivery["next_attempt_at"] is not None
+    _counts_equal_rows(h, ep)
+
+
+@pytest.mark.parametrize("status", [200, 400, 410])
+def test_an_answer_the_deadline_cut_short_is_retried_whatever_its_status(h: Hooked, status: int) -> None:
+    ep = h.register(URL)["id"]
+    h.receiver.script[URL].extend([Sent(status, "deadline", "par", 10_000), Sent(200, None, "ok", 7)])
+    _ready(h)
+    h.publish()
+
+    assert h.send_all() == ["queued"]
+    assert h.endpoint(ep)["enabled"] is True  # a 410 the deadline cut is not the receiver's word
+    assert h.retry_round(60) == ["acked"]
+    attempts = h.delivery(ep)["attempts"]
+    assert [(a["status"], a["error"]) for a in attempts] == [(status, "deadline"), (200, None)]
+    _counts_equal_rows(h, ep)
 
 
 def test_a_delivery_that_never_succeeds_expires_after_its_budget(h: Hooked) -> None:
@@ -279,7 +339,8 @@ def test_a_sender_that_died_mid_attempt_is_taken_over_once_its_lease_runs_out(h:
     h.publish()
     ((e, s),) = h.keys.drain()
     d = h.stack.store.read_delivery(e, s)
-    assert d is not None and h.stack.store.claim_delivery(d, "dead-sender", h.stack.clock()) is not None
+    assert d is not None
+    assert h.stack.store.claim_delivery(d, "dead-sender", h.stack.clock(), d.budget) is not None
 
     assert h.d.send(e, s) == "in_flight"  # the lease is running: not taken from it
     assert h.retry_round(h.stack.exports.settings.webhook_lease_seconds) == ["acked"]
@@ -291,14 +352,16 @@ def test_a_sender_that_died_mid_attempt_is_taken_over_once_its_lease_runs_out(h:
     _counts_equal_rows(h, ep)
 
 
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
 @pytest.mark.parametrize("nth", [1, 2, 3])
-def test_a_lost_answer_on_any_delivery_write_repeats_nothing(h: Hooked, nth: int) -> None:
+def test_a_lost_answer_on_any_delivery_write_repeats_nothing(h: Hooked, nth: int, applied: bool) -> None:
     """The 1st TransactWriteItems makes the delivery, the 2nd claims it, the 3rd records the attempt: each
-    is applied and its answer lost, and botocore's resend is recognised as the write it repeats."""
+    times out, applied (its answer lost) or not, and botocore's resend is recognised as the write it
+    repeats, or makes it."""
     ep = h.register(URL)["id"]
     _ready(h)
     client = h.stack.store.client
-    with answer_lost(client, "TransactWriteItems", nth=nth + 1):  # the first is the feed's append
+    with answers_lost(client, "TransactWriteItems", nth=nth + 1, applied=applied):  # 1st: the feed's append
         h.publish()
         outcomes = h.send_all()
 
@@ -371,3 +434,102 @@ def test_a_redelivery_to_a_disabled_endpoint_is_refused_until_it_is_enabled(h: H
 
     assert (refused.status, refused.body["error"]["code"]) == (409, "endpoint_disabled")
     assert accepted.status == 202
+
+
+# ---- a claim that never became a POST ------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_retry_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(botocore.endpoint, "time", types.SimpleNamespace(sleep=lambda _: None))
+
+
+def _send_through_faults(h: Hooked) -> list[str]:
+    """Each key drained and sent; a send that ends in a fault is "fault" (SQS would send it again)."""
+    out = []
+    for ep, seq in h.keys.drain():
+        try:
+            out.append(h.d.send(ep, seq))
+        except StorageError:
+            out.append("fault")
+    return out
+
+
+def _every_attempt_of_the_schedule(h: Hooked) -> list[str]:
+    outcomes = h.retry_round(h.stack.exports.settings.webhook_lease_seconds)
+    for delay in h.stack.exports.settings.webhook_delays[1:]:
+        outcomes += h.retry_round(delay)
+    return outcomes
+
+
+@pytest.mark.usefixtures("no_retry_sleep")
+def test_an_attempt_whose_claim_lost_every_answer_is_never_sent_and_spends_none_of_the_budget(
+    h: Hooked,
+) -> None:
+    """Issue 28, item 11: the claim is applied and every answer to it lost, so its sender never POSTs. Once
+    its lease runs out it is recorded `no_answer_recorded`, and the receiver still gets all 8 attempts."""
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, 500)
+    _ready(h)
+    h.publish()
+    with answers_lost(h.stack.store.client, "TransactWriteItems") as lost:
+        assert _send_through_faults(h) == ["fault"]
+    assert len(lost) == 4  # the claim, then botocore's three resends, each refused by the first
+    assert h.receiver.got[URL] == []
+    assert h.delivery(ep)["state"] == "in_flight"  # applied: its lease holds it
+
+    assert _every_attempt_of_the_schedule(h) == ["queued"] * 7 + ["expired"]
+    assert len(h.receiver.got[URL]) == 8
+    delivery = h.delivery(ep)
+    assert [(a["n"], a["error"]) for a in delivery["attempts"][:2]] == [(1, "no_answer_recorded"), (2, None)]
+    assert [a["status"] for a in delivery["attempts"][1:]] == [500] * 8
+    assert delivery["attempts_allowed"] == 9
+    _counts_equal_rows(h, ep)
+
+
+def test_an_attempt_whose_claim_failed_before_it_was_applied_is_claimed_afresh(h: Hooked) -> None:
+    """The other side of the same fault: the claim never reached the table. Nothing was taken, nothing is
+    recorded, and the next send claims attempt 1 as if the first had not been."""
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, 500)
+    _ready(h)
+    h.publish()
+    with throttled(h.stack.store.client, "TransactWriteItems"):
+        assert _send_through_faults(h) == ["fault"]
+    assert h.receiver.got[URL] == []
+    assert h.delivery(ep)["state"] == "queued"
+    h.keys.send([(ep, int(h.delivery(ep)["id"]))])  # SQS sends the message again
+
+    assert _send_through_faults(h) + _every_attempt_of_the_schedule(h) == ["queued"] * 7 + ["expired"]
+    delivery = h.delivery(ep)
+    assert [(a["n"], a["status"]) for a in delivery["attempts"]] == [(n, 500) for n in range(1, 9)]
+    assert delivery["attempts_allowed"] == 8
+    _counts_equal_rows(h, ep)
+
+
+@pytest.mark.usefixtures("no_retry_sleep")
+def test_claims_that_always_lose_their_answers_end_after_three_lapses_given_back_and_the_budget(
+    h: Hooked,
+) -> None:
+    """However often a claim is applied and its answer lost, a delivery is claimed at most 8 + 3 times: the
+    first three lapses are given back, every one after counts, and the last ends it `expired`."""
+    ep = h.register(URL)["id"]
+    _ready(h)
+    h.publish()
+    lease = h.stack.exports.settings.webhook_lease_seconds
+    outcomes = []
+    with answers_lost(h.stack.store.client, "TransactWriteItems"):
+        outcomes += _send_through_faults(h)
+        for _ in range(20):
+            h.stack.clock.advance(lease)
+            h.d.sweep()
+            outcomes += _send_through_faults(h)
+
+    assert outcomes == ["fault"] * 12  # 11 claims, then the ending, applied with its answer lost too
+    assert h.receiver.got[URL] == []
+    delivery = h.delivery(ep)
+    assert delivery["state"] == "expired"
+    assert [(a["n"], a["error"]) for a in delivery["attempts"]] == [
+        (n, "no_answer_recorded") for n in range(1, 12)
+    ]
+    _counts_equal_rows(h, ep)

@@ -281,6 +281,75 @@ def test_headers_dripped_past_the_deadline_are_cut_off_at_the_deadline(serve: An
     assert 450 <= sent.latency_ms < 1000
 
 
+Answer = Callable[[BaseHTTPRequestHandler, Hook], None]
+
+
+def raw(data: bytes, every: float = 0.0, close: bool = False) -> Answer:
+    """An answer written as these bytes (one byte at a time, `every` seconds apart, if given), then held
+    open until the test ends, or closed."""
+
+    def answer(handler: BaseHTTPRequestHandler, hook: Hook) -> None:
+        for piece in [data[i : i + 1] for i in range(len(data))] if every else [data]:
+            if every and hook.stop.wait(every):
+                return
+            try:
+                handler.wfile.write(piece)
+                handler.wfile.flush()
+            except OSError:
+                return
+        if not close:
+            hook.stop.wait(5.0)
+        handler.close_connection = True
+
+    return answer
+
+
+def test_a_status_line_dripped_past_the_deadline_is_a_deadline_without_a_status(serve: Any) -> None:
+    # Issue 28, item 10, at a tenth of its pace: a byte every 70 ms, the line's 17 bytes taking 1.19 s. The
+    # watchdog cuts it at 1 s, after "HTTP/1.1 200 O", which http.client would read as a 200.
+    hook = serve(raw(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", every=0.07))
+    sent = post(f"http://127.0.0.1:{hook.port}/x", b"{}", {}, local_http=True, read_timeout=3.0, deadline=1.0)
+
+    assert (sent.status, sent.error, sent.delivered) == (None, "deadline", False)
+
+
+@pytest.mark.parametrize(
+    "head",
+    [b"HTTP/1.1 200 OK", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n", b"HTTP/1.1 204 No Con"],
+    ids=["status-line-without-its-end", "headers-without-their-end", "status-line-cut-in-its-reason"],
+)
+def test_a_head_the_deadline_cuts_short_is_a_deadline_without_a_status(serve: Any, head: bytes) -> None:
+    # The head comes at once, and its end never does: only the watchdog, at 0.5 s, ends the read.
+    hook = serve(raw(head))
+    sent = post(f"http://127.0.0.1:{hook.port}/x", b"{}", {}, local_http=True, read_timeout=3.0, deadline=0.5)
+
+    assert (sent.status, sent.error) == (None, "deadline")
+
+
+def test_a_head_the_server_cuts_short_by_closing_is_no_answer(serve: Any) -> None:
+    hook = serve(raw(b"HTTP/1.1 200 OK", close=True))
+    sent = post(f"http://127.0.0.1:{hook.port}/x", b"{}", {}, local_http=True, read_timeout=3.0)
+
+    assert (sent.status, sent.error, sent.delivered) == (None, "connect_failed", False)
+
+
+def test_a_body_that_ends_with_the_connection_is_cut_by_the_deadline_not_ended(serve: Any) -> None:
+    # No Content-Length: the body ends where the connection does, and the watchdog's cut ends it too. On a
+    # clock that stands still, no read's own timeout can end first: only the watchdog, on real time, does.
+    hook = serve(raw(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\npart"))
+    sent = post(f"http://127.0.0.1:{hook.port}/x", b"{}", {}, local_http=True, read_timeout=3.0, deadline=0.5,
+                clock=lambda: 0.0)  # fmt: skip
+
+    assert (sent.status, sent.error, sent.excerpt, sent.delivered) == (200, "deadline", "part", False)
+
+
+def test_a_body_that_ends_with_the_connection_before_the_deadline_is_the_answer(serve: Any) -> None:
+    hook = serve(raw(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nwhole", close=True))
+    sent = post(f"http://127.0.0.1:{hook.port}/x", b"{}", {}, local_http=True, read_timeout=3.0, deadline=2.0)
+
+    assert (sent.status, sent.error, sent.excerpt, sent.delivered) == (200, None, "whole", True)
+
+
 def test_a_reply_stalled_mid_body_is_cut_off_at_the_deadline_not_at_the_read_timeout(serve: Any) -> None:
     def stall(handler: BaseHTTPRequestHandler, hook: Hook) -> None:
         handler.send_response(200)

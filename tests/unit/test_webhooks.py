@@ -10,9 +10,8 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from tests.unit.conftest import Stack
-from tests.unit.hooks import Hooked, hooked
+from tests.unit.hooks import Hooked, answers_lost, hooked
 from tests.unit.test_deliveries import URL, _ready
-from tests.unit.test_lost_answers import answer_lost
 
 BOB = "user-bob"
 
@@ -51,7 +50,7 @@ def test_the_cap_refuses_one_endpoint_more_and_a_delete_frees_its_place(h: Hooke
 
 
 def test_a_registration_whose_answer_was_lost_is_one_endpoint(h: Hooked) -> None:
-    with answer_lost(h.stack.store.client, "TransactWriteItems"):
+    with answers_lost(h.stack.store.client, "TransactWriteItems", nth=1):
         made = h.register(URL)
 
     listed = h.stack.http("GET", "/webhooks").body["webhooks"]

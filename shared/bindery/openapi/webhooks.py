@@ -107,7 +107,11 @@ SCHEMAS: dict[str, Any] = {
         state=DELIVERY_STATE,
         created_at=TIME,
         next_attempt_at={**TIME, "description": "while queued; null otherwise"},
-        attempts_allowed={"type": "integer"},
+        attempts_allowed={
+            "type": "integer",
+            "description": "the highest attempt number it may reach: the schedule's 8, and one more for each "
+            "of its first 3 attempts recorded no_answer_recorded; a redelivery sets it one past the last",
+        },
         redeliveries={"type": "integer"},
         attempts={"type": "array", "items": ATTEMPT},
     ),

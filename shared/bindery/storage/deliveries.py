@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from bindery.faults import translate_faults
-from bindery.states import DELIVERY_ENDED, DeliveryState, Queue
+from bindery.states import DELIVERY_ENDED, NO_ANSWER_RECORDED, DeliveryState, Queue
 from bindery.storage.conditions import (
     Refused,
     Tx,
@@ -95,32 +95,37 @@ class DeliveryRows(Rows):
             return None
         return to_delivery(item)
 
-    def claim_delivery(self, d: Delivery, token: str, now: float) -> Delivery | None:
-        """Take the delivery's next attempt, or None if it is not this claimer's to take.
+    def claim_delivery(self, d: Delivery, token: str, now: float, budget: int) -> Delivery | None:
+        """Take the delivery's next attempt, under `budget` (the delivery's, or one more where the attempt
+        taken over is given back), or None if it is not this claimer's to take.
 
         A queued delivery is claimed from queued; an in_flight one only once its lease has run out (its
-        attempt's sender died before recording), and that attempt is recorded as unanswered."""
+        sender died, or its claim was applied with every answer lost), and that attempt is recorded as
+        unanswered."""
         lease_until = now + self.settings.webhook_lease_seconds
         attempts = list(d.attempts)
         if d.state == S.IN_FLIGHT:
-            attempts.append(Attempt(d.attempt, d.lease_until or now, None, "no_answer_recorded", 0))
+            attempts.append(Attempt(d.attempt, d.lease_until or now, None, NO_ANSWER_RECORDED, 0))
         actions = [
             DeliveryItem.state.set(S.IN_FLIGHT.value),
             DeliveryItem.attempt.set(d.attempt + 1),
+            DeliveryItem.budget.set(budget),
             DeliveryItem.claim.set(token),
             DeliveryItem.lease_until.set(lease_until),
             DeliveryItem.attempts.set(_attempts_json(attempts)),
             # Should this sender die mid-send, the sweep finds the row again when the lease runs out.
             DeliveryItem.due_at.set(lease_until),
         ]
-        # One attempt is never sent twice: the claim names the attempt it saw, so of two senders given the
-        # same message only one moves it, and a budget or window that is spent takes no more. A duplicate
-        # message, or the sweep's, cannot bring an attempt forward of its schedule: it must be due.
+        # One attempt is never sent twice: the claim names the attempt and budget it saw, so of two senders
+        # given the same message only one moves it (and gives a lapsed attempt back once), and a budget or
+        # window that is spent takes no more. A duplicate message, or the sweep's, cannot bring an attempt
+        # forward of its schedule: it must be due.
         spendable = (
             (DeliveryItem.due_at <= now)
             & (DeliveryItem.attempt == d.attempt)
             & (DeliveryItem.redeliveries == d.redeliveries)
-            & (DeliveryItem.attempt < DeliveryItem.budget)
+            & (DeliveryItem.budget == d.budget)
+            & (DeliveryItem.attempt < budget)
             & (DeliveryItem.window_ends > now)
         )
         tx = Tx()
@@ -135,7 +140,7 @@ class DeliveryRows(Rows):
             return None
         refused = tx.commit(self._connection())
         claimed = replace(d, state=S.IN_FLIGHT.value, attempt=d.attempt + 1, attempts=tuple(attempts))
-        claimed = replace(claimed, lease_until=lease_until, due_at=lease_until)
+        claimed = replace(claimed, budget=budget, lease_until=lease_until, due_at=lease_until)
         if refused is None:
             return claimed
         old = refused.old(self.fm.delivery, "delivery")
@@ -187,7 +192,7 @@ class DeliveryRows(Rows):
             waiting = DeliveryItem.state == S.QUEUED.value
         else:
             waiting = (DeliveryItem.state == S.IN_FLIGHT.value) & (DeliveryItem.lease_until <= now)
-            attempts = (*d.attempts, Attempt(d.attempt, d.lease_until or now, None, "no_answer_recorded", 0))
+            attempts = (*d.attempts, Attempt(d.attempt, d.lease_until or now, None, NO_ANSWER_RECORDED, 0))
             actions += [
                 DeliveryItem.attempts.set(_attempts_json(attempts)),
                 DeliveryItem.lease_until.remove(),
