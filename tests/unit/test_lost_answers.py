@@ -35,13 +35,17 @@ def answer_lost(client: Any, operation: str, nth: int = 1) -> Iterator[list[str]
     lost: list[str] = []
     seen = [0]
 
-    def lose(request: Any, **_: Any) -> None:
+    def lose(request: Any, event_name: str = "", **_: Any) -> None:
+        if not event_name.endswith(f".{operation}"):
+            return
         seen[0] += 1
         if seen[0] == nth and not lost:
             lost.append(operation)
             raise ReadTimeoutError(endpoint_url=request.url)
 
-    event = f"before-send.*.{operation}"
+    # On `before-send` itself, registered after moto's own there: moto has applied the request when this
+    # runs. (A hook on `before-send.*.<operation>` runs before moto's, and would lose nothing but the send.)
+    event = "before-send"
     client.meta.events.register(event, lose)
     try:
         yield lost
@@ -89,6 +93,23 @@ def _table(stack: Stack) -> list[dict[str, Any]]:
 
 
 # ---- a finish whose answer was lost ---------------------------------------------------------------
+
+
+def test_a_lost_answer_comes_after_the_request_was_applied(stack: Stack) -> None:
+    """The helper itself: the first try of a put that may happen once is applied before its answer is lost,
+    so botocore's resend is refused by the condition the first try made true. (Hooked before moto's own
+    handler, the put would never be applied, and every test here would pin the other side of the fault.)"""
+    client = stack.store.client
+    put = {
+        "TableName": stack.exports.settings.table,
+        "Item": {"pk": {"S": "LOST"}, "sk": {"S": "ANSWER"}},
+        "ConditionExpression": "attribute_not_exists(pk)",
+    }
+    with answer_lost(client, "PutItem"), pytest.raises(ClientError) as refused:
+        client.put_item(**put)
+    assert refused.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    key = {"pk": {"S": "LOST"}, "sk": {"S": "ANSWER"}}
+    assert "Item" in client.get_item(TableName=stack.exports.settings.table, Key=key)
 
 
 def test_a_finish_whose_answer_was_lost_keeps_its_artifact_and_its_link_downloads(stack: Stack) -> None:
