@@ -533,3 +533,47 @@ def test_claims_that_always_lose_their_answers_end_after_three_lapses_given_back
         (n, "no_answer_recorded") for n in range(1, 12)
     ]
     _counts_equal_rows(h, ep)
+
+
+def _end_delivery(h: Hooked, how: str) -> tuple[str, str]:
+    """A delivery ended `how`; its endpoint and book."""
+    ep = h.register(URL)["id"]
+    h.receiver.answer(URL, {"acked": 200, "rejected": 400}.get(how, 500))
+    book, _ = _ready(h)
+    h.publish()
+    if how == "withdrawn":
+        assert h.stack.http("DELETE", f"/books/{book}").status == 204
+        assert h.send_all() == ["withdrawn"]
+        return ep, book
+    outcomes = h.send_all()
+    if how == "expired":
+        h.stack.clock.advance(86_400)  # its window is over
+        outcomes = h.retry_round(0)
+    assert outcomes == [how]
+    return ep, book
+
+
+@pytest.mark.parametrize("how", ["acked", "rejected", "expired", "withdrawn"])
+def test_an_ended_delivery_keeps_its_ending_under_every_later_write(h: Hooked, how: str) -> None:
+    """A delivery ended each way it can, then every write it can meet but the caller's redeliver: the same
+    send message again, the event replayed, the sweep's rounds, its book deleted and its endpoint disabled
+    and deleted. Its state and every attempt recorded stay as they ended; the receiver hears nothing more."""
+    ep, book = _end_delivery(h, how)
+    ended = h.delivery(ep)
+    heard = len(h.receiver.got[URL])
+
+    h.stack.clock.advance(1)
+    assert h.d.send(ep, int(ended["id"])) == f"ended:{how}"  # a duplicate message: no attempt
+    h.publish()  # the event redriven: its key is queued again, and its send finds the ending
+    assert set(h.send_all()) <= {f"ended:{how}"}
+    assert h.retry_round(3600) == []
+    h.stack.http("DELETE", f"/books/{book}")
+    assert h.stack.http("PATCH", f"/webhooks/{ep}", body={"enabled": False}).status == 200
+    assert h.retry_round(86_400) == []
+    assert h.delivery(ep) == ended
+    assert h.stack.http("DELETE", f"/webhooks/{ep}").status == 204
+    h.stack.clock.advance(1)
+    h.d.sweep()
+    rows, _ = h.stack.store.list_deliveries(ep, None, 10, None)
+    assert [(d.state, len(d.attempts)) for d in rows] == [(how, len(ended["attempts"]))]
+    assert len(h.receiver.got[URL]) == heard
