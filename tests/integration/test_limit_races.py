@@ -217,3 +217,41 @@ def test_concurrent_finishes_and_unlinks_leave_usage_equal_to_the_bytes_stored(e
     )
     assert usage == stored > 0
     assert limit_violations(exports.store) == []
+
+
+@pytest.mark.slow(20)
+def test_a_batch_read_while_its_targets_end_is_one_moment(exports: Exports) -> None:
+    """4 workers end a batch's 40 targets while 2 readers poll it: every answer's counts are the states it
+    shows (read apart, some answers had `targets_done: 3` beside `counts.pending: 4`)."""
+    book = exports.books.create_book("user-reader", "Catalogue", "# One\n\ntext\n")[0].id
+    made = exports.create_batch(
+        "user-reader", CallerClass.FLEET, [{"book_id": book, "format": "markdown"}] * 40, None
+    )[0]
+    building = threading.Event()
+    building.set()
+    torn: list[dict[str, Any]] = []
+    reads = [0]
+
+    def read() -> None:
+        while building.is_set():
+            view = exports.read_batch("user-reader", made["id"])
+            reads[0] += 1
+            shown_ended = view["targets_total"] - view["counts"]["pending"]
+            if view["targets_done"] != shown_ended or sum(view["ended"].values()) != view["targets_done"]:
+                torn.append(view)
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for r in readers:
+        r.start()
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda t: _deliver(exports, book, t["export_id"]), made["targets"]))
+    finally:
+        building.clear()
+        for r in readers:
+            r.join()
+    record("race: a batch of 40 read while 4 workers end it: reads", reads[0])
+    record("race: a batch of 40 read while 4 workers end it: answers not one moment", len(torn))
+    assert reads[0] >= 10
+    assert torn == []
+    assert exports.read_batch("user-reader", made["id"])["status"] == "done"
