@@ -81,15 +81,17 @@ def test_the_rule_sends_each_export_event_and_nothing_else_to_the_ingest_queue_a
                 "Detail": json.dumps(_detail("bindery.export.ready")),
             },
         ]
-        put = boto3.client("events").put_events(Entries=[{**e, "EventBusName": EVENT_BUS} for e in entries])
-        assert put["FailedEntryCount"] == 0
+        for at in range(0, len(entries), 10):  # PutEvents takes 10 entries at most
+            chunk = [{**e, "EventBusName": EVENT_BUS} for e in entries[at : at + 10]]
+            assert boto3.client("events").put_events(Entries=chunk)["FailedEntryCount"] == 0
         sqs = boto3.client("sqs")
-        bodies = [
-            m["Body"]
-            for m in sqs.receive_message(QueueUrl=urls["WebhookEventsQueue"], MaxNumberOfMessages=10)[
-                "Messages"
-            ]
-        ]
+        bodies: list[str] = []
+        while got := sqs.receive_message(QueueUrl=urls["WebhookEventsQueue"], MaxNumberOfMessages=10).get(
+            "Messages"
+        ):
+            bodies += [m["Body"] for m in got]
+            for m in got:
+                sqs.delete_message(QueueUrl=urls["WebhookEventsQueue"], ReceiptHandle=m["ReceiptHandle"])
 
     envelopes = [json.loads(b) for b in bodies]
     assert sorted(e["detail-type"] for e in envelopes) == sorted(EVENT_TYPES)
