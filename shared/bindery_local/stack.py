@@ -80,20 +80,26 @@ def _pin_hosts() -> None:
 
 
 class Functions:
-    """The template's handlers, imported on first use, each invoked one event at a time."""
+    """The template's handlers, each imported here, on the main thread, and invoked one event at a time.
 
-    def __init__(self) -> None:
-        self._locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
+    Imported before anything can invoke one. Imported on first use instead, by a request's thread and a
+    queue consumer's at once, two handlers' imports of Powertools crossed (each held a module the other
+    needed) and Python handed one a partly initialised module: `cannot import name 'SQSEvent' from
+    partially initialized module`, a 500 right after a restart (issue 28). What a call still imports on
+    first use (a renderer, the markdown parser, imagesize) it imports holding no other import, so it can
+    wait for another thread's import of the same module, never cross it."""
+
+    def __init__(self, names: list[str]) -> None:
+        self._modules = {name: importlib.import_module(f"functions.{name}.app") for name in names}
+        self._locks = {name: threading.Lock() for name in names}
 
     def invoke(self, name: str, event: dict[str, Any]) -> dict[str, Any]:
-        with self._guard:
-            lock = self._locks.setdefault(name, threading.Lock())
-        module = importlib.import_module(f"functions.{name}.app")
-        with lock:
+        with self._locks[name]:
             _invoking.function = name
             try:
-                result: dict[str, Any] = module.handler(event, LambdaContext(name, timeout_ms=300_000))
+                result: dict[str, Any] = self._modules[name].handler(
+                    event, LambdaContext(name, timeout_ms=300_000)
+                )
             finally:
                 _invoking.function = None
         return result
@@ -398,16 +404,18 @@ def main() -> int:
 
         from bindery_local.gateway import Gateway, serve
 
-        functions = Functions()
+        functions = Functions(template.functions())
         # Each pipe takes its position now, from its checkpoint in the data dir (bindery_local.pipes).
         pipes = from_template(
             os.environ["BINDERY_TABLE"], urls["BuildQueue"], Path(data_dir) if data_dir else None, log
         )
         with _threads_deaf_to_stop_signals():
-            gateway_server = serve(Gateway(template.routes(), functions.invoke, log), port)
             threads += [_loop(pipe.name, stop, 0.2, pipe.step) for pipe in pipes]
             threads += [_consumer(stop, c, urls[c.queue], functions) for c in template.queue_consumers()]
             sweeps = _schedules(stop, functions)
+            # The port is bound last, so it accepts only a request the stack can serve: the recording
+            # replayed, every handler imported, every pipe and consumer running.
+            gateway_server = serve(Gateway(template.routes(), functions.invoke, log), port)
         threads += [t for _, _, t in sweeps]
 
         from bindery.config import Settings
