@@ -25,11 +25,13 @@ SUITES = [
     "tests/e2e/test_hostile_input.py",
     "tests/e2e/test_schemathesis.py",
     "tests/e2e/test_load.py",
+    "tests/e2e/test_restarts.py",
 ]
 FEED_TRIALS = "100"  # `make test` runs 10 trials of the feed race; this publishes the 100
 BATCH_TRIALS = "100"  # and 2 of the 8-concurrent-batches race
 LOAD_SECONDS = "60"  # `make test` runs the load test for 5 s; this publishes a minute of it
 SCHEMATHESIS_EXAMPLES = "100"  # and schemathesis at 50 examples per operation
+KILLS = "20"  # and 6 kills of a stack with BINDERY_DATA_DIR: this publishes the 20
 # Figures every run must publish, by prefix: a suite that was skipped (DynamoDB Local or the IAM simulator
 # missing) or stopped early publishes fewer, and the run fails rather than print a shorter table.
 EXPECTED = {
@@ -41,6 +43,7 @@ EXPECTED = {
     "hostile requests": 3,
     "schemathesis: ": 3,
     "load, 64 clients": 6,
+    "restarts: ": 6,
 }
 
 
@@ -55,6 +58,7 @@ def main() -> int:
             "BINDERY_FEED_TRIALS": FEED_TRIALS,
             "BINDERY_BATCH_TRIALS": BATCH_TRIALS,
             "BINDERY_SCHEMATHESIS_EXAMPLES": SCHEMATHESIS_EXAMPLES,
+            "BINDERY_KILLS": KILLS,
             # `make test` deals the fault kinds across the call points; this strikes each at every one.
             "BINDERY_MATRIX_EVERY_KIND": "1",
         }
@@ -124,6 +128,9 @@ def main() -> int:
         "botocore's before-call and before-send hooks; the hostile requests, schemathesis and the load test",
         f"({LOAD_SECONDS} s of 64 clients) over real HTTP against the stack `make run` starts. The stateful",
         "test runs in four seeded shards and counts Hypothesis examples, replays while shrinking included.",
+        f"The restarts: {KILLS} kills (`kill -9` of the process group) of a stack with BINDERY_DATA_DIR, at",
+        "random moments, three in four under load and one in four while it starts; after each restart every",
+        "caller's feed holds exactly one event per terminal transition the table records.",
         "",
     ]
     (ROOT / "docs" / "RELIABILITY.md").write_text("\n".join(lines))

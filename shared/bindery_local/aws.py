@@ -7,7 +7,9 @@ with their queue message gone. Real DynamoDB applies each request atomically, an
 that, so here DynamoDB's requests (and its stream's, which read the same tables) take one lock and run one
 at a time. moto's work holds the GIL anyway, so the lock costs little. A stream iterator reads the live
 table (`streams_read_the_live_table`), and SQS's writes take a lock of their own (`_lock_for`), as does
-EventBridge's PutEvents, which writes into SQS; S3 and the rest of EventBridge run concurrently.
+EventBridge's PutEvents, which writes into SQS; S3 and the rest of EventBridge run concurrently. With
+BINDERY_DATA_DIR, moto's recorder appends each request to the recording one whole line at a time
+(`recordings_are_whole_lines`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from moto.dynamodb.models.table import StreamRecord
 from moto.dynamodbstreams.models import ShardIterator
+from moto.moto_api._internal.recorder.models import Recorder
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
@@ -49,6 +52,25 @@ def streams_read_the_live_table() -> None:
 
     get.reads_live_table = True  # type: ignore[attr-defined]
     ShardIterator.get = get  # type: ignore[method-assign]
+
+
+def recordings_are_whole_lines() -> None:
+    """moto's recorder appends a request to the recording from whichever thread serves it, in two writes: its
+    JSON, then a newline. An entry over the write buffer (an S3 put of a manuscript or an artifact) goes out
+    in its own write, so a request recorded at the same time by another thread (S3 is served concurrently)
+    landed between the two, on the same line: 4 to 10 lines of 241 under 8 threads of puts. The replay then
+    stopped at that line, and the state it kept was lost. One lock makes each entry whole; it is taken after
+    the DynamoDB lock and nothing is taken inside it."""
+    if getattr(Recorder._record_request, "whole_lines", False):
+        return
+    record, lock = Recorder._record_request, threading.Lock()
+
+    def whole(self: Recorder, request: Any, body: bytes | None = None) -> None:
+        with lock:
+            record(self, request, body)
+
+    whole.whole_lines = True  # type: ignore[attr-defined]
+    Recorder._record_request = whole  # type: ignore[method-assign]
 
 
 # The X-Amz-Target prefixes of DynamoDB's and DynamoDB Streams' JSON protocols, and SQS's.
@@ -111,6 +133,7 @@ class EmbeddedAws:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server would log every call
         records_are_not_copied()
         streams_read_the_live_table()
+        recordings_are_whole_lines()
         app = one_request_at_a_time(DomainDispatcherApplication(create_backend_app))
         self._server = make_server("127.0.0.1", self.port, app, threaded=True, request_handler=_Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="aws", daemon=True)

@@ -1,6 +1,6 @@
-"""`make run`: moto's server as the embedded AWS, the API on 127.0.0.1, the two pipes, the bus's rules, every
-queue's consumer (the build worker, the webhook ingest and sender) and the schedules (the sweeps), all
-wired from template.yaml and all calling the real handlers.
+"""`make run`: moto's server as the embedded AWS, the API on 127.0.0.1, the two pipes (`bindery_local.pipes`),
+the bus's rules, every queue's consumer (the build worker, the webhook ingest and sender) and the schedules
+(the sweeps), all wired from template.yaml and all calling the real handlers.
 
 Each Lambda function is invoked one event at a time, as one Lambda instance would be: the handlers'
 module state (Powertools' resolver, the batch processor) is per-process in Lambda, so here a lock per
@@ -29,7 +29,7 @@ from typing import Any
 
 from bindery_local import resources, template, tokens
 from bindery_local.context import LambdaContext
-from bindery_local.resources import EVENT_BUS
+from bindery_local.pipes import from_template
 
 TABLE = "bindery"
 BUCKET = "bindery-artifacts"
@@ -39,11 +39,14 @@ DEMO_USER = "demo-user"
 STOP_DEADLINE_SECONDS = 5.0
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 RECORDING = "moto-recording.jsonl"
-# Requests that change nothing; a recording keeps only the others, so a restart replays state, not polls.
+# Requests that change nothing in a replay; a recording keeps only the others, so a restart replays state,
+# not polls. A receipt handle is moto's random answer to a receive, and receives are not replayed: a
+# replayed delete or visibility change names a handle the replay never gave out, and changes nothing.
 _READS = {
     "GetItem", "Query", "Scan", "TransactGetItems", "BatchGetItem", "DescribeTable", "ListTables",
     "DescribeTimeToLive", "DescribeStream", "GetShardIterator", "GetRecords", "ListStreams",
     "ReceiveMessage", "GetQueueUrl", "GetQueueAttributes", "ListQueues",
+    "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch",
 }  # fmt: skip
 
 
@@ -77,20 +80,26 @@ def _pin_hosts() -> None:
 
 
 class Functions:
-    """The template's handlers, imported on first use, each invoked one event at a time."""
+    """The template's handlers, each imported here, on the main thread, and invoked one event at a time.
 
-    def __init__(self) -> None:
-        self._locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
+    Imported before anything can invoke one. Imported on first use instead, by a request's thread and a
+    queue consumer's at once, two handlers' imports of Powertools crossed (each held a module the other
+    needed) and Python handed one a partly initialised module: `cannot import name 'SQSEvent' from
+    partially initialized module`, a 500 right after a restart (issue 28). What a call still imports on
+    first use (a renderer, the markdown parser, imagesize) it imports holding no other import, so it can
+    wait for another thread's import of the same module, never cross it."""
+
+    def __init__(self, names: list[str]) -> None:
+        self._modules = {name: importlib.import_module(f"functions.{name}.app") for name in names}
+        self._locks = {name: threading.Lock() for name in names}
 
     def invoke(self, name: str, event: dict[str, Any]) -> dict[str, Any]:
-        with self._guard:
-            lock = self._locks.setdefault(name, threading.Lock())
-        module = importlib.import_module(f"functions.{name}.app")
-        with lock:
+        with self._locks[name]:
             _invoking.function = name
             try:
-                result: dict[str, Any] = module.handler(event, LambdaContext(name, timeout_ms=300_000))
+                result: dict[str, Any] = self._modules[name].handler(
+                    event, LambdaContext(name, timeout_ms=300_000)
+                )
             finally:
                 _invoking.function = None
         return result
@@ -162,19 +171,40 @@ def _is_write(entry: dict[str, Any]) -> bool:
     return target.rsplit(".", 1)[-1] not in _READS
 
 
+def _recorded(lines: list[str]) -> list[dict[str, Any]]:
+    """The recording's entries. A last line that does not parse was torn by a crash (`kill -9`) while moto
+    wrote it, and moto records a request before it applies it: that request was never applied nor answered,
+    so it is dropped. A torn line anywhere else is damage, and stops the start rather than lose state."""
+    entries = []
+    for n, line in enumerate(lines):
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            if n < len(lines) - 1:
+                raise
+    return entries
+
+
 def _replay(data_dir: Path, endpoint: str) -> int:
     """Rebuild the embedded AWS from the recording of earlier runs: moto's own state persistence.
 
     The recording is first compacted to the requests that changed something, so it grows with the state
-    rather than with the time the stack has been polling."""
+    rather than with the time the stack has been polling. The compacted copy is written aside and renamed
+    over the recording: rewritten in place, a crash during the rewrite cut the recording short, and the
+    state was lost with it."""
     from moto.moto_api import recorder
 
     path = data_dir / RECORDING
     if not path.exists() or path.stat().st_size == 0:
         return 0
-    entries = [line for line in path.read_text().splitlines() if line.strip()]
-    kept = [line for line in entries if _is_write(json.loads(line))]
-    path.write_text("".join(line + "\n" for line in kept))
+    kept = [
+        entry
+        for entry in _recorded([ln for ln in path.read_text().splitlines() if ln.strip()])
+        if _is_write(entry)
+    ]
+    aside = path.with_name(path.name + ".tmp")
+    aside.write_text("".join(json.dumps(entry) + "\n" for entry in kept))
+    os.replace(aside, path)
     recorder.replay_recording(target_host=endpoint)
     return len(kept)
 
@@ -191,73 +221,6 @@ def _loop(name: str, stop: threading.Event, every: float, step: Callable[[], Non
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     return thread
-
-
-def _pipes(stop: threading.Event, queue_url: str) -> threading.Thread:
-    """The template's two EventBridge Pipes over the table's stream: records that pass StreamToQueuePipe's
-    filters go into the build queue; those that pass TransitionsToEventsPipe's become events, built with its
-    input template and detail type, put on the local bus and shown in this log. The bus's rules (moto's,
-    made by `resources.ensure`) send them on, WebhookEventsRule's to the webhook ingest's queue."""
-    import boto3
-
-    streams, sqs, bus = boto3.client("dynamodbstreams"), boto3.client("sqs"), boto3.client("events")
-    arn = boto3.client("dynamodb").describe_table(TableName=os.environ["BINDERY_TABLE"])["Table"][
-        "LatestStreamArn"
-    ]
-    to_queue = template.pipe_filters("StreamToQueuePipe")
-    to_events = template.pipe_filters("TransitionsToEventsPipe")
-    to_queue_input = template.pipe_target_parameters("StreamToQueuePipe")["InputTemplate"]
-    target = template.pipe_target_parameters("TransitionsToEventsPipe")
-    bus_params = target["EventBridgeEventBusParameters"]
-    # Where each shard has been read to (its last sequence number; "" for nothing yet). Each poll asks for
-    # a fresh iterator after that point rather than following NextShardIterator: moto restores its tables
-    # from a copy when a transaction is cancelled, and an iterator taken before that reads a dead copy.
-    positions: dict[str, str] = {}
-    started = [False]
-
-    def read(shard_id: str) -> list[dict[str, Any]]:
-        after = positions[shard_id]
-        kind = (
-            {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": after}
-            if after
-            else {"ShardIteratorType": "TRIM_HORIZON"}
-        )
-        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard_id, **kind)["ShardIterator"]
-        records: list[dict[str, Any]] = streams.get_records(ShardIterator=iterator)["Records"]
-        return records
-
-    def deliver(record: dict[str, Any]) -> None:
-        plain = json.loads(json.dumps(record, default=str))
-        if template.matches_any(to_queue, plain):
-            # Only the keys, as StreamToQueuePipe's input template forwards them.
-            sqs.send_message(
-                QueueUrl=queue_url, MessageBody=template.render_input_template(to_queue_input, plain)
-            )
-        if template.matches_any(to_events, plain):
-            detail = template.render_input_template(target["InputTemplate"], plain)
-            detail_type = template.json_path(plain, bus_params["DetailType"])
-            entry = {"Source": bus_params["Source"], "DetailType": detail_type, "Detail": detail}
-            put = bus.put_events(Entries=[{**entry, "EventBusName": EVENT_BUS}])
-            if put.get("FailedEntryCount"):  # raised, so the position stays on this record: it is retried
-                raise RuntimeError(f"the bus refused an event: {put['Entries']}")
-            log(f"event {detail_type} {json.dumps(json.loads(detail), separators=(',', ':'))}")
-
-    def step() -> None:
-        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-            shard_id = shard["ShardId"]
-            if shard_id not in positions:
-                positions[shard_id] = ""
-                # A shard there at start is read from now on (a restart's replay already queued its jobs):
-                # skip what it holds. A shard that appears later is read from its beginning.
-                while not started[0] and (held := read(shard_id)):
-                    positions[shard_id] = held[-1]["dynamodb"]["SequenceNumber"]
-        started[0] = True
-        for shard_id in list(positions):
-            for record in read(shard_id):
-                deliver(record)  # a failure here leaves the position on this record: it is retried
-                positions[shard_id] = record["dynamodb"]["SequenceNumber"]
-
-    return _loop("pipes", stop, 0.2, step)
 
 
 def _consumer(
@@ -441,12 +404,18 @@ def main() -> int:
 
         from bindery_local.gateway import Gateway, serve
 
-        functions = Functions()
+        functions = Functions(template.functions())
+        # Each pipe takes its position now, from its checkpoint in the data dir (bindery_local.pipes).
+        pipes = from_template(
+            os.environ["BINDERY_TABLE"], urls["BuildQueue"], Path(data_dir) if data_dir else None, log
+        )
         with _threads_deaf_to_stop_signals():
-            gateway_server = serve(Gateway(template.routes(), functions.invoke, log), port)
-            threads.append(_pipes(stop, urls["BuildQueue"]))
+            threads += [_loop(pipe.name, stop, 0.2, pipe.step) for pipe in pipes]
             threads += [_consumer(stop, c, urls[c.queue], functions) for c in template.queue_consumers()]
             sweeps = _schedules(stop, functions)
+            # The port is bound last, so it accepts only a request the stack can serve: the recording
+            # replayed, every handler imported, every pipe and consumer running.
+            gateway_server = serve(Gateway(template.routes(), functions.invoke, log), port)
         threads += [t for _, _, t in sweeps]
 
         from bindery.config import Settings

@@ -114,6 +114,23 @@ def _function_dir(props: dict[str, Any]) -> str:
     return str(props["CodeUri"]).strip("/").split("/")[-1]
 
 
+def functions() -> list[str]:
+    """Every function's folder under functions/."""
+    return [
+        _function_dir(r["Properties"])
+        for r in resources().values()
+        if r.get("Type") == "AWS::Serverless::Function"
+    ]
+
+
+def pipe_stream_parameters(logical_id: str) -> dict[str, Any]:
+    """A pipe's DynamoDBStreamParameters: its StartingPosition and BatchSize."""
+    params: dict[str, Any] = resources()[logical_id]["Properties"]["SourceParameters"][
+        "DynamoDBStreamParameters"
+    ]
+    return params
+
+
 def _events(kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """(function folder, event properties) for every event of `kind` on a function in the template."""
     for resource in resources().values():

@@ -58,9 +58,10 @@ class RunningStack:
         return code
 
 
-def start(port: int, *, local_http: bool = True, **env: str) -> RunningStack:
-    """`make run` on `port`. `local_http` is `make run`'s own default, webhook URLs on http://127.0.0.1
-    allowed; False checks them as a deployment does (https, public addresses only)."""
+def spawn(port: int, *, local_http: bool = True, **env: str) -> RunningStack:
+    """`make run` on `port`, in a process group of its own, without waiting for it to start. `local_http`
+    is `make run`'s own default, webhook URLs on http://127.0.0.1 allowed; False checks them as a
+    deployment does (https, public addresses only)."""
     local = {"BINDERY_WEBHOOK_LOCAL_HTTP": "1" if local_http else "0"}
     proc = subprocess.Popen(
         ["make", "--no-print-directory", "run"],
@@ -81,10 +82,20 @@ def start(port: int, *, local_http: bool = True, **env: str) -> RunningStack:
 
     stack.reader = threading.Thread(target=read, daemon=True)
     stack.reader.start()
+    return stack
+
+
+def started(stack: RunningStack) -> bool:
+    return any("Ctrl-C stops everything." in line for line in stack.lines)
+
+
+def start(port: int, *, local_http: bool = True, **env: str) -> RunningStack:
+    """`make run` on `port`, once it has printed its banner."""
+    stack = spawn(port, local_http=local_http, **env)
     deadline = time.monotonic() + 120
-    while not any("Ctrl-C stops everything." in line for line in stack.lines):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
+    while not started(stack):
+        if stack.proc.poll() is not None or time.monotonic() > deadline:
+            stack.proc.kill()
             pytest.fail("the stack did not start:\n" + "\n".join(stack.lines[-40:]))
         time.sleep(0.1)
     return stack
