@@ -37,9 +37,11 @@ def _arn(sqs: Any, url: str) -> str:
     return found
 
 
-def ensure(table: str, bucket: str) -> dict[str, str]:
+def ensure(table: str, bucket: str, build_visibility: int | None = None) -> dict[str, str]:
     """Everything the handlers and the pipes need, as the template defines it. Returns each queue's URL by
-    its logical id."""
+    its logical id. `build_visibility`: the build queue's visibility timeout, where the settings name one
+    other than the template's (BINDERY_BUILD_VISIBILITY_TIMEOUT_SECONDS, which the graces are checked
+    against at start)."""
     import boto3
 
     dynamodb, s3, sqs, events = (boto3.client(s) for s in ("dynamodb", "s3", "sqs", "events"))
@@ -58,7 +60,13 @@ def ensure(table: str, bucket: str) -> dict[str, str]:
                     "maxReceiveCount": template.max_receive_count(logical),
                 }
             )
-        urls[logical] = sqs.create_queue(QueueName=queue_name(logical), Attributes=attributes)["QueueUrl"]
+        if logical == "BuildQueue" and build_visibility is not None:
+            attributes["VisibilityTimeout"] = str(build_visibility)
+        try:
+            urls[logical] = sqs.create_queue(QueueName=queue_name(logical), Attributes=attributes)["QueueUrl"]
+        except sqs.exceptions.QueueNameExists:  # a restart under other settings: the queue takes them now
+            urls[logical] = sqs.get_queue_url(QueueName=queue_name(logical))["QueueUrl"]
+            sqs.set_queue_attributes(QueueUrl=urls[logical], Attributes=attributes)
     if EVENT_BUS not in {b["Name"] for b in events.list_event_buses()["EventBuses"]}:
         events.create_event_bus(Name=EVENT_BUS)
     for rule in template.bus_rules():

@@ -397,7 +397,13 @@ def main() -> int:
         if data_dir:
             replayed = _replay(Path(data_dir), endpoint)
             log(f"restored {replayed} recorded writes from {data_dir}")
-        urls = resources.ensure(os.environ["BINDERY_TABLE"], os.environ["BINDERY_BUCKET"])
+        from bindery.config import Settings
+
+        urls = resources.ensure(
+            os.environ["BINDERY_TABLE"],
+            os.environ["BINDERY_BUCKET"],
+            Settings.from_env().build_visibility_timeout_seconds,
+        )
         # Every handler shares this process, so each queue's variable is set once for all of them.
         for variable, queue in template.queue_environment().items():
             os.environ[variable] = urls[queue]
@@ -417,8 +423,6 @@ def main() -> int:
             # replayed, every handler imported, every pipe and consumer running.
             gateway_server = serve(Gateway(template.routes(), functions.invoke, log), port)
         threads += [t for _, _, t in sweeps]
-
-        from bindery.config import Settings
 
         local_http = Settings.from_env().webhook_local
         every = [(n, s) for n, s, _ in sweeps]

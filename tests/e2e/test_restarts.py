@@ -49,6 +49,9 @@ _QUICK = {
     "BINDERY_WORKER_TIMEOUT_SECONDS": "2",
     "BINDERY_LEASE_MARGIN_SECONDS": "1",
     "BINDERY_RETRY_GRACE_SECONDS": "1",
+    # The build queue's redelivery inside the lease and its grace, as the settings demand at start: a build
+    # cut off by a kill is retried 2 s on, or ended worker_lost by the sweep after its last attempt.
+    "BINDERY_BUILD_VISIBILITY_TIMEOUT_SECONDS": "2",
 }
 
 
