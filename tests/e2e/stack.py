@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -38,6 +39,18 @@ class RunningStack:
         found = re.search(r"AWS\s+(http://127\.0\.0\.1:\d+)", self.banner())
         assert found, self.banner()
         return found.group(1)
+
+    def client(self, service: str) -> Any:
+        """A boto3 client of the stack's embedded AWS."""
+        import boto3
+
+        return boto3.client(
+            service,
+            endpoint_url=self.aws,
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
 
     @property
     def token(self) -> str:

@@ -12,7 +12,6 @@ import time
 import zipfile
 from pathlib import Path
 
-import boto3
 import pytest
 import requests
 
@@ -57,13 +56,7 @@ def test_the_banners_curl_lines_work_exactly_as_printed(stack: RunningStack, tmp
 
 @pytest.mark.slow(9)
 def test_an_html_export_is_built_downloaded_and_expires_with_its_bytes(stack: RunningStack) -> None:
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=stack.aws,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    s3 = stack.client("s3")
     created = requests.post(
         f"{stack.api}/books",
         headers=auth(stack.token),

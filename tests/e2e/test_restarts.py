@@ -21,7 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import requests
 
@@ -118,13 +117,7 @@ class _Load:
 
 
 def _table(stack: RunningStack) -> list[dict[str, Any]]:
-    client = boto3.client(
-        "dynamodb",
-        endpoint_url=stack.aws,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    client = stack.client("dynamodb")
     rows = []
     for page in client.get_paginator("scan").paginate(
         TableName=TABLE,
@@ -260,13 +253,7 @@ def test_requests_that_come_with_the_build_workers_first_message_are_all_served(
     # cannot start), as right after a restart, when the replay refills the queues (issue 28).
     stack = start(free_port())
     try:
-        sqs = boto3.client(
-            "sqs",
-            endpoint_url=stack.aws,
-            region_name="us-east-1",
-            aws_access_key_id="local",
-            aws_secret_access_key="local",
-        )
+        sqs = stack.client("sqs")
         queue = sqs.get_queue_url(QueueName=resources.queue_name("BuildQueue"))["QueueUrl"]
         gone = {"pk": {"S": "BOOK#ffffffffffffffffffff"}, "sk": {"S": "EXPORT#fffffffffffffffffffff"}}
         who, missing = auth(stack.token), f"{stack.api}/batches/fffffffffffffffffffff"

@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
-import boto3
 import pytest
 import requests
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
@@ -230,13 +229,7 @@ def endpoint_view(stack: RunningStack, who: dict[str, str], endpoint: str) -> di
 
 
 def table(stack: RunningStack) -> Any:
-    return boto3.client(
-        "dynamodb",
-        endpoint_url=stack.aws,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    return stack.client("dynamodb")
 
 
 @pytest.mark.slow(5)
