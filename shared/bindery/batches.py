@@ -194,9 +194,18 @@ class BatchRequests(Parts):
         self.end_targets(batch)
 
     def end_targets(self, batch: Batch, *, unlink: bool = True) -> None:
-        """End every target of a cancelled batch (the cancel's own work, and the sweep's backstop); once
-        none is pending, the batch leaves the sweep's queue. `unlink`: a ready target's bytes are deleted
-        now, before the answer; the sweep (which deletes no object) leaves them to the GC's unlink."""
+        """End every target of a cancelled (or revoked) batch (the cancel's own work, and the sweep's
+        backstop); once none is pending, the batch leaves the sweep's queue. `unlink`: a ready target's
+        bytes are deleted now, before the answer; the sweep (which deletes no object) leaves them to the
+        GC's unlink. The bundle goes first: one link to every file, it is the one to end soonest."""
+        found = self.store.read_batch(batch.caller, batch.id, self.clock())
+        bundle = None if found is None else found[2]
+        if bundle is not None and bundle.state in (State.PENDING, State.READY):
+            # The bundle has no book and so no owner to check: it is ended as a deleted book's exports are
+            # (pending cancelled, a ready link ended now and its file deleted).
+            ended = self.store.end_for_deleted_book(bundle, self.clock())
+            if isinstance(ended, Revoked) and unlink:
+                self.books.unlink_now(ended)
         now = self.clock()
         for target in batch.targets:
             if unlink:
@@ -205,16 +214,7 @@ class BatchRequests(Parts):
             else:
                 self.store.cancel_export(target.book_id, target.export_id, batch.caller, now)
         found = self.store.read_batch(batch.caller, batch.id, self.clock())
-        if found is None:
-            return
-        _, targets, bundle = found
-        if bundle is not None and bundle.state in (State.PENDING, State.READY):
-            # The bundle has no book and so no owner to check: it is ended as a deleted book's exports are
-            # (pending cancelled, a ready link ended now and its file deleted).
-            ended = self.store.end_for_deleted_book(bundle, self.clock())
-            if isinstance(ended, Revoked) and unlink:
-                self.books.unlink_now(ended)
-        if all(e.state != State.PENDING for e in targets):
+        if found is not None and all(e.state != State.PENDING for e in found[1]):
             self.store.batch_cleared(batch.caller, batch.id, now)
 
     def settle_batches(self, out_of_time: Callable[[], bool] = lambda: False) -> dict[str, int]:
@@ -260,6 +260,19 @@ class BatchRequests(Parts):
             "finished_at": iso(batch.finished_at),
             "revoked_at": iso(batch.revoked_at),
         }
+        if targets is not None and len(targets) == batch.targets_total:
+            # One answer, one moment: its counts are those of the rows it shows, read after the batch row
+            # (an ending landing between the two reads moved the rows, which it shows, and the counters,
+            # which it does not). A row only moves on, so the batch row's status stays true of them. Where a
+            # row is gone (its TTL, long after every target ended), the counters are final and shown.
+            ended_ready = [e for e in targets if e.state in (State.READY, State.EXPIRED)]
+            body["ended"] = {
+                "ready": len(ended_ready),
+                "failed": sum(e.state == State.FAILED for e in targets),
+                "cancelled": sum(e.state == State.CANCELLED for e in targets),
+            }
+            body["targets_done"] = sum(body["ended"].values())
+            body["bytes"] = sum(e.size_bytes or 0 for e in ended_ready)
         if targets is not None:
             views = [self.view(e, book=None, now=now) for e in targets]
             counts = {s.value: 0 for s in State}

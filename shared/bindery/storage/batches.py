@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
-import time
 from collections.abc import Iterator
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist, TransactGetError
+from pynamodb.exceptions import DoesNotExist
 from pynamodb.expressions.condition import size
-from pynamodb.transactions import TransactGet
 
 from bindery.faults import StorageError, translate_faults
 from bindery.limits import Limits
 from bindery.states import BatchStatus, Queue
 from bindery.storage.caps import shard_refused, take_shards, under_budget
-from bindery.storage.conditions import Refused, Tx, future_value, update_if
+from bindery.storage.conditions import Refused, Tx, update_if
 from bindery.storage.exports import ExportRows
 from bindery.storage.idempotency import key_seen
 from bindery.storage.table import (
@@ -54,8 +51,6 @@ from bindery.storage.types import (
 BATCH_CHECK_SECONDS = 600
 # A cancel ends its targets itself, before its answer; the sweep finishes one whose process died, a minute on.
 CANCEL_CHECK_SECONDS = 60
-# A snapshot read that concurrent writes to its items cancel this many times is a StorageError (a 503).
-_SNAPSHOT_TRIES = 4
 # The ended statuses that had a target ready, and so links a cancel ends (a failed batch has none).
 _WITH_LINKS = (BatchStatus.DONE.value, BatchStatus.PARTIAL.value)
 
@@ -149,56 +144,28 @@ class BatchRows(ExportRows):
     def read_batch(
         self, caller: str, batch_id: str, now: float
     ) -> tuple[Batch, list[Export], Export | None] | None:
-        """The caller's batch, its targets' rows and its bundle's, as of one moment: None when there is no
-        such batch of this caller's.
+        """The caller's batch, then its targets' rows and its bundle's (a GetItem, then one BatchGetItem):
+        None when there is no such batch of this caller's. The two reads are moments apart, and an ending
+        may land between them; the rows only move on (a target never returns to pending), so the rows read
+        second are the later truth, and a view that counts must count them (`BatchRequests.batch_view`),
+        not the batch row's counters."""
+        item = self._batch_item(caller, batch_id, now)
+        if item is None:
+            return None
+        batch = _to_batch(item)
+        keys = [(book_pk(t.book_id), export_sk(t.export_id)) for t in batch.targets]
+        if batch.bundle_id is not None:
+            keys.append((book_pk(batch.id), export_sk(batch.bundle_id)))
+        rows = {i.export_id: to_export(i) for i in self.m.export.batch_get(keys, consistent_read=True)}
+        targets = [rows[t.export_id] for t in batch.targets if t.export_id in rows]
+        return batch, targets, rows.get(batch.bundle_id) if batch.bundle_id is not None else None
 
-        A GetItem learns which rows those are (its targets never change; its bundle is named once, when it
-        ends), then ONE TransactGetItems reads the batch row with every one of them. Read apart, an ending
-        could land between the two reads and the answer would count a target done that it shows pending.
-        Should the batch have named its bundle between the two, the snapshot is read again with it."""
+    def _batch_item(self, caller: str, batch_id: str, now: float) -> BatchItem | None:
         try:
             item = self.m.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True)
         except DoesNotExist:
             return None
-        for _ in range(2):
-            if expired_ttl(item.ttl, now):
-                return None
-            batch = _to_batch(item)
-            keys = [(book_pk(t.book_id), export_sk(t.export_id)) for t in batch.targets]
-            if batch.bundle_id is not None:
-                keys.append((book_pk(batch.id), export_sk(batch.bundle_id)))
-            snapshot = self._read_together(item, keys)
-            if snapshot is None:
-                return None  # deleted by its TTL between the two reads
-            item, rows = snapshot
-            if item.bundle_id == batch.bundle_id:
-                break
-        batch = _to_batch(item)
-        targets = [rows[t.export_id] for t in batch.targets if t.export_id in rows]
-        return batch, targets, rows.get(batch.bundle_id) if batch.bundle_id is not None else None
-
-    def _read_together(
-        self, item: BatchItem, keys: list[tuple[str, str]]
-    ) -> tuple[BatchItem, dict[str, Export]] | None:
-        """The batch row and these export rows in one TransactGetItems (at most 92 items, under its 100). A
-        read that a transaction writing one of them cancels (TransactionConflict) is read again."""
-        for n in range(_SNAPSHOT_TRIES):
-            try:
-                with TransactGet(connection=self._connection()) as tx:
-                    batch_f = tx.get(self.m.batch, item.pk, item.sk)
-                    export_fs = [tx.get(self.m.export, pk, sk) for pk, sk in keys]
-            except TransactGetError as exc:
-                codes = {r.code for r in exc.cancellation_reasons or () if r is not None}
-                if "TransactionConflict" in codes and n < _SNAPSHOT_TRIES - 1:
-                    time.sleep(random.uniform(0, 0.01 * (2**n)))
-                    continue
-                raise StorageError(f"TransactGetItems: {exc}") from exc
-            fresh = future_value(batch_f)
-            if fresh is None:
-                return None
-            rows = (future_value(f) for f in export_fs)
-            return fresh, {row.export_id: to_export(row) for row in rows if row is not None}
-        raise AssertionError("unreachable")
+        return None if expired_ttl(item.ttl, now) else item
 
     def list_batches(
         self, caller: str, *, limit: int, start_after: str | None, now: float
