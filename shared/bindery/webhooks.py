@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bindery import errors, outbound
-from bindery.common import Clock, iso, new_id, page_size, valid_id
+from bindery.common import Clock, decode_cursor, encode_cursor, iso, new_id, page_size, valid_id
 from bindery.config import Settings
 from bindery.states import DELIVERY_ENDED, EVENT_TYPES, DeliveryState
 from bindery.storage import (
@@ -109,13 +109,14 @@ class Webhooks:
 
     def list(self, caller: str, limit: Any, cursor: str | None) -> dict[str, Any]:
         size = page_size(limit)
-        after = None
-        if cursor is not None:
-            if not valid_id(cursor):
-                raise errors.BadRequest("cursor is not one this API issued", code="invalid_cursor")
-            after = cursor
+        # The same opaque cursor as every other list's: a bare id-shaped string is not one this API gave
+        # out, and is refused rather than read as a place to start (it answered an empty page).
+        after = decode_cursor(cursor) if cursor is not None else None
         page, last = self.store.list_endpoints(caller, size, after)
-        return {"webhooks": [self.view(e) for e in page], "next_cursor": last}
+        return {
+            "webhooks": [self.view(e) for e in page],
+            "next_cursor": encode_cursor(last) if last else None,
+        }
 
     def get(self, caller: str, endpoint_id: str) -> dict[str, Any]:
         return self.view(self._endpoint(caller, endpoint_id))

@@ -255,6 +255,7 @@ def test_every_malformed_path_id_is_a_4xx_that_writes_nothing(
         ("/books/{bookId}/exports", {"cursor": "eyJhZnRlciI6IDF9"}, "invalid_cursor"),
         ("/webhooks", {"limit": "1000"}, "invalid_limit"),
         ("/webhooks", {"cursor": "%00"}, "invalid_cursor"),
+        ("/webhooks", {"cursor": "abcdefgh"}, "invalid_cursor"),
         ("/webhooks/{endpointId}/deliveries", {"state": "done"}, None),
         ("/webhooks/{endpointId}/deliveries", {"cursor": "x"}, "invalid_cursor"),
         ("/events", {"after": "-1"}, "invalid_cursor"),
