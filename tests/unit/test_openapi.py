@@ -195,3 +195,13 @@ def test_every_batch_answer_is_the_one_the_document_describes(stack: Stack) -> N
     assert revoked.body["revoked_at"] is not None
     call("GET /batches", "/batches")
     call("GET /batches/{batchId}", f"/batches/{batch}", caller="user-mallory")
+
+
+def test_every_error_code_the_service_raises_is_in_the_readme() -> None:
+    """A caller can look up every code it can be answered with (STYLE: documented once)."""
+    raised = set()
+    for source in (ROOT / "shared" / "bindery").rglob("*.py"):
+        raised |= set(re.findall(r'code="([a-z_]+)"', source.read_text()))
+    readme = (ROOT / "README.md").read_text()
+    assert len(raised) > 40
+    assert sorted(c for c in raised if f"`{c}`" not in readme) == []
