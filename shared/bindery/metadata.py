@@ -66,7 +66,9 @@ FIELDS = frozenset(Metadata.__dataclass_fields__)
 def merged(current: Metadata, patch: Any) -> Metadata:
     """`current` with the merge patch `patch` applied, every value checked."""
     if not isinstance(patch, dict):
-        raise _bad("metadata", "must be a JSON object")
+        raise errors.Unprocessable(
+            "metadata must be a JSON object", code="invalid_metadata", field="metadata"
+        )
     unknown = sorted(set(patch) - FIELDS)
     if unknown:
         raise _bad(unknown[0], f"is not a metadata field; the fields are {', '.join(sorted(FIELDS))}")

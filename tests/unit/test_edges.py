@@ -453,3 +453,13 @@ def test_a_batch_of_fifty_reads_and_its_cancel_ends_every_link_before_its_answer
     assert after["status"] == "done" and after["revoked_at"] is not None
     assert after["counts"]["expired"] == 50 and after["bundle"]["state"] == "expired"
     assert stack.objects.keys("artifacts/") == []
+
+
+def test_metadata_that_is_not_an_object_names_the_field_metadata(stack: Stack) -> None:
+    book = stack.create_book()
+    reply = stack.http("PATCH", f"/books/{book}", body={"metadata": []})
+    assert (reply.status, reply.body["error"]["code"], reply.body["error"]["field"]) == (
+        422,
+        "invalid_metadata",
+        "metadata",
+    )
