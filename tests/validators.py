@@ -4,10 +4,16 @@ where .ci/run has installed them."""
 
 from __future__ import annotations
 
+import collections
+import html
 import json
 import os
+import re
 import shutil
 import subprocess
+import tempfile
+import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -38,6 +44,78 @@ def qpdf_check(path: Path) -> subprocess.CompletedProcess[str]:
 def pdftotext(path: Path, *extra: str) -> str:
     tool = _need("pdftotext", "poppler-utils")
     return subprocess.run([tool, *extra, str(path), "-"], capture_output=True, text=True, check=True).stdout
+
+
+@dataclass(frozen=True)
+class Word:
+    """A word pdftotext found, where it is on its page (pt from the page's top left), and the page's size."""
+
+    page: int
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    text: str
+    width: float
+    height: float
+
+
+def placed_words(path: Path) -> list[Word]:
+    """Every word of a PDF and where it is set, even past its page's edge. pdftotext reads only what lies on
+    a page (text set past the edge is simply not there), so it reads a copy whose every page is widened by
+    its own size on each side, and each word is given back in the page's own coordinates."""
+    import pikepdf
+
+    with tempfile.TemporaryDirectory() as tmp:
+        widened = Path(tmp) / "widened.pdf"
+        sizes = []
+        with pikepdf.open(path) as pdf:
+            for page in pdf.pages:
+                x0, y0, x1, y1 = (float(v) for v in page.mediabox)
+                w, h = x1 - x0, y1 - y0
+                sizes.append((w, h))
+                page.obj.MediaBox = pikepdf.Array([x0 - w, y0 - h, x1 + w, y1 + h])
+                for box in ("/CropBox", "/TrimBox", "/BleedBox", "/ArtBox"):
+                    if box in page.obj:
+                        del page.obj[box]
+            pdf.save(widened)
+        layout = pdftotext(widened, "-bbox")
+    words = []
+    for n, page in enumerate(layout.split("<page ")[1:]):
+        w, h = sizes[n]
+        for x0, y0, x1, y1, word in re.findall(
+            r'xMin="([-\d.]+)" yMin="([-\d.]+)" xMax="([-\d.]+)" yMax="([-\d.]+)">([^<]*)</word>', page
+        ):
+            words.append(
+                Word(n, float(x0) - w, float(y0) - h, float(x1) - w, float(y1) - h, html.unescape(word), w, h)
+            )
+    return words
+
+
+def text_characters(text: str) -> collections.Counter[str]:
+    """The characters a reader finds in `text`, each as often as it is there: compatibility forms folded
+    (NFKC: a ligature is its letters, whichever way a reader gives it back), white space left out."""
+    return collections.Counter(ch for ch in unicodedata.normalize("NFKC", text) if not ch.isspace())
+
+
+def manuscript_text(manuscript: str) -> str:
+    """The text of a manuscript as Bindery's Markdown reads it, chapter by chapter (what markdown syntax
+    consumes left out): the oracle every format's text is held to."""
+    from bindery.engine import markup
+    from bindery.manuscript import cut_text
+
+    md = markup.parser()
+    parts: list[str] = []
+    for _, chapter in cut_text(manuscript):
+        for token in md.parse(chapter, {}):
+            if token.type in ("fence", "code_block", "html_block"):
+                parts.append(token.content)
+            for child in token.children or []:
+                if child.type in ("text", "text_special", "code_inline", "html_inline"):
+                    parts.append(child.content)
+                parts += [c.content for c in child.children or [] if c.type == "text"]  # an image's alt
+            parts.append(" ")
+    return "".join(parts)
 
 
 def pdffonts(path: Path) -> list[dict[str, str]]:

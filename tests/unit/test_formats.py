@@ -5,21 +5,33 @@ from __future__ import annotations
 import html.parser
 import io
 import re
+import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
 
 from bindery.engine import FORMATS, Source, Text, renderer_for
 from bindery.manuscript import cut_text, normalise
 from tests.books import BOOKS, SAMPLES
-from tests.validators import ace, epubcheck, pdftotext
+from tests.validators import (
+    Word,
+    ace,
+    epubcheck,
+    manuscript_text,
+    pdftotext,
+    placed_words,
+    text_characters,
+)
 
 BUILDABLE = [name for name in BOOKS if name != "empty"]
 
 
-def _build(book: str, fmt: str, tmp_path: Path) -> Path:
-    sections = cut_text(BOOKS[book])
+def _build(book: str, fmt: str, tmp_path: Path, manuscript: str | None = None) -> Path:
+    sections = cut_text(BOOKS[book] if manuscript is None else manuscript)
     source = Source("abcdef0123456789abcd", f"The {book} book", 3, tuple(s.title for s, _ in sections), 1.8e9)
     out = io.BytesIO()
     report = renderer_for(fmt).render(
@@ -97,6 +109,82 @@ def test_pdf_text_stays_inside_the_page(tmp_path: Path) -> None:
     for x0, y0, x1, y1 in ((float(v) for v in w) for w in words):
         assert inset <= x0 and x1 <= width - inset, (x0, x1, width)
         assert y0 >= 0 and y1 <= height
+
+
+# Lines no layout expects: runs that offer no line break, of characters narrow and wide (Latin, a
+# ligature, Arabic, Hebrew, CJK punctuation and small kana, which do not break, emoji, the three-em dash,
+# no-break spaces that join what they stand between, spaces that may not break, before `!` or after `(`
+# or `“`), alone and nested past Markdown's limit, in lists with the widest numbers, in links, inline
+# code, code blocks, headings, tables, emphasis and notes. Each line is drawn as (its kind, a depth, the
+# piece its run repeats, how many times), which a failure shows.
+_LINES: dict[str, Callable[[int, str], str]] = {
+    "run": lambda _, r: r,
+    "quoted": lambda depth, r: ">" * depth + " " + r,
+    "listed": lambda depth, r: "- " * depth + r,
+    "numbered": lambda depth, r: "123456789. " * depth + r,
+    "link": lambda _, r: f"See https://example.org/{r} now.",
+    "inline code": lambda _, r: f"Call `{r}` now.",
+    "code block": lambda _, r: f"```\n{r}\n```",
+    "heading": lambda _, r: f"## {r}",
+    "table": lambda _, r: f"| a | {r} |\n|---|---|\n| {r} | b |",
+    "emphasis": lambda _, r: f"*{r}*{r}",
+    "note": lambda _, r: f"A note[^1].\n\n[^1]: {r}",
+}
+_PIECE = st.text(alphabet=">xW/-.ﬁßعש。ぁ📚⸻中\u00a0 !(“", min_size=1, max_size=3)
+_LINE = st.tuples(st.sampled_from(sorted(_LINES)), st.integers(1, 40), _PIECE, st.integers(1, 1200))
+_TITLE = st.one_of(st.just("Hostile"), _PIECE.map(lambda piece: piece * 100))
+
+
+def _manuscript(title: str, lines: list[tuple[str, int, str, int]]) -> str:
+    body = "\n\n".join(_LINES[kind](depth, piece * times) for kind, depth, piece, times in lines)
+    return f"# {title}\n\n{body}\n"
+
+
+def _read(fmt: str, path: Path) -> str:
+    """The text a reader of the format finds: the markdown itself, the HTML's or the EPUB's documents'
+    text, or what pdftotext reads (-raw: as set, or it drops a hyphen that ends a line)."""
+    if fmt == "markdown":
+        return path.read_text()
+    if fmt == "pdf":
+        return pdftotext(path, "-raw")
+    if fmt == "epub":
+        with zipfile.ZipFile(path) as z:
+            documents = [z.read(n).decode() for n in z.namelist() if n.endswith(".xhtml")]
+    else:
+        documents = [path.read_text()]
+    parser = _Text()
+    for document in documents:
+        parser.feed(document)
+    return " ".join(parser.parts)
+
+
+@pytest.mark.slow(20)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_TITLE, st.lists(_LINE, min_size=1, max_size=4))
+def test_every_format_keeps_every_character_of_a_manuscript(
+    title: str, lines: list[tuple[str, int, str, int]]
+) -> None:
+    note(f"title {title[:6]!r} x {len(title)}, lines {lines!r}")  # (this Hypothesis prints no arguments)
+    manuscript = _manuscript(title, lines)
+    expected = text_characters(manuscript_text(manuscript))
+    with tempfile.TemporaryDirectory() as tmp:
+        for fmt in FORMATS:
+            path = _build("hostile", fmt, Path(tmp), manuscript)
+            assert expected - text_characters(_read(fmt, path)) == {}, fmt
+            if fmt == "markdown":
+                assert path.read_bytes() == normalise(manuscript.encode())
+            if fmt == "pdf":  # and nothing is set past the text block, let alone the page's edge
+                assert [w for w in placed_words(path) if not _in_margins(w)] == []
+
+
+# A5's margins are 15 mm outside and 20 mm inside: 42.5 pt at the least. Typst hangs the punctuation that
+# ends a line into the margin (an ideographic full stop by its whole em), so a word may reach 12 pt into it.
+HANGING = 12.0
+
+
+def _in_margins(word: Word) -> bool:
+    inset = 42.5 - HANGING
+    return word.x0 >= inset and word.x1 <= word.width - inset and word.y0 >= 0 and word.y1 <= word.height
 
 
 @pytest.mark.parametrize("book", BUILDABLE)

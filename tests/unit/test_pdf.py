@@ -19,18 +19,30 @@ from bindery.engine.pdf import RENDERER
 from bindery.manuscript import cut_text
 from bindery.metadata import Metadata
 from tests.books import BOOKS, SAMPLES
-from tests.validators import pdffonts, pdfinfo, pdftotext, qpdf_check, structure_problems
+from tests.validators import (
+    Word,
+    manuscript_text,
+    pdffonts,
+    pdfinfo,
+    pdftotext,
+    placed_words,
+    qpdf_check,
+    structure_problems,
+    text_characters,
+)
 
 BUILDABLE = [name for name in BOOKS if name != "empty"]
 BIDI_CONTROLS = dict.fromkeys(map(ord, "\u200e\u200f\u202a\u202b\u202c\u202d\u202e"))
 
 
-def _build(manuscript: str, tmp_path: Path, name: str = "book", **options: object) -> Path:
+def _build(
+    manuscript: str, tmp_path: Path, name: str = "book", title: str | None = None, **options: object
+) -> Path:
     language = str(options.pop("language", "en"))
     sections = cut_text(manuscript)
     source = Source(
         "abcdef0123456789abcd",
-        f"The {name} book",
+        title or f"The {name} book",
         3,
         tuple(s.title for s, _ in sections),
         1.8e9,
@@ -314,6 +326,94 @@ def test_the_right_to_left_chapter_is_set_right_to_left_in_reading_order(tmp_pat
     width = 419.528
     assert heading_ar[2] > width - 60 and heading_ar[0] > width / 2  # set from the right margin
     assert heading_el[0] < 70  # and a left-to-right chapter from the left
+
+
+# A5's margins are 15 mm outside and 20 mm inside: a word may reach no nearer the edge than 42.5 pt (a
+# little is left for a glyph's overhang).
+INSET = 40.0
+
+
+def _outside(word: Word) -> bool:
+    inside = word.x0 >= INSET and word.x1 <= word.width - INSET and word.y0 >= 0 and word.y1 <= word.height
+    return not inside
+
+
+# Runs that offer no line break, each far wider than a line: the issue's 5,000-deep quote (markdown-it
+# nests twenty quotes, and the rest is 4,980 `>` of text), a word, a URL, inline code, a line of code,
+# Arabic, emoji, a table's cells, a heading, the chapter's title, emphasis inside a run (the run goes on
+# across elements), words joined by no-break spaces (one run), a run nested as deep as Markdown goes, and
+# chains whose spaces may not break (Unicode allows no break before `!`, nor after `“`).
+UNBROKEN = (
+    "# " + "T" * 400 + "\n\n"
+    + ">" * 5000 + "\n\n"
+    + "x" * 3000 + "\n\n"
+    + "See https://example.org/" + "a-b/c_d" * 200 + " for more.\n\n"
+    + "Call `" + "z" * 1500 + "` now.\n\n"
+    + "```python\ny = '" + "q" * 1500 + "'\n```\n\n"
+    + "عربي" * 400 + "\n\n"
+    + "📚" * 300 + "\n\n"
+    + "| a | " + "c" * 500 + " |\n|---|---|\n| " + "d" * 500 + " | e |\n\n"
+    + "## " + "h" * 400 + "\n\n"
+    + "a*b*" * 400 + "\n\n"
+    + "word\u00a0" * 300 + "\n\n"
+    + ">" * 30 + " " + "- " * 30 + "k" * 800 + "\n\n"
+    + "Spaces that may not break: " + "! " * 400 + "\n\n"
+    + "“ " * 300 + "after an opening quote; between elements: " + "*a*!" * 300 + " " + "`a` !" * 300 + "\n"
+)  # fmt: skip
+
+
+def test_a_line_without_a_break_wraps_inside_the_text_block(tmp_path: Path) -> None:
+    path = _build(UNBROKEN, tmp_path, "unbroken", title="B" * 400)
+    words = placed_words(path)
+    assert len(words) > 100
+    assert [w for w in words if _outside(w)] == []
+    text = pdftotext(path, "-raw")  # as set: pdftotext otherwise drops a hyphen that ends a line
+    assert text.count(">") >= 4980
+    # every character the manuscript's text holds, as often as it holds it
+    assert text_characters(manuscript_text(UNBROKEN)) - text_characters(text) == {}
+    with pikepdf.open(path) as pdf, pdf.open_outline() as outline:
+        titles = [item.title for item in outline.root[0].children]
+    assert titles == ["h" * 400]  # a heading's bookmark keeps its run whole
+
+
+def test_nesting_leaves_the_text_at_least_half_the_text_block(tmp_path: Path) -> None:
+    deep = "deep words " * 60
+    manuscript = (
+        "# Nesting\n\n" + ">" * 40 + " " + deep + "\n\n" + "123456789. " * 12 + deep + "\n\n"
+        "> > > - - - 1. 1. > > > " + deep + "\n"
+    )
+    path = _build(manuscript, tmp_path, "nesting")
+    words = placed_words(path)
+    assert [w for w in words if _outside(w)] == []
+    lines: dict[tuple[int, float], list[Word]] = {}
+    for word in words:
+        if word.text == "deep":
+            lines.setdefault((word.page, round(word.y0)), []).append(word)
+    spans = [max(w.x1 for w in ws) - min(w.x0 for w in ws) for ws in lines.values() if len(ws) > 3]
+    assert len(spans) > 6
+    block = 419.53 - 42.52 - 56.69
+    assert min(spans) >= block / 2 - 15, spans  # a full line, less at most a word's room at its end
+
+
+def test_text_is_marked_for_typst_to_measure_only_where_a_run_may_not_break_inside_its_measure() -> None:
+    from bindery.engine.breaks import ZWSP, Run, fitted
+    from bindery.engine.typeset import literal
+
+    def fit(text: str, run: Run | None = None) -> str:
+        return fitted(text, 320, 10, literal, run=run)  # A5's measure, at the body's size
+
+    prose = "It was (as ever) the “best” of times — and, said she, the worst. " * 20
+    assert fit(prose) == "#" + literal(prose)  # it breaks at every word: set as it is
+    assert fit("中文" * 300) == "#" + literal("中文" * 300)  # ideographs break between any two
+    assert fit("x" * 20) == "#" + literal("x" * 20)  # a word that fits
+    assert fit("x" * 40) == f"#long({literal('x' * 40)}, 320.00pt)"  # one that may not
+    # No break before `!`, spaces or not: the chain, the word before included, is one run.
+    bangs = "Ah" + " !" * 200
+    assert fit(bangs + " ") == f"#long({literal(bangs)}, 320.00pt)#{literal(' ')}"
+    # A run that goes on from the element before and may grow too wide is given a break where they meet;
+    # after a space, before a letter, it has one.
+    assert fit("bcdefgh", Run(width=300.0, last="a")) == "#" + literal(ZWSP + "bcdefgh")
+    assert fit(" bcdefgh", Run(width=300.0, last="a")) == "#" + literal(" bcdefgh")
 
 
 HOSTILE = (

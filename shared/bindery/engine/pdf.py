@@ -34,10 +34,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bindery.engine import Report, Sink, Source, Text, markup, skipped
+from bindery.engine.breaks import fitted
 from bindery.engine.compiler import CompileError, Compiler
 from bindery.engine.figures import Figures
 from bindery.engine.join import GOTO, Entry, Piece, join, read_piece
-from bindery.engine.typeset import Block, Chapter, Parse, chapter_source, direction, image_file, literal, text
+from bindery.engine.typeset import (
+    Block,
+    Chapter,
+    Parse,
+    chapter_source,
+    direction,
+    head,
+    image_file,
+    literal,
+    text,
+)
 from bindery.images import Asset
 from bindery.metadata import Metadata
 
@@ -52,6 +63,9 @@ RUN_BYTES = 512 * 1024  # a run of chapters is compiled once it holds this much 
 RUN_CHAPTERS = 100  # or this many chapters
 TIME_LIMIT_SECONDS = 240.0  # all of a book's compiles; the worker's timeout is 300 s
 UNRENDERED = text("This chapter could not be rendered.")
+# The sizes book.typ sets the book's own lines in (each wraps inside the block: `breaks.fitted`).
+TITLE_PT, BOOK_TITLE_PT, AUTHORS_PT, IMPRINT_PT, ENTRY_PT = 17.0, 22.0, 13.0, 8.5, 10.0
+ENTRY_INDENT = 13.0  # a line of the contents is indented 1.3 em a level below the first
 
 
 @dataclass(frozen=True)
@@ -67,10 +81,7 @@ class PageSize:
 
     @property
     def block(self) -> Block:
-        width = self.width - self.inside - self.outside
-        # DejaVu Sans Mono at 8 pt is 0.602 em a character; 5 pt go to the code block's inset each side.
-        columns = int((width * 72 / 25.4 - 10) / (0.602 * 8))
-        return Block(width, self.height - self.top - self.bottom - 12, columns)
+        return Block(self.width - self.inside - self.outside, self.height - self.top - self.bottom - 12)
 
     def typst(self) -> str:
         return (
@@ -178,16 +189,16 @@ class _Book:
         for _, body in run:
             self._write_images(body.images)
         try:
-            piece = self._compile(name, self._preamble(first, "1") + _chapters(run), keep=True)
+            piece = self._compile(name, self._preamble(first, "1") + self._chapters(run), keep=True)
         except CompileError:
             # Typst refused the run: find the chapters it refuses alone, set them as unrendered, go on.
             for n, (chapter, body) in enumerate(run):
                 try:
-                    self._compile(f"{name}-{n}", self._preamble(1, "1") + _chapters([(chapter, body)]))
+                    self._compile(f"{name}-{n}", self._preamble(1, "1") + self._chapters([(chapter, body)]))
                 except CompileError as exc:
                     self.report.skipped.append(skipped(chapter, exc))
                     run[n] = (chapter, Chapter(UNRENDERED))
-            piece = self._compile(name, self._preamble(first, "1") + _chapters(run), keep=True)
+            piece = self._compile(name, self._preamble(first, "1") + self._chapters(run), keep=True)
         chapters = iter(run)
         for mark in piece.marks:
             number = first + mark.page
@@ -244,12 +255,27 @@ class _Book:
                         file.write(piece)
                 self.written.add(object_id)
 
+    def _chapters(self, run: list[tuple[Text, Chapter]]) -> str:
+        return "".join(
+            f"#chapter({head(chapter.title, self.page.block)}, [{self._fitted(chapter.title, TITLE_PT)}], "
+            f"<c{chapter.ordinal}>, <e{chapter.ordinal}>, "
+            f"dir: {direction(chapter.title + chapter.markdown[:2000])})"
+            f"[#metadata(none)<c{chapter.ordinal}>\n{body.source}\n#metadata(none)<e{chapter.ordinal}>]\n"
+            for chapter, body in run
+        )
+
+    def _fitted(self, value: str, size: float, indent: float = 0.0) -> str:
+        """A title, a name or a line of the imprint, `size` pt, as Typst text that wraps inside the block."""
+        return fitted(value, self.page.block.width_pt - indent, size, literal)
+
     def _preamble(self, first: int, numbering: str) -> str:
         meta = self.source.metadata
         lang, region = _language(meta.language)
+        title = self.source.title
         return (
             '#import "book.typ": *\n'
-            f"#show: book.with(title: {literal(self.source.title)}, authors: {_array(meta.authors)}, "
+            f"#show: book.with(title: {literal(title)}, head: {head(title, self.page.block)}, "
+            f"authors: {_array(meta.authors)}, "
             f"lang: {literal(lang)}, region: {literal(region) if region else 'none'}, {self.page.typst()}, "
             f'numbering: "{numbering}", first: {first})\n'
         )
@@ -268,13 +294,17 @@ class _Book:
             for level, title, number, top in rows:
                 targets[len(targets)] = (number, top)
                 entries.append(
-                    f"#entry({level}, {literal(title)}, {literal(str(number))}, "
+                    f"#entry({level}, [{self._fitted(title, ENTRY_PT, ENTRY_INDENT * (level - 1))}], "
+                    f"{literal(str(number))}, "
                     f"{literal(GOTO + str(len(targets) - 1))})\n"
                 )
+        names = ", ".join(meta.authors)
+        authors = f"[{self._fitted(names, AUTHORS_PT)}]" if names else "none"
+        imprint = ", ".join(f"[{self._fitted(line, IMPRINT_PT)}]" for line in _imprint(source, meta))
         front_source = (
             self._preamble(1, "i")
-            + f"#title-page({literal(source.title)}, {_array(meta.authors)})\n"
-            + f"#imprint({_array(_imprint(source, meta))})\n"
+            + f"#title-page([{self._fitted(source.title, BOOK_TITLE_PT)}], {authors})\n"
+            + f"#imprint(({imprint},))\n"
             + f"#contents({literal('Contents')}, [\n{''.join(entries)}])\n"
         )
         front = self._compile("front", front_source, keep=True)
@@ -319,15 +349,6 @@ class _Book:
             front=pieces.index(front),
         )
         return out
-
-
-def _chapters(run: list[tuple[Text, Chapter]]) -> str:
-    return "".join(
-        f"#chapter({literal(chapter.title)}, <c{chapter.ordinal}>, <e{chapter.ordinal}>, "
-        f"dir: {direction(chapter.title + chapter.markdown[:2000])})[#metadata(none)<c{chapter.ordinal}>\n"
-        f"{body.source}\n#metadata(none)<e{chapter.ordinal}>]\n"
-        for chapter, body in run
-    )
 
 
 def _nested(headings: list[tuple[int, str, int, float]]) -> tuple[Entry, ...]:

@@ -10,18 +10,28 @@ Nesting is bounded before Typst sees it: the Markdown parser stops nesting block
 (20) and reads anything deeper as text, so a 100,000-deep list becomes one paragraph, not 100,000 levels
 of calls; block quotes nest at most MAX_QUOTE_DEPTH deep here, emphasis and links MAX_INLINE_DEPTH, and a
 footnote cited inside a footnote is cited by its number and set after it, not nested.
+
+Nothing is set past the page's edge. The writer keeps the measure each block is set in, at least (the text
+block, less what the quotes and lists around it indent; a table cell's share; a note's, the whole block),
+and stops indenting where that would leave less than MIN_MEASURE of the text block, so text is never
+squeezed to nothing. Its text is set through `bindery.engine.breaks.fitted`, which marks each run that
+offers no line break and may be wider than the measure, for Typst to measure and break; a code block wraps
+at its last column, or, holding characters of other widths, is set by book.typ's `code`, which measures.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from markdown_it.token import Token
 
+from bindery.engine.breaks import Run, fitted, widest
 from bindery.engine.figures import Figures
 from bindery.images import Asset
 
@@ -57,11 +67,14 @@ def direction(sample: str) -> str:
 
 @dataclass
 class Block:
-    """What the text block allows a figure or a code line, in the page size being set."""
+    """The text block of the page size being set."""
 
     width_mm: float
     height_mm: float
-    code_columns: int
+
+    @property
+    def width_pt(self) -> float:
+        return self.width_mm * PT_PER_MM
 
 
 @dataclass
@@ -74,6 +87,41 @@ class Chapter:
 
 # Typst applies a few show rules at each quote and stops at 64 nested ones; Markdown may nest 20.
 MAX_QUOTE_DEPTH = 8
+PT_PER_MM = 72 / 25.4
+
+# What nesting takes from the measure, at least (book.typ's design and Typst's defaults; measured at 10pt):
+QUOTE_INDENT = 2 * 1.5 * 9.5  # a block quote: 1.5 em each side, its text 9.5pt
+BULLET_INDENT = 12.0  # a bullet list: its marker and 0.5 em (10.5pt measured at the deepest marker)
+DIGIT_INDENT = 5.0  # a numbered list: half an em for each character of its widest number and its dot,
+# and one more for the body's indent ("1." is 11.9pt measured; "1000000000." 53.7pt)
+TABLE_INSET = 4.0  # a table cell's inset, each side (book.typ)
+MAX_HEADER_LINES = 5  # a table's header, which repeats on each page, is at most this many lines
+CODE_INSET = 5.0  # a code block's, each side (book.typ)
+MIN_MEASURE = 0.5  # of the text block: a quote or list that would leave less is set without its indent
+
+# The sizes book.typ sets a chapter's text in: the body 10pt (a quote, a table, a note smaller), a ##
+# heading 12pt, a ### 10.5pt (a deeper one is taken as 12pt), code 8pt.
+BODY_PT, HEADING_PT, CODE_PT = 10.0, {2: 12.0, 3: 10.5}, 8.0
+MONO_EM = 0.602  # DejaVu Sans Mono: every character of printable ASCII
+_PRINTABLE = re.compile("[\x20-\x7e\n]*")
+NOTE_MARK = 3 * 1.05 * BODY_PT  # a note's number, cited inside a run: three digits
+
+
+def _pt(value: float) -> str:
+    return f"{max(value, 1.0):.2f}pt"
+
+
+HEAD_PT = 8.0  # a running head's size
+
+
+def head(title: str, block: Block) -> str:
+    """A title as a running head sets it: on one line, so cut short (book.typ's `one-line`) if it may be
+    wider than the text block. A running head on every page, it is measured only when it may be."""
+    if widest(title, HEAD_PT) <= block.width_pt:
+        return literal(title)
+    return f"one-line({literal(title)}, {_pt(block.width_pt)})"
+
+
 # Emphasis, strong, strike and links nest without a bound in Markdown; Typst's parser stops at 256 deep.
 MAX_INLINE_DEPTH = 32
 IMAGE_DPI = 150  # an image no wider than the text block is set at this resolution; a wider one, to fit it
@@ -108,6 +156,21 @@ class Writer:
         self.images: dict[str, Asset] = {}
         self.quotes = 0  # block quotes open around the block being written
         self.in_note = False  # writing a footnote's body
+        self.measure = block.width_pt  # at least how wide the block being written is set, in pt
+        self.run = Run()  # the run of text the inline text so far ends in
+        self.size = BODY_PT  # of the text being written, in pt
+
+    @contextmanager
+    def _narrowed(self, measure: float) -> Iterator[None]:
+        """Write the blocks inside a quote, a list item, a table cell or a note `measure` pt wide."""
+        outer, self.measure = self.measure, measure
+        try:
+            yield
+        finally:
+            self.measure = outer
+
+    def _may_indent(self, indent: float) -> bool:
+        return self.measure - indent >= MIN_MEASURE * self.block.width_pt
 
     def chapter(self, tokens: list[Token]) -> str:
         tokens = self._take_notes(tokens)
@@ -152,31 +215,30 @@ class Writer:
         if kind == "heading_open":
             level = min(int(token.tag[1]), 6)
             level = 2 if level == 1 else level  # a second # heading inside a chapter sits under it
-            return f"#heading(level: {level})[{self.inline(inner[0].children or [])}]\n\n"
+            self.size = HEADING_PT.get(level, 12.0)
+            try:
+                return f"#heading(level: {level})[{self.inline(inner[0].children or [])}]\n\n"
+            finally:
+                self.size = BODY_PT
         if kind in ("bullet_list_open", "ordered_list_open"):
-            items = [self.blocks(item) for item in _children(inner)]
-            tight = bool(inner) and len(inner) > 1 and inner[1].hidden
-            start = token.attrGet("start")
-            call = "enum" if kind == "ordered_list_open" else "list"
-            args = f"tight: {'true' if tight else 'false'}" + (f", start: {int(start)}" if start else "")
-            return f"#{call}({args}, " + ", ".join(f"[{item}]" for item in items) + ")\n\n"
+            return self._list(token, inner)
         if kind == "blockquote_open":
-            if self.quotes >= MAX_QUOTE_DEPTH:
+            if self.quotes >= MAX_QUOTE_DEPTH or not self._may_indent(QUOTE_INDENT):
                 return self.blocks(inner)  # deeper still: its text, at the deepest quote's indent
             self.quotes += 1
             try:
-                return f"#quote(block: true)[{self.blocks(inner)}]\n\n"
+                with self._narrowed(self.measure - QUOTE_INDENT):
+                    return f"#quote(block: true)[{self.blocks(inner)}]\n\n"
             finally:
                 self.quotes -= 1
         if kind in ("fence", "code_block"):
             language = (token.info or "").strip().split(" ")[0]
-            code = "\n".join(self._wrapped(token.content.rstrip("\n")))
             lang = f", lang: {literal(language)}" if language.isascii() and language.isalnum() else ""
-            return f"#raw(block: true{lang}, {literal(code)})\n\n"
+            return self._code(token.content.rstrip("\n"), lang)
         if kind == "hr":
             return "#dinkus()\n\n"
         if kind == "html_block":
-            return f"#raw(block: true, {literal(token.content.rstrip())})\n\n"  # raw HTML is shown as text
+            return self._code(token.content.rstrip())  # raw HTML is shown as text
         if kind == "table_open":
             return self._table(inner)
         return self.blocks(inner) if inner else ""
@@ -188,29 +250,69 @@ class Writer:
             return f"#align(center)[{body}]\n\n"
         return body + "\n\n"
 
-    def _wrapped(self, code: str) -> list[str]:
-        """Code keeps its lines, but one wider than the page wraps rather than running off its edge."""
-        lines: list[str] = []
-        for line in code.split("\n"):
-            lines += textwrap.wrap(
-                line, self.block.code_columns, drop_whitespace=False, replace_whitespace=False
-            ) or [""]
-        return lines
+    def _code(self, code: str, lang: str = "") -> str:
+        """A code block. It keeps its lines, and one wider than the block wraps: one of printable ASCII at
+        the block's last column (the code font sets each character 0.602 em wide), any other (a wide
+        character, a tab) where book.typ's `code` measures it to end."""
+        inner = self.measure - 2 * CODE_INSET
+        if _PRINTABLE.fullmatch(code):
+            columns = max(1, int(inner / (MONO_EM * CODE_PT)))
+            code = "\n".join(
+                wrapped
+                for line in code.split("\n")
+                for wrapped in textwrap.wrap(line, columns, drop_whitespace=False) or [""]
+            )
+            return f"#raw(block: true{lang}, {literal(code)})\n\n"
+        raw = f"raw(block: true{lang}, {literal(code)})"
+        if any(widest(line, CODE_PT, mono=True) > inner for line in code.split("\n")):
+            return f"#code({_pt(self.measure)}, {raw})\n\n"
+        return f"#{raw}\n\n"
+
+    def _list(self, token: Token, inner: list[Token]) -> str:
+        items = _children(inner)
+        tight = bool(inner) and len(inner) > 1 and inner[1].hidden
+        start = token.attrGet("start")
+        first = int(start) if start else 1
+        ordered = token.type == "ordered_list_open"
+        indent = (len(str(first + len(items) - 1)) + 2) * DIGIT_INDENT if ordered else BULLET_INDENT
+        if not self._may_indent(indent):
+            # Nested too deep to indent again: each item set as a paragraph, its marker before it.
+            return "".join(
+                text(f"{first + n}. " if ordered else "• ") + self.blocks(item).rstrip("\n") + "\n\n"
+                for n, item in enumerate(items)
+            )
+        with self._narrowed(self.measure - indent):
+            written = [self.blocks(item) for item in items]
+        call = "enum" if ordered else "list"
+        args = f"tight: {'true' if tight else 'false'}" + (f", start: {int(start)}" if start else "")
+        return f"#{call}({args}, " + ", ".join(f"[{item}]" for item in written) + ")\n\n"
 
     def _table(self, inner: list[Token]) -> str:
-        rows: list[tuple[bool, list[tuple[str, str]]]] = []
+        found: list[tuple[bool, list[tuple[str, list[Token]]]]] = []
         for i, token in enumerate(inner):
             if token.type == "tr_open":
-                rows.append((False, []))
+                found.append((False, []))
             elif token.type in ("th_open", "td_open"):
                 style = str(token.attrGet("style") or "")
                 align = style.removeprefix("text-align:") if style.startswith("text-align:") else "left"
-                rows[-1][1].append((align, self.inline(inner[i + 1].children or [])))
+                found[-1][1].append((align, inner[i + 1].children or []))
                 if token.type == "th_open":
-                    rows[-1] = (True, rows[-1][1])
-        if not rows:
+                    found[-1] = (True, found[-1][1])
+        if not found:
             return ""
-        columns = max(len(cells) for _, cells in rows)
+        columns = max(len(cells) for _, cells in found)
+        # Typst shrinks auto columns that overflow to no less than an equal share of the width.
+        cell_measure = self.measure / columns - 2 * TABLE_INSET
+        if any(
+            widest(_plain(cell), BODY_PT) > MAX_HEADER_LINES * cell_measure
+            for head, cells in found
+            if head
+            for _, cell in cells
+        ):
+            # A header repeats on every page, and so may not break across one: a long one is a first row.
+            found = [(False, cells) for _, cells in found]
+        with self._narrowed(cell_measure):
+            rows = [(head, [(align, self.inline(cell)) for align, cell in cells]) for head, cells in found]
         first = rows[0][1]
         aligns = [first[n][0] if n < len(first) else "left" for n in range(columns)]
         head = [cells for is_head, cells in rows if is_head]
@@ -225,12 +327,23 @@ class Writer:
         return f"#book-table(columns: {columns}, align: ({', '.join(aligns)},), {header}{rest})\n\n"
 
     def inline(self, children: list[Token]) -> str:
+        outer, self.run = self.run, Run()  # a note's body is written in the middle of the text citing it
+        try:
+            return self._inline(children)
+        finally:
+            self.run = outer
+
+    def _set(self, value: str, *, code: bool = False) -> str:
+        size = CODE_PT if code else self.size
+        return fitted(value, self.measure, size, literal, code=code, run=self.run)
+
+    def _inline(self, children: list[Token]) -> str:
         out: list[str] = []
         run: list[str] = []  # adjacent text, joined into one literal
 
         def flush() -> None:
             if run:
-                out.append(text("".join(run)))
+                out.append(self._set("".join(run)))
                 run.clear()
 
         wraps = {"em_open": "#emph[", "strong_open": "#strong[", "s_open": "#strike["}
@@ -244,7 +357,7 @@ class Writer:
                 continue
             elif kind == "code_inline":
                 flush()
-                out.append(f"#raw({literal(child.content)})")
+                out.append(self._set(child.content, code=True))
             elif kind in wraps or kind == "link_open":
                 flush()
                 opened.append(sum(opened) < MAX_INLINE_DEPTH)
@@ -263,14 +376,21 @@ class Writer:
             elif kind == "hardbreak":
                 flush()
                 out.append("#linebreak()")
+                self.run = Run()
             elif kind == "image":
                 flush()
                 out.append(self._image(child))
             elif kind == "footnote_ref":
                 flush()
                 out.append(self._note(child.meta["id"]))
+                self._goes_on(NOTE_MARK)
         flush()
         return "".join(out)
+
+    def _goes_on(self, width: float) -> None:
+        """The run goes on through something `width` pt wide that is not text (a note's mark, an image)."""
+        self.run.width += width
+        self.run.last, self.run.spaced = "\ufffc", False
 
     def _note(self, note: int) -> str:
         """A note where it is cited. Typst numbers notes in the order they are set, from 1 in each chapter
@@ -295,7 +415,8 @@ class Writer:
     def _note_body(self, note: int, label: str) -> str:
         self.in_note = True
         try:
-            return f"#footnote[{self.blocks(self.notes.get(note, [])).strip()}]{label}"
+            with self._narrowed(self.block.width_pt):  # set at the foot of the page, the block's width
+                return f"#footnote[{self.blocks(self.notes.get(note, [])).strip()}]{label}"
         finally:
             self.in_note = False
 
@@ -305,15 +426,20 @@ class Writer:
         found = self.figures.resolve(src, alt) if self.figures is not None else None
         if isinstance(found, Asset):
             self.images[found.object_id] = found
-            width, _ = image_size(found, self.block.width_mm, self.block.height_mm * MAX_IMAGE_HEIGHT)
+            width, _ = image_size(found, self.measure / PT_PER_MM, self.block.height_mm * MAX_IMAGE_HEIGHT)
+            self._goes_on(width * PT_PER_MM)  # a box: a line may break beside it, but not before a stop
             if not alt.strip():
                 # Empty alt text says the image is decorative (as in HTML): an artifact, which a screen
                 # reader passes over, and which PDF/UA allows without a text alternative.
                 return f"#pdf.artifact(box(image({literal(image_file(found))}, width: {width:.2f}mm)))"
             return f"#box(image({literal(image_file(found))}, width: {width:.2f}mm, alt: {literal(alt)}))"
-        label = text(f"[{alt or found or 'image'}]")
+        label = self._set(f"[{alt or found or 'image'}]")
         # Not one of the book's (a link to it, never a fetch), or one it does not have (named in the notes).
         return f"#link({literal(src)})[{label}]" if found is None and src.startswith(_SAFE_SCHEMES) else label
+
+
+def _plain(children: list[Token]) -> str:
+    return "".join(c.content for c in children if c.type in ("text", "text_special", "code_inline"))
 
 
 def _close_of(tokens: list[Token], i: int) -> int:
