@@ -1,6 +1,6 @@
-"""A small typed client for any Bindery API, on the standard library alone.
+"""A small typed client for any Bindery API, on urllib3.
 
-    from bindery_local.client import Client
+    from bindery_cli.client import Client
     bindery = Client("http://127.0.0.1:3000", token)
     book = bindery.create_book("Lighthouse", Path("lighthouse.md").read_text())
     export = bindery.export(book["id"], "epub")
@@ -11,7 +11,7 @@ Every create carries an Idempotency-Key, so a retry can never make a second expo
 retried after the server's Retry-After. A connection that fails or an answer that never comes is retried
 too, for every request that is safe to repeat (reads, deletes, and creates with their key); not for a
 manuscript replacement, which might have gone through. Any other refusal raises `ApiError`, which names the
-API's error code and says what to do about it. The retries are urllib3's (botocore brings urllib3).
+API's error code and says what to do about it. The retries are urllib3's.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import urllib.parse
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import urllib3
 from urllib3.exceptions import HTTPError as TransportError
@@ -79,6 +79,9 @@ class Book(TypedDict):
     chapters: list[dict[str, Any]]
     chapters_total: int
     chapters_next: int | None
+    metadata: NotRequired[dict[str, Any]]
+    assets: NotRequired[list[dict[str, Any]]]
+    identifier: NotRequired[str]
 
 
 class Export(TypedDict, total=False):
@@ -97,6 +100,9 @@ class Export(TypedDict, total=False):
     skipped_chapters: list[dict[str, Any]]
     built_revision: int
     book_revision: int
+    download_name: str
+    sha256: str
+    missing_images: list[dict[str, Any]]
 
 
 class ExportPage(TypedDict, total=False):
@@ -228,6 +234,9 @@ class Client:
         book: Book = self._call("PUT", path, {"upload_id": ticket["upload_id"]})
         return book
 
+    def delete_asset(self, book_id: str, name: str) -> None:
+        self._call("DELETE", f"/books/{_id(book_id)}/assets/{urllib.parse.quote(name, safe='/')}")
+
     def replace_manuscript(self, book_id: str, data: bytes, if_revision: int | None = None) -> Book:
         headers = {"If-Match": f'"{if_revision}"'} if if_revision is not None else {}
         path = f"/books/{_id(book_id)}/manuscript"
@@ -243,10 +252,11 @@ class Client:
         book = self._call("PUT", path, {"upload_id": upload["upload_id"]}, headers=headers)
         return book
 
-    def get_book(self, book_id: str) -> Book:
-        """The book with all its chapters: the API pages them (a thousand an answer), this follows."""
+    def get_book(self, book_id: str, *, every_chapter: bool = True) -> Book:
+        """The book with all its chapters: the API pages them (a thousand an answer), this follows. With
+        every_chapter=False, only the first page (`chapters_total` counts them all)."""
         book: Book = self._call("GET", f"/books/{_id(book_id)}")
-        while book.get("chapters_next") is not None:
+        while every_chapter and book.get("chapters_next") is not None:
             page = self._call("GET", f"/books/{_id(book_id)}?chapters_after={book['chapters_next']}")
             book["chapters"] += page["chapters"]
             book["chapters_next"] = page["chapters_next"]
@@ -381,6 +391,54 @@ class Client:
     def cancel_batch(self, batch_id: str) -> None:
         self._call("DELETE", f"/batches/{_id(batch_id)}")
 
+    # ---- webhooks and the events feed -------------------------------------------------------------
+
+    def create_webhook(self, url: str, events: list[str], description: str | None = None) -> dict[str, Any]:
+        """A new endpoint. Its answer holds the signing `secret`, the only time the API shows it."""
+        body: dict[str, Any] = {"url": url, "events": events}
+        if description is not None:
+            body["description"] = description
+        made: dict[str, Any] = self._call("POST", "/webhooks", body, create=True)
+        return made
+
+    def list_webhooks(self, cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        page: dict[str, Any] = self._call("GET", "/webhooks" + _query(cursor=cursor, limit=limit))
+        return page
+
+    def get_webhook(self, endpoint_id: str) -> dict[str, Any]:
+        endpoint: dict[str, Any] = self._call("GET", f"/webhooks/{_id(endpoint_id)}")
+        return endpoint
+
+    def edit_webhook(self, endpoint_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """Any of url, events, description, and `enabled: true` to enable a disabled endpoint again."""
+        endpoint: dict[str, Any] = self._call("PATCH", f"/webhooks/{_id(endpoint_id)}", changes)
+        return endpoint
+
+    def delete_webhook(self, endpoint_id: str) -> None:
+        self._call("DELETE", f"/webhooks/{_id(endpoint_id)}")
+
+    def rotate_secret(self, endpoint_id: str) -> dict[str, Any]:
+        """A new secret, shown once; the old one signs beside it for 24 h."""
+        endpoint: dict[str, Any] = self._call("POST", f"/webhooks/{_id(endpoint_id)}/rotate-secret")
+        return endpoint
+
+    def list_deliveries(
+        self, endpoint_id: str, state: str | None = None, cursor: str | None = None, limit: int | None = None
+    ) -> dict[str, Any]:
+        path = f"/webhooks/{_id(endpoint_id)}/deliveries" + _query(state=state, cursor=cursor, limit=limit)
+        page: dict[str, Any] = self._call("GET", path)
+        return page
+
+    def redeliver(self, endpoint_id: str, delivery_id: str) -> dict[str, Any]:
+        path = f"/webhooks/{_id(endpoint_id)}/deliveries/{_id(delivery_id)}/redeliver"
+        delivery: dict[str, Any] = self._call("POST", path)
+        return delivery
+
+    def events(self, after: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        """A page of the feed after a cursor: `events`, `next_cursor` (pass it as `after`) and `head`."""
+        page: dict[str, Any] = self._call("GET", "/events" + _query(after=after, limit=limit))
+        return page
+
     def me(self) -> dict[str, Any]:
         me: dict[str, Any] = self._call("GET", "/me")
         return me
@@ -437,6 +495,11 @@ class Client:
 
 def _id(value: str) -> str:
     return urllib.parse.quote(value, safe="")
+
+
+def _query(**given: Any) -> str:
+    query = urllib.parse.urlencode({k: v for k, v in given.items() if v is not None})
+    return f"?{query}" if query else ""
 
 
 def _api_error(status: int, raw: bytes) -> ApiError:

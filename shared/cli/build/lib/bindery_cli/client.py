@@ -1,0 +1,512 @@
+"""A small typed client for any Bindery API, on urllib3.
+
+    from bindery_cli.client import Client
+    bindery = Client("http://127.0.0.1:3000", token)
+    book = bindery.create_book("Lighthouse", Path("lighthouse.md").read_text())
+    export = bindery.export(book["id"], "epub")
+    done = bindery.wait(book["id"], export["id"])
+    bindery.download(done["download_url"], Path("lighthouse.epub"))
+
+Every create carries an Idempotency-Key, so a retry can never make a second export. A 429 or a 503 is
+retried after the server's Retry-After. A connection that fails or an answer that never comes is retried
+too, for every request that is safe to repeat (reads, deletes, and creates with their key); not for a
+manuscript replacement, which might have gone through. Any other refusal raises `ApiError`, which names the
+API's error code and says what to do about it. The retries are urllib3's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mimetypes
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NotRequired, TypedDict
+
+import urllib3
+from urllib3.exceptions import HTTPError as TransportError
+from urllib3.util.retry import Retry
+
+# The API takes a body of this many encoded bytes (bindery.api.INLINE_BODY_LIMIT), with room here for the
+# title and the JSON around the manuscript; a manuscript whose JSON is larger goes up as an upload.
+INLINE_LIMIT = 5_000_000 - 4096
+
+
+def _fits_inline(manuscript: str) -> bool:
+    return len(json.dumps(manuscript, ensure_ascii=False).encode("utf-8")) <= INLINE_LIMIT
+
+
+RETRIED = frozenset({429, 503})
+SAFE_TO_REPEAT = frozenset({"GET", "HEAD", "DELETE"})  # and a create that carries its Idempotency-Key
+TERMINAL = frozenset({"ready", "failed", "cancelled", "expired"})
+
+# What a caller can do about each error code the API answers with.
+ADVICE = {
+    "unauthorized": "check the token (BINDERY_TOKEN or --token): missing, expired, or not for this API",
+    "not_found": "check the ids: no such book or export is yours",
+    "too_many_live_exports": "wait for one of your pending exports to finish, or cancel one",
+    "manuscript_too_large": "the most a manuscript may be is 500 MB",
+    "unknown_format": "use one of: markdown, html, epub, pdf",
+    "revision_mismatch": "the book changed since you read it: fetch it again and retry",
+    "idempotency_key_reused": "this Idempotency-Key was used for another request: use a fresh key",
+    "concurrent_replacement": "the book kept changing under this request: try again",
+    "idempotent_book_deleted": "that key's book was deleted: retry with a new Idempotency-Key",
+    "upload_not_found": "nothing arrived at the upload URL: upload the file, then adopt it",
+    "unavailable": "the service is busy: try again in a moment",
+    "empty_book": "the book has no chapters: replace its manuscript with one that has text",
+    "too_large_for_format": "the book is too large for this format: export it as epub or html",
+    "render_failed": "the engine could not build this book: try another format, or report it",
+    "worker_lost": "the build stopped before it finished: request the export again",
+    "queue_timeout": "the export waited too long for a worker: request it again",
+    "too_many_live_batches": "wait for one of your batches to end, or cancel one",
+    "too_many_targets": "split the batch: `bindery me` shows how many targets your class allows",
+    "service_at_capacity": "the service is at its cap of exports in progress: try again in a minute",
+    "storage_budget_exceeded": "cancel ready exports you have downloaded, or wait for links to lapse",
+}
+BATCH_ENDED = frozenset({"done", "partial", "failed", "cancelled"})
+
+
+class Book(TypedDict):
+    id: str
+    title: str
+    revision: int
+    manuscript_bytes: int
+    created_at: str
+    updated_at: str
+    chapters: list[dict[str, Any]]
+    chapters_total: int
+    chapters_next: int | None
+    metadata: NotRequired[dict[str, Any]]
+    assets: NotRequired[list[dict[str, Any]]]
+    identifier: NotRequired[str]
+
+
+class Export(TypedDict, total=False):
+    id: str
+    book_id: str
+    format: str
+    state: str
+    attempt: int
+    requested_at: str
+    progress: dict[str, int]
+    failure_code: str
+    download_url: str
+    expires_at: str
+    size_bytes: int
+    complete: bool
+    skipped_chapters: list[dict[str, Any]]
+    built_revision: int
+    book_revision: int
+    download_name: str
+    sha256: str
+    missing_images: list[dict[str, Any]]
+
+
+class ExportPage(TypedDict, total=False):
+    exports: list[Export]
+    next_cursor: str
+
+
+class ApiError(Exception):
+    """A refusal from the API: its HTTP status, its error code, its message, and what to do."""
+
+    def __init__(self, status: int, code: str, message: str):
+        self.status, self.code, self.message = status, code, message
+        self.advice = ADVICE.get(code, "")
+        super().__init__(f"{code}: {message}" + (f" ({self.advice})" if self.advice else ""))
+
+
+class ExportFailed(Exception):
+    """The export ended without a file: failed (with its failure_code), cancelled or expired."""
+
+    def __init__(self, export: Export):
+        self.export = export
+        code = export.get("failure_code") or export.get("state", "ended")
+        self.code = code
+        self.advice = ADVICE.get(code, "")
+        super().__init__(
+            f"export {export.get('id')} {export.get('state')}: {code}"
+            + (f" ({self.advice})" if self.advice else "")
+        )
+
+
+class _Retry(Retry):
+    """urllib3's Retry, sleeping through the client's `sleep` (so a test need not wait), with the server's
+    Retry-After taken whole and capped at a minute."""
+
+    sleeper: Callable[[float], None] = staticmethod(time.sleep)
+
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        # Only the statuses asked for: urllib3 would also resend any 413 or 503 carrying a Retry-After.
+        if status_code not in (self.status_forcelist or ()):
+            return False
+        return bool(super().is_retry(method, status_code, has_retry_after))
+
+    def sleep(self, response: Any = None) -> None:
+        after = self.get_retry_after(response) if response is not None else None
+        self.sleeper(min(after if after is not None else self.get_backoff_time(), 60.0))
+
+
+class Client:
+    def __init__(
+        self,
+        api: str,
+        token: str,
+        *,
+        timeout: float = 60.0,
+        tries: int = 5,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.api, self.token = api.rstrip("/"), token
+        self.timeout, self.tries, self.sleep, self.clock = timeout, tries, sleep, clock
+        self._retry = type("Retry", (_Retry,), {"sleeper": staticmethod(sleep)})
+        self._pool = urllib3.PoolManager(timeout=urllib3.Timeout(connect=min(timeout, 10.0), read=timeout))
+
+    def _retries(self, method: str, *, repeatable: bool) -> Retry:
+        """Up to `tries` sends: on a 429 always (refused before anything was done), on a failed connection
+        always (nothing was sent); on a 503, an error or a timeout after sending (any of which may follow a
+        change that went through) only when the request is safe to repeat."""
+        again = self.tries - 1
+        return self._retry(
+            total=again,
+            connect=again,
+            read=again if repeatable else 0,
+            status=again,
+            other=0,
+            allowed_methods=None,  # which methods may repeat is decided above, per request
+            status_forcelist=RETRIED if repeatable else {429},
+            backoff_factor=0.5,
+            backoff_max=30.0,
+            raise_on_status=False,
+            respect_retry_after_header=True,
+        )
+
+    def _send(self, method: str, url: str, *, repeatable: bool, **kw: Any) -> Any:
+        try:
+            return self._pool.request(method, url, retries=self._retries(method, repeatable=repeatable), **kw)
+        except TransportError as exc:
+            raise ConnectionError(
+                f"{method} {url.split('?', 1)[0]}: no answer after {self.tries} tries: {exc}"
+            ) from None
+
+    # ---- books ------------------------------------------------------------------------------------
+
+    def create_book(self, title: str, manuscript: str, metadata: dict[str, Any] | None = None) -> Book:
+        """A new book. A manuscript over 5 MB is created empty, then uploaded and adopted."""
+        described = {"metadata": metadata} if metadata else {}
+        if _fits_inline(manuscript):
+            body = {"title": title, "manuscript": manuscript, **described}
+            book: Book = self._call("POST", "/books", body, create=True)
+            return book
+        book = self._call("POST", "/books", {"title": title, "manuscript": "", **described}, create=True)
+        return self.replace_manuscript(book["id"], manuscript.encode("utf-8"))
+
+    def edit_book(
+        self,
+        book_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        if_revision: int | None = None,
+    ) -> Book:
+        """A new title, a merge patch of the metadata (None in it removes a field), or both."""
+        headers = {"If-Match": f'"{if_revision}"'} if if_revision is not None else {}
+        body = {k: v for k, v in (("title", title), ("metadata", metadata)) if v is not None}
+        book: Book = self._call("PATCH", f"/books/{_id(book_id)}", body, headers=headers)
+        return book
+
+    def add_asset(self, book_id: str, name: str, data: bytes, content_type: str | None = None) -> Book:
+        """Upload an image the manuscript names (`images/coast.png`) and have the book adopt it. Its type
+        is the one its name says unless given; the API checks it against the bytes either way."""
+        kind = content_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
+        ticket = self._call(
+            "POST", f"/books/{_id(book_id)}/assets", {"name": name, "content_type": kind, "size": len(data)}
+        )
+        # The same bytes to the same key: repeating the PUT changes nothing.
+        sent = self._send("PUT", ticket["upload_url"], body=data, headers=ticket["headers"], repeatable=True)
+        if sent.status >= 300:
+            raise ApiError(sent.status, f"http_{sent.status}", f"the upload URL refused {name}")
+        path = f"/books/{_id(book_id)}/assets/{urllib.parse.quote(name, safe='/')}"
+        book: Book = self._call("PUT", path, {"upload_id": ticket["upload_id"]})
+        return book
+
+    def delete_asset(self, book_id: str, name: str) -> None:
+        self._call("DELETE", f"/books/{_id(book_id)}/assets/{urllib.parse.quote(name, safe='/')}")
+
+    def replace_manuscript(self, book_id: str, data: bytes, if_revision: int | None = None) -> Book:
+        headers = {"If-Match": f'"{if_revision}"'} if if_revision is not None else {}
+        path = f"/books/{_id(book_id)}/manuscript"
+        if len(data) <= INLINE_LIMIT and _fits_inline(text := data.decode("utf-8")):
+            book: Book = self._call("PUT", path, {"manuscript": text}, headers=headers)
+            return book
+        upload = self._call("POST", f"/books/{_id(book_id)}/uploads", None, create=True)
+        # The same bytes to the same key: repeating the upload changes nothing. A form POST, the file last.
+        form = {**upload["fields"], "file": ("manuscript.md", data, "text/markdown")}
+        sent = self._send("POST", upload["upload_url"], fields=form, repeatable=True)
+        if sent.status >= 300:
+            raise ApiError(sent.status, f"http_{sent.status}", "the upload URL refused the manuscript")
+        book = self._call("PUT", path, {"upload_id": upload["upload_id"]}, headers=headers)
+        return book
+
+    def get_book(self, book_id: str, *, every_chapter: bool = True) -> Book:
+        """The book with all its chapters: the API pages them (a thousand an answer), this follows. With
+        every_chapter=False, only the first page (`chapters_total` counts them all)."""
+        book: Book = self._call("GET", f"/books/{_id(book_id)}")
+        while every_chapter and book.get("chapters_next") is not None:
+            page = self._call("GET", f"/books/{_id(book_id)}?chapters_after={book['chapters_next']}")
+            book["chapters"] += page["chapters"]
+            book["chapters_next"] = page["chapters_next"]
+        return book
+
+    def delete_book(self, book_id: str) -> None:
+        self._call("DELETE", f"/books/{_id(book_id)}")
+
+    # ---- exports ----------------------------------------------------------------------------------
+
+    def export(
+        self,
+        book_id: str,
+        fmt: str,
+        idempotency_key: str | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> Export:
+        """Request an export. Pass the same key to retry a request safely from another process."""
+        body: dict[str, Any] = {"format": fmt, **({"options": options} if options else {})}
+        export: Export = self._call(
+            "POST", f"/books/{_id(book_id)}/exports", body, create=True, key=idempotency_key
+        )
+        return export
+
+    def get_export(self, book_id: str, export_id: str) -> Export:
+        export: Export = self._call("GET", f"/books/{_id(book_id)}/exports/{_id(export_id)}")
+        return export
+
+    def list_exports(self, book_id: str, cursor: str | None = None, limit: int | None = None) -> ExportPage:
+        query = urllib.parse.urlencode({k: v for k, v in (("cursor", cursor), ("limit", limit)) if v})
+        page: ExportPage = self._call(
+            "GET", f"/books/{_id(book_id)}/exports" + (f"?{query}" if query else "")
+        )
+        return page
+
+    def cancel_export(self, book_id: str, export_id: str) -> None:
+        self._call("DELETE", f"/books/{_id(book_id)}/exports/{_id(export_id)}")
+
+    def wait(
+        self,
+        book_id: str,
+        export_id: str,
+        *,
+        on_progress: Callable[[Export], None] | None = None,
+        every: float = 1.0,
+        timeout: float = 900.0,
+    ) -> Export:
+        """Poll until the export ends. Returns it when ready; raises ExportFailed when it ended otherwise."""
+        deadline = self.clock() + timeout
+        while True:
+            export = self.get_export(book_id, export_id)
+            if on_progress is not None:
+                on_progress(export)
+            if export["state"] == "ready":
+                return export
+            if export["state"] in TERMINAL:
+                raise ExportFailed(export)
+            if self.clock() >= deadline:
+                raise TimeoutError(f"export {export_id} still pending after {timeout:.0f} s")
+            self.sleep(every)
+
+    def download(
+        self,
+        url: str,
+        out: Path,
+        *,
+        on_bytes: Callable[[int, int | None], None] | None = None,
+        sha256: str | None = None,
+    ) -> int:
+        """Stream the file at a download link to `out` (via `<out>.part`, so a half file never appears
+        there). Calls on_bytes(done, total) as it goes. Returns the size.
+
+        A `.part` left by a download that was cut off is resumed with an HTTP Range request for the rest
+        (S3 answers 206); should the server send the whole file instead (200), it starts over. With
+        `sha256`, the whole file is checked against it once it is complete, and a mismatch raises
+        ApiError("checksum_mismatch") and keeps nothing."""
+        partial = out.with_name(out.name + ".part")
+        done = partial.stat().st_size if partial.exists() else 0
+        headers = {"Range": f"bytes={done}-"} if done else {}
+        answer = self._send("GET", url, repeatable=True, preload_content=False, headers=headers)
+        try:
+            if done and answer.status == 416:  # the .part is the whole file already
+                answer.drain_conn()
+            elif answer.status not in (200, 206):
+                raise ApiError(
+                    answer.status, f"http_{answer.status}", "the download link refused: it may have lapsed"
+                )
+            else:
+                if answer.status == 200:
+                    done = 0  # not a resume: the whole file
+                length = int(answer.headers.get("Content-Length") or 0)
+                total = done + length if length else None
+                with partial.open("ab" if done else "wb") as sink:
+                    for chunk in answer.stream(256 * 1024):
+                        sink.write(chunk)
+                        done += len(chunk)
+                        if on_bytes is not None:
+                            on_bytes(done, total)
+        finally:
+            answer.release_conn()
+        if sha256 is not None:
+            digest = hashlib.sha256()
+            with partial.open("rb") as written:
+                while piece := written.read(1024 * 1024):
+                    digest.update(piece)
+            if digest.hexdigest() != sha256:
+                partial.unlink()
+                raise ApiError(0, "checksum_mismatch", f"the download's SHA-256 is not {sha256}: not kept")
+        partial.replace(out)
+        return done
+
+    # ---- batches and limits ----------------------------------------------------------------------
+
+    def create_batch(
+        self, targets: list[dict[str, Any]], idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """Request many exports as one job: each target a {"book_id", "format"[, "options"]}."""
+        batch: dict[str, Any] = self._call(
+            "POST", "/batches", {"exports": targets}, create=True, key=idempotency_key
+        )
+        return batch
+
+    def get_batch(self, batch_id: str) -> dict[str, Any]:
+        batch: dict[str, Any] = self._call("GET", f"/batches/{_id(batch_id)}")
+        return batch
+
+    def list_batches(self, cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        query = urllib.parse.urlencode({k: v for k, v in (("cursor", cursor), ("limit", limit)) if v})
+        page: dict[str, Any] = self._call("GET", "/batches" + (f"?{query}" if query else ""))
+        return page
+
+    def cancel_batch(self, batch_id: str) -> None:
+        self._call("DELETE", f"/batches/{_id(batch_id)}")
+
+    # ---- webhooks and the events feed -------------------------------------------------------------
+
+    def create_webhook(self, url: str, events: list[str], description: str | None = None) -> dict[str, Any]:
+        """A new endpoint. Its answer holds the signing `secret`, the only time the API shows it."""
+        body: dict[str, Any] = {"url": url, "events": events}
+        if description is not None:
+            body["description"] = description
+        made: dict[str, Any] = self._call("POST", "/webhooks", body, create=True)
+        return made
+
+    def list_webhooks(self, cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        page: dict[str, Any] = self._call("GET", "/webhooks" + _query(cursor=cursor, limit=limit))
+        return page
+
+    def get_webhook(self, endpoint_id: str) -> dict[str, Any]:
+        endpoint: dict[str, Any] = self._call("GET", f"/webhooks/{_id(endpoint_id)}")
+        return endpoint
+
+    def edit_webhook(self, endpoint_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """Any of url, events, description, and `enabled: true` to enable a disabled endpoint again."""
+        endpoint: dict[str, Any] = self._call("PATCH", f"/webhooks/{_id(endpoint_id)}", changes)
+        return endpoint
+
+    def delete_webhook(self, endpoint_id: str) -> None:
+        self._call("DELETE", f"/webhooks/{_id(endpoint_id)}")
+
+    def rotate_secret(self, endpoint_id: str) -> dict[str, Any]:
+        """A new secret, shown once; the old one signs beside it for 24 h."""
+        endpoint: dict[str, Any] = self._call("POST", f"/webhooks/{_id(endpoint_id)}/rotate-secret")
+        return endpoint
+
+    def list_deliveries(
+        self, endpoint_id: str, state: str | None = None, cursor: str | None = None, limit: int | None = None
+    ) -> dict[str, Any]:
+        path = f"/webhooks/{_id(endpoint_id)}/deliveries" + _query(state=state, cursor=cursor, limit=limit)
+        page: dict[str, Any] = self._call("GET", path)
+        return page
+
+    def redeliver(self, endpoint_id: str, delivery_id: str) -> dict[str, Any]:
+        path = f"/webhooks/{_id(endpoint_id)}/deliveries/{_id(delivery_id)}/redeliver"
+        delivery: dict[str, Any] = self._call("POST", path)
+        return delivery
+
+    def events(self, after: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        """A page of the feed after a cursor: `events`, `next_cursor` (pass it as `after`) and `head`."""
+        page: dict[str, Any] = self._call("GET", "/events" + _query(after=after, limit=limit))
+        return page
+
+    def me(self) -> dict[str, Any]:
+        me: dict[str, Any] = self._call("GET", "/me")
+        return me
+
+    def wait_batch(
+        self,
+        batch_id: str,
+        *,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        every: float = 1.0,
+        timeout: float = 1800.0,
+    ) -> dict[str, Any]:
+        """Poll until the batch has ended and its bundle (if it gets one) has been built or has failed."""
+        deadline = self.clock() + timeout
+        while True:
+            batch = self.get_batch(batch_id)
+            if on_progress is not None:
+                on_progress(batch)
+            bundle = batch.get("bundle")
+            if batch["status"] in BATCH_ENDED and (bundle is None or bundle["state"] != "pending"):
+                return batch
+            if self.clock() >= deadline:
+                raise TimeoutError(f"batch {batch_id} still {batch['status']} after {timeout:.0f} s")
+            self.sleep(every)
+
+    # ---- the wire ---------------------------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        create: bool = False,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        sent = {"Authorization": f"Bearer {self.token}", "Accept": "application/json", **(headers or {})}
+        if create:
+            # One key for every try of this create: the API answers a retry with what the first made.
+            sent["Idempotency-Key"] = key or uuid.uuid4().hex
+        data = None
+        if body is not None:
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")  # UTF-8: CJK is not 6 bytes a char
+            sent["Content-Type"] = "application/json"
+        repeatable = method in SAFE_TO_REPEAT or "Idempotency-Key" in sent
+        answer = self._send(method, self.api + path, body=data, headers=sent, repeatable=repeatable)
+        if method == "DELETE" and answer.status == 404 and answer.retries and answer.retries.history:
+            return None  # an earlier try went through, its answer lost: what it deleted is gone, as asked
+        if answer.status >= 400:
+            raise _api_error(answer.status, answer.data)
+        return json.loads(answer.data) if answer.data else None
+
+
+def _id(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+def _query(**given: Any) -> str:
+    query = urllib.parse.urlencode({k: v for k, v in given.items() if v is not None})
+    return f"?{query}" if query else ""
+
+
+def _api_error(status: int, raw: bytes) -> ApiError:
+    if status == 401:  # the gateway's own refusal: the request never reached Bindery
+        return ApiError(status, "unauthorized", "the API refused the token")
+    try:
+        error = json.loads(raw)["error"]
+        return ApiError(status, str(error["code"]), str(error["message"]))
+    except (ValueError, KeyError, TypeError):
+        return ApiError(status, f"http_{status}", raw.decode("utf-8", errors="replace")[:200] or "no body")
