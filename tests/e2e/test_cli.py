@@ -24,14 +24,16 @@ MANUSCRIPT = "".join(
 BINDERY = str(Path(sys.executable).parent / "bindery")
 
 
-def _bindery(stack: RunningStack, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+def _bindery(
+    stack: RunningStack, *args: str, token: str | None = None, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "BINDERY_API": stack.api, "BINDERY_TOKEN": token or stack.token}
     return subprocess.run(
         [BINDERY, *args],
         env=env,
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=cwd,
         timeout=120,
     )
 
