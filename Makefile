@@ -14,7 +14,8 @@ export SAM_CLI_TELEMETRY := 0
 $(VENV)/.installed: pyproject.toml shared/cli/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]' -e ./shared/cli
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e ./shared/cli  # after: its `bindery` script is the one left
 	touch $@
 
 # DynamoDB Local, for the race tests: moto's conditional writes are not atomic under threads.
