@@ -108,6 +108,12 @@ def test_front_matter_mistakes_and_flags_exit_with_their_statuses(
     unreachable = _bindery(stack, "me", "--api", "http://127.0.0.1:9")
     assert unreachable.returncode == 3 and unreachable.stderr.count("\n") == 1
     assert "check --api" in unreachable.stderr
+    empty = tmp_path / "empty.md"
+    empty.write_text("---\ntitle: Nothing yet\n---\n")
+    blank = _json(_bindery(stack, "books", "create", str(empty), "--json"))
+    ended = _bindery(stack, "export", blank["id"], "-f", "html", "--wait", "--json", cwd=tmp_path)
+    assert ended.returncode == 4 and json.loads(ended.stdout)["error"]["code"] == "empty_book"
+    assert list(tmp_path.glob("Nothing-yet*")) == []  # no file written
     usage = _bindery(stack, "books", "edit", flagged["id"], "--set", "colour=red")
     assert usage.returncode == 2 and "--set colour=red: expected KEY=VALUE" in usage.stderr
 
