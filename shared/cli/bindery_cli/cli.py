@@ -34,7 +34,7 @@ import importlib
 import importlib.util
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from bindery_cli import books, exporting, hooks
 from bindery_cli.client import ApiError, Client, ExportFailed
@@ -59,15 +59,22 @@ An error is one line on stderr, naming the problem and what to do. Exit status:
 LOCAL_TOOLS = "bindery_local.tools"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's, but a mistake is one line that says where the help is, not the usage and then the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(Exit.USAGE, f"{self.prog}: {message} (see {self.prog} -h)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--api", default=os.environ.get("BINDERY_API"), help="the API's URL (BINDERY_API)")
     common.add_argument(
         "--token", default=os.environ.get("BINDERY_TOKEN"), help="a bearer token (BINDERY_TOKEN)"
     )
     common.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="bindery",
         description="Bindery, from the command line: books, exports, batches, webhooks and events.",
         epilog=EPILOG,

@@ -34,7 +34,7 @@ EVENTS = [
 
 def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     hooks = commands.add_parser("webhooks", help="the endpoints Bindery posts your events to").add_subparsers(
-        dest="action", required=True
+        dest="action", required=True, metavar="ACTION"
     )
     add = hooks.add_parser("add", parents=[common], help="a new endpoint: shows its signing secret, once")
     add.add_argument("url")
