@@ -54,6 +54,7 @@ An error is one line on stderr, naming the problem and what to do. Exit status:
   3  unreachable: no answer from the API or a download link after the retries, or a wait timed out
   4  what --wait waited for ended without a file (failed, cancelled, expired), or a download did not
      match its SHA-256 (nothing kept)
+130  interrupted by Ctrl-C (but events --follow and listen, which Ctrl-C ends: 0)
 """
 # The local stack's tools live with the server (bindery_local), which a user of a deployment lacks.
 LOCAL_TOOLS = "bindery_local.tools"
@@ -108,7 +109,8 @@ def main(argv: list[str] | None = None, *, exports: Any = None) -> int:
     try:
         return _client_command(args)
     except KeyboardInterrupt:
-        return Exit.OK  # Ctrl-C: how `events --follow` and `listen` are stopped
+        # Ctrl-C: how `events --follow` and `listen` are stopped; anything else was cut short.
+        return Exit.OK if args.command in ("events", "listen") else Exit.INTERRUPTED
 
 
 def _client_command(args: argparse.Namespace) -> int:
