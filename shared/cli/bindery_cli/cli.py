@@ -148,6 +148,11 @@ def _client_command(args: argparse.Namespace) -> int:
         return fail(args, message, exc.code, Exit.API_ERROR)
     except ExportFailed as exc:
         return fail(args, str(exc), exc.code, Exit.NOT_READY)
+    except BrokenPipeError:
+        # The reader closed stdout (`| head -1`): it has what it wanted. Python's own advice: point stdout
+        # at devnull, so that the flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return Exit.OK
     except (OSError, TimeoutError) as exc:
         return fail(
             args, f"{type(exc).__name__}: {exc}: check --api and the network", "unreachable", Exit.UNREACHABLE

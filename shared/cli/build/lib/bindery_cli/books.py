@@ -37,7 +37,7 @@ PANDOC_NAMES = {pandoc: name for pandoc, (name, _) in manuscripts.KEYS.items()} 
 
 def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     books = commands.add_parser("books", help="create, show, edit, update and delete books, and their images")
-    actions = books.add_subparsers(dest="action", required=True)
+    actions = books.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = actions.add_parser(
         "create",
         parents=[common],
@@ -78,7 +78,9 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     actions.add_parser("delete", parents=[common], help="delete a book and every export of it").add_argument(
         "book"
     )
-    assets = actions.add_parser("assets", help="a book's images").add_subparsers(dest="assets", required=True)
+    assets = actions.add_parser("assets", help="a book's images").add_subparsers(
+        dest="assets", required=True, metavar="ACTION"
+    )
     assets.add_parser("list", parents=[common], help="the book's images").add_argument("book")
     add = assets.add_parser("add", parents=[common], help="upload an image as NAME (default: FILE's name)")
     add.add_argument("book")

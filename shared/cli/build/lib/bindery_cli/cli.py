@@ -34,7 +34,7 @@ import importlib
 import importlib.util
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from bindery_cli import books, exporting, hooks
 from bindery_cli.client import ApiError, Client, ExportFailed
@@ -54,20 +54,28 @@ An error is one line on stderr, naming the problem and what to do. Exit status:
   3  unreachable: no answer from the API or a download link after the retries, or a wait timed out
   4  what --wait waited for ended without a file (failed, cancelled, expired), or a download did not
      match its SHA-256 (nothing kept)
+130  interrupted by Ctrl-C (but events --follow and listen, which Ctrl-C ends: 0)
 """
 # The local stack's tools live with the server (bindery_local), which a user of a deployment lacks.
 LOCAL_TOOLS = "bindery_local.tools"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's, but a mistake is one line that says where the help is, not the usage and then the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(Exit.USAGE, f"{self.prog}: {message} (see {self.prog} -h)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--api", default=os.environ.get("BINDERY_API"), help="the API's URL (BINDERY_API)")
     common.add_argument(
         "--token", default=os.environ.get("BINDERY_TOKEN"), help="a bearer token (BINDERY_TOKEN)"
     )
     common.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="bindery",
         description="Bindery, from the command line: books, exports, batches, webhooks and events.",
         epilog=EPILOG,
@@ -101,7 +109,8 @@ def main(argv: list[str] | None = None, *, exports: Any = None) -> int:
     try:
         return _client_command(args)
     except KeyboardInterrupt:
-        return Exit.OK  # Ctrl-C: how `events --follow` and `listen` are stopped
+        # Ctrl-C: how `events --follow` and `listen` are stopped; anything else was cut short.
+        return Exit.OK if args.command in ("events", "listen") else Exit.INTERRUPTED
 
 
 def _client_command(args: argparse.Namespace) -> int:

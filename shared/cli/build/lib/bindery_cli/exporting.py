@@ -32,7 +32,7 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     )
 
     exports = commands.add_parser("exports", help="list, show and cancel exports").add_subparsers(
-        dest="action", required=True
+        dest="action", required=True, metavar="ACTION"
     )
     listing = exports.add_parser("list", parents=[common], help="a book's exports, newest first")
     listing.add_argument("book")
@@ -47,7 +47,7 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
         one.add_argument("export")
 
     batch = commands.add_parser("batch", help="many exports as one job").add_subparsers(
-        dest="action", required=True
+        dest="action", required=True, metavar="ACTION"
     )
     made = batch.add_parser("create", parents=[common], help="request a batch of BOOK:FORMAT targets")
     made.add_argument("targets", nargs="+", metavar="BOOK:FORMAT")

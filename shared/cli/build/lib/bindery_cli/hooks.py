@@ -34,7 +34,7 @@ EVENTS = [
 
 def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     hooks = commands.add_parser("webhooks", help="the endpoints Bindery posts your events to").add_subparsers(
-        dest="action", required=True
+        dest="action", required=True, metavar="ACTION"
     )
     add = hooks.add_parser("add", parents=[common], help="a new endpoint: shows its signing secret, once")
     add.add_argument("url")
@@ -198,8 +198,10 @@ def follow(
 def run_listen(client: Client, args: argparse.Namespace) -> int:
     secret = args.secret or "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
     try:
+        # The library decodes leniently (it drops what is not base64): check the form first.
+        base64.b64decode(secret.removeprefix("whsec_"), validate=True)
         signer = Webhook(secret)
-    except Exception:  # the library says only that it could not decode the key
+    except ValueError:
         return fail(args, "--secret: not a Standard Webhooks secret: give whsec_ and base64, or leave it out")
     after = args.after or client.events(None, 1)["head"]
     kinds = set(_kinds(args.event) or EVENTS)

@@ -18,6 +18,7 @@ class Exit(IntEnum):
     UNREACHABLE = 3  # no answer from the API or a download link, after the retries; or a wait timed out
     NOT_READY = 4  # what --wait waited for ended without a file (failed, cancelled, expired), or a
     # download did not match its SHA-256 (and was not kept)
+    INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT (events --follow and listen end 0: their stop)
 
 
 def out(args: argparse.Namespace, data: Any, text: str) -> int:
