@@ -154,3 +154,21 @@ def test_edit_update_assets_and_delete(stack: RunningStack, tmp_path: Path) -> N
     assert deleted.returncode == 0 and deleted.stdout.strip() == f"deleted {book['id']}"
     gone = _bindery(stack, "books", "show", book["id"], "--json")
     assert gone.returncode == 1 and json.loads(gone.stdout)["error"]["code"] == "not_found"
+
+
+def test_a_manuscript_over_five_megabytes_goes_up_as_an_upload_with_a_bar_of_its_bytes(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    chapter = "The keeper wrote the hour of each trimming, and the weather first. " * 1500  # ~100 KB
+    big = tmp_path / "big.md"
+    big.write_text(
+        "---\ntitle: A Long Log\n---\n" + "".join(f"# Day {n}\n\n{chapter}\n\n" for n in range(60))
+    )
+    assert big.stat().st_size > 5_000_000
+    run = _bindery(stack, "books", "create", str(big))
+    assert run.returncode == 0, run.stderr
+    assert "A Long Log  revision 2, 60 chapters" in run.stdout  # created empty, then the upload adopted
+    # The bar had the upload's whole size as its total, and reached it.
+    assert re.search(r"uploading the manuscript: 100%\|[^|]*\| ([\d.]+)M/\1M \[", run.stderr), run.stderr[
+        -500:
+    ]

@@ -109,7 +109,9 @@ def run(client: Client, args: argparse.Namespace) -> int:
         manuscript = manuscripts.read(args.file)
         _override(manuscript, args)
         _note_ignored(args, manuscript)
-        book = create(client, manuscript, on_image=_image_bar(args, manuscript.images))
+        book = create(
+            client, manuscript, on_image=_image_bar(args, manuscript.images), on_bytes=_bytes_bar(args)
+        )
         return out(args, book, _summary(book))
     if args.action == "show":
         book = client.get_book(args.book)
@@ -122,7 +124,8 @@ def run(client: Client, args: argparse.Namespace) -> int:
     if args.action == "update":
         manuscript = manuscripts.read(args.file)
         _note_ignored(args, manuscript)
-        book = update(client, args.book, manuscript, on_image=_image_bar(args, manuscript.images))
+        images = _image_bar(args, manuscript.images)
+        book = update(client, args.book, manuscript, on_image=images, on_bytes=_bytes_bar(args))
         return out(args, book, _summary(book))
     if args.action == "delete":
         client.delete_book(args.book)
@@ -145,14 +148,18 @@ def run(client: Client, args: argparse.Namespace) -> int:
 
 
 def create(
-    client: Client, manuscript: Manuscript, *, on_image: Callable[[Image], None] | None = None
+    client: Client,
+    manuscript: Manuscript,
+    *,
+    on_image: Callable[[Image], None] | None = None,
+    on_bytes: Callable[[int, int], None] | None = None,
 ) -> Book:
     """The book: created with its title and metadata (the cover apart), then each image uploaded and
     adopted under the name the text uses, then the cover set, with If-Match of the revision the last upload
     made (nobody else's change is overwritten)."""
     metadata = {k: v for k, v in manuscript.metadata.items() if k != "cover"}
     title = manuscript.title or manuscript.path.stem
-    book = client.create_book(title, manuscript.text, metadata or None)
+    book = client.create_book(title, manuscript.text, metadata or None, on_bytes=on_bytes)
     book = _upload(client, book, manuscript.images, on_image)
     if manuscript.cover is not None:
         cover = {"cover": manuscript.cover.name}
@@ -161,14 +168,20 @@ def create(
 
 
 def update(
-    client: Client, book_id: str, manuscript: Manuscript, *, on_image: Callable[[Image], None] | None = None
+    client: Client,
+    book_id: str,
+    manuscript: Manuscript,
+    *,
+    on_image: Callable[[Image], None] | None = None,
+    on_bytes: Callable[[int, int], None] | None = None,
 ) -> Book:
     """The new manuscript, sent with If-Match of the revision read (a change made since is refused, never
     overwritten); then each image that is new or changed in size; then the front matter's title and
     metadata as a merge patch (a key the front matter leaves out stays as it is)."""
     book = client.get_book(book_id)
     held = {a["name"]: a["size_bytes"] for a in book.get("assets", [])}
-    book = client.replace_manuscript(book_id, manuscript.text.encode("utf-8"), if_revision=book["revision"])
+    text = manuscript.text.encode("utf-8")
+    book = client.replace_manuscript(book_id, text, if_revision=book["revision"], on_bytes=on_bytes)
     fresh = [i for i in manuscript.images if held.get(i.name) != i.path.stat().st_size]
     book = _upload(client, book, fresh, on_image)
     if manuscript.title or manuscript.metadata:
@@ -255,6 +268,23 @@ def _image_bar(args: argparse.Namespace, images: list[Image]) -> Callable[[Image
             shown.close()
 
     return done
+
+
+def _bytes_bar(args: argparse.Namespace) -> Callable[[int, int], None]:
+    """A bar for a manuscript that goes up as an upload (over 5 MB), made at its first bytes, when the
+    total is known."""
+    shown: Any = None
+
+    def sent(done: int, total: int) -> None:
+        nonlocal shown
+        if shown is None:
+            shown = bar(args, unit="B", unit_scale=True, desc="uploading the manuscript", total=total)
+        if shown is not None:
+            shown.update(done - shown.n)
+            if done >= total:
+                shown.close()
+
+    return sent
 
 
 def _note_ignored(args: argparse.Namespace, manuscript: Manuscript) -> None:

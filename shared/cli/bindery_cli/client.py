@@ -17,6 +17,7 @@ API's error code and says what to do about it. The retries are urllib3's.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import mimetypes
 import time
@@ -195,15 +196,23 @@ class Client:
 
     # ---- books ------------------------------------------------------------------------------------
 
-    def create_book(self, title: str, manuscript: str, metadata: dict[str, Any] | None = None) -> Book:
-        """A new book. A manuscript over 5 MB is created empty, then uploaded and adopted."""
+    def create_book(
+        self,
+        title: str,
+        manuscript: str,
+        metadata: dict[str, Any] | None = None,
+        *,
+        on_bytes: Callable[[int, int], None] | None = None,
+    ) -> Book:
+        """A new book. A manuscript over 5 MB is created empty, then uploaded (on_bytes(sent, total) as it
+        goes) and adopted."""
         described = {"metadata": metadata} if metadata else {}
         if _fits_inline(manuscript):
             body = {"title": title, "manuscript": manuscript, **described}
             book: Book = self._call("POST", "/books", body, create=True)
             return book
         book = self._call("POST", "/books", {"title": title, "manuscript": "", **described}, create=True)
-        return self.replace_manuscript(book["id"], manuscript.encode("utf-8"))
+        return self.replace_manuscript(book["id"], manuscript.encode("utf-8"), on_bytes=on_bytes)
 
     def edit_book(
         self,
@@ -237,7 +246,16 @@ class Client:
     def delete_asset(self, book_id: str, name: str) -> None:
         self._call("DELETE", f"/books/{_id(book_id)}/assets/{urllib.parse.quote(name, safe='/')}")
 
-    def replace_manuscript(self, book_id: str, data: bytes, if_revision: int | None = None) -> Book:
+    def replace_manuscript(
+        self,
+        book_id: str,
+        data: bytes,
+        if_revision: int | None = None,
+        *,
+        on_bytes: Callable[[int, int], None] | None = None,
+    ) -> Book:
+        """The book's new manuscript: inline up to 5 MB, else uploaded to a presigned POST (on_bytes(sent,
+        total) as it goes) and adopted."""
         headers = {"If-Match": f'"{if_revision}"'} if if_revision is not None else {}
         path = f"/books/{_id(book_id)}/manuscript"
         if len(data) <= INLINE_LIMIT and _fits_inline(text := data.decode("utf-8")):
@@ -246,7 +264,14 @@ class Client:
         upload = self._call("POST", f"/books/{_id(book_id)}/uploads", None, create=True)
         # The same bytes to the same key: repeating the upload changes nothing. A form POST, the file last.
         form = {**upload["fields"], "file": ("manuscript.md", data, "text/markdown")}
-        sent = self._send("POST", upload["upload_url"], fields=form, repeatable=True)
+        encoded, content_type = urllib3.encode_multipart_formdata(form)
+        sent = self._send(
+            "POST",
+            upload["upload_url"],
+            body=_Counted(encoded, on_bytes),
+            headers={"Content-Type": content_type, "Content-Length": str(len(encoded))},
+            repeatable=True,
+        )
         if sent.status >= 300:
             raise ApiError(sent.status, f"http_{sent.status}", "the upload URL refused the manuscript")
         book = self._call("PUT", path, {"upload_id": upload["upload_id"]}, headers=headers)
@@ -491,6 +516,21 @@ class Client:
         if answer.status >= 400:
             raise _api_error(answer.status, answer.data)
         return json.loads(answer.data) if answer.data else None
+
+
+class _Counted(io.BytesIO):
+    """A body urllib3 sends block by block, telling `on_bytes` how far it has got. A retry rewinds it (urllib3
+    seeks back to where it began), and the count starts again with it."""
+
+    def __init__(self, data: bytes, on_bytes: Callable[[int, int], None] | None):
+        super().__init__(data)
+        self.total, self.on_bytes = len(data), on_bytes
+
+    def read(self, size: int | None = -1) -> bytes:
+        chunk = super().read(size)
+        if self.on_bytes is not None:
+            self.on_bytes(self.tell(), self.total)
+        return chunk
 
 
 def _id(value: str) -> str:
