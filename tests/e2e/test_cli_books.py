@@ -10,6 +10,7 @@ import urllib.parse
 import zipfile
 from pathlib import Path
 
+import pytest
 import urllib3
 
 from tests.e2e.stack import RunningStack
@@ -20,6 +21,7 @@ from tests.validators import ace, epubcheck, pdfimages
 HARBOUR = ROOT / "examples" / "harbour" / "manuscript.md"
 
 
+@pytest.mark.slow(45)
 def test_examples_harbour_is_one_command_and_every_format_passes_its_checks(
     stack: RunningStack, tmp_path: Path
 ) -> None:
@@ -81,6 +83,7 @@ def test_a_title_keeps_its_letters_in_the_file_name_and_the_content_disposition(
     )
 
 
+@pytest.mark.slow(15)
 def test_front_matter_mistakes_and_flags_exit_with_their_statuses(
     stack: RunningStack, tmp_path: Path
 ) -> None:
