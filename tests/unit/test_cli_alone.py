@@ -80,3 +80,10 @@ sys.exit(cli.main(sys.argv[1:]))
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1
     assert wrong.stderr.startswith("bindery export: argument --format/-f: invalid choice: 'docx'")
     assert wrong.stderr.endswith("(see bindery export -h)\n")
+
+
+def test_no_module_of_the_command_line_is_over_500_lines() -> None:
+    long = {
+        p.name: n for p in (CLI / "bindery_cli").glob("*.py") if (n := len(p.read_text().splitlines())) > 500
+    }
+    assert long == {}
