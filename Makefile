@@ -11,10 +11,11 @@ export SAM_CLI_TELEMETRY := 0
 
 .PHONY: run demo test unit integration e2e lint bench reliability soak build fonts clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml shared/cli/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e ./shared/cli  # after: its `bindery` script is the one left
 	touch $@
 
 # DynamoDB Local, for the race tests: moto's conditional writes are not atomic under threads.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import re
 import time
+import unicodedata
 from functools import lru_cache
 from typing import Any
 
@@ -69,8 +70,13 @@ RETRY_AFTER_PENDING = 2
 
 
 def download_name(title: str, extension: str) -> str:
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", title).strip("-.")[:80] or "book"
-    return f"{stem}.{extension}"
+    """The title as a file name: its letters, marks and digits in any script kept (NFC, so a "ü" is one
+    character), every run of anything else (spaces, punctuation, a path's slashes, control characters)
+    one "-"; at most 80 characters. The download's Content-Disposition carries it as RFC 6266's
+    `filename*`, beside an ASCII fallback (Objects.presign_download)."""
+    kept = "".join(c if unicodedata.category(c)[0] in "LMN" or c in "._-" else " " for c in title)
+    stem = re.sub(r"\s+", "-", unicodedata.normalize("NFC", kept).strip()).strip("-.")[:80].strip("-.")
+    return f"{stem or 'book'}.{extension}"
 
 
 class ExportRequests(Parts):

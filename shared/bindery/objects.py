@@ -13,6 +13,8 @@ import base64
 import contextlib
 import hashlib
 import io
+import unicodedata
+import urllib.parse
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -47,6 +49,22 @@ def upload_key(book_id: str, upload_id: str) -> str:
 
 def artifact_key(book_id: str, export_id: str, claim: str) -> str:
     return f"{ARTIFACT_PREFIX}{book_id}/{export_id}/{claim}"
+
+
+def attachment(filename: str) -> str:
+    """RFC 6266's Content-Disposition for a download saved as `filename`: an ASCII `filename` that every
+    client reads (the name's letters without their accents, "Küste" as "Kuste"; any other character "_"),
+    and, when that lost anything, the name itself as `filename*=UTF-8''<percent-encoded>` (RFC 8187),
+    which clients that know it prefer. Every byte of the header is ASCII, as an HTTP header must be."""
+    plain = unicodedata.normalize("NFKD", filename).encode("ascii", "ignore").decode("ascii")
+    fallback = "".join(c if c.isprintable() and c not in '"\\' else "_" for c in plain)
+    stem, dot, extension = fallback.rpartition(".")
+    if dot and not stem.strip("-._ "):  # nothing of the name survived (a title all CJK): a neutral stem
+        fallback = f"download.{extension}"
+    disposition = f'attachment; filename="{fallback}"'
+    if fallback != filename:
+        disposition += f"; filename*=UTF-8''{urllib.parse.quote(filename, safe='')}"
+    return disposition
 
 
 @translate_faults
@@ -246,13 +264,11 @@ class Objects:
 
     def presign_download(self, key: str, filename: str, content_type: str, expires_in: int) -> str:
         """A GET URL valid for `expires_in` seconds that downloads as `filename`. Never stored."""
-        quoted = filename.replace("\\", "_").replace('"', "_")
-        disposition = f'attachment; filename="{quoted}"'
         return self._presigned(
             "get_object",
             key,
             expires_in,
-            ResponseContentDisposition=disposition,
+            ResponseContentDisposition=attachment(filename),
             ResponseContentType=content_type,
         )
 

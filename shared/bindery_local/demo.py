@@ -1,7 +1,7 @@
 """`make demo`: the walk-through, against a running stack (`make run` in another terminal).
 
-It creates a book from each examples/*.md, and an illustrated one from each examples/*/manuscript.md (its
-metadata.json, and every image beside it uploaded as an asset under its own path, the cover among them),
+It creates a book from each examples/*.md, and an illustrated one from each examples/*/manuscript.md (as
+`bindery books create` does: its front matter's metadata, each image it names uploaded, the cover set),
 exports it in every format, polls with visible progress, downloads each file and prints its size and
 checks its SHA-256, and — when links are short (BINDERY_LINK_TTL_SECONDS) — waits for one to lapse and
 shows the poll say so and the bytes go.
@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from bindery.engine import FORMATS
+from bindery_cli import books, manuscripts
+from bindery_cli.client import ApiError, Client
 from bindery_local import tokens
-from bindery_local.client import ApiError, Client
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_FOR_EXPIRY_UP_TO = 120.0
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".webp"}
 
 
 def _call(method: str, url: str, token: str, body: Any = None) -> tuple[int, Any]:
@@ -125,21 +125,12 @@ def main() -> int:
 
 
 def _illustrated(api: str, token: str, title: str, manuscript: Path) -> dict[str, Any]:
-    """A book with its metadata and every image beside its manuscript, adopted as assets under their paths
-    (images/fog-days.png), then its cover set: what a publisher's upload tool does."""
-    folder = manuscript.parent
-    metadata = (
-        json.loads((folder / "metadata.json").read_text()) if (folder / "metadata.json").exists() else {}
-    )
-    cover = metadata.pop("cover", None)
-    title = metadata.pop("title", title)  # the book's, beside its metadata
-    client = Client(api, token)
-    book = client.create_book(title, manuscript.read_text(), metadata)
-    for image in sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES):
-        book = client.add_asset(book["id"], image.relative_to(folder).as_posix(), image.read_bytes())
-    if cover:
-        book = client.edit_book(book["id"], metadata={"cover": cover})
-    return dict(book)
+    """A book made as `bindery books create` makes it: its title and metadata from the front matter, each
+    image the text names uploaded from beside it as an asset under that name (images/fog-days.png), then
+    its cover set: what a publisher's upload tool does."""
+    read = manuscripts.read(manuscript)
+    read.title = read.title or title
+    return dict(books.create(Client(api, token), read))
 
 
 if __name__ == "__main__":

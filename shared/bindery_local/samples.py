@@ -8,7 +8,6 @@ pdf renderer and drawn by pdftoppm.
 from __future__ import annotations
 
 import io
-import json
 import subprocess
 import sys
 import tempfile
@@ -102,10 +101,11 @@ def build_harbour(path: Path) -> None:
     """examples/harbour as a PDF: its metadata, cover and images, as a build would read them."""
     from bindery.images import Asset, examine
     from bindery.metadata import Metadata, merged
+    from bindery_cli import manuscripts
 
-    fields = json.loads((HARBOUR / "metadata.json").read_text())
-    title = fields.pop("title")
-    metadata = merged(Metadata(), fields)
+    read = manuscripts.read(HARBOUR / "manuscript.md")  # its front matter, as `bindery books create` reads it
+    title = read.title or HARBOUR.name
+    metadata = merged(Metadata(), read.metadata)
     assets = []
     for n, file in enumerate(sorted((HARBOUR / "images").iterdir())):
         data = file.read_bytes()
@@ -114,7 +114,7 @@ def build_harbour(path: Path) -> None:
         assets.append(
             Asset(name, f"{n:020d}", picture.content_type, picture.width, picture.height, len(data))
         )
-    sections = cut_text((HARBOUR / "manuscript.md").read_text())
+    sections = cut_text(read.text)
     source = Source(
         "0123456789abcdef0123", title, 1, tuple(s.title for s, _ in sections), 1.8e9,
         metadata=metadata, assets=tuple(assets), options={"page_size": "a5", "toc_depth": 1},

@@ -20,14 +20,20 @@ MANUSCRIPT = "".join(
 )
 
 
-def _bindery(stack: RunningStack, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+# The installed entry point (bindery-cli's console script), as a user runs it.
+BINDERY = str(Path(sys.executable).parent / "bindery")
+
+
+def _bindery(
+    stack: RunningStack, *args: str, token: str | None = None, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "BINDERY_API": stack.api, "BINDERY_TOKEN": token or stack.token}
     return subprocess.run(
-        [sys.executable, "-m", "bindery_local.cli", *args],
+        [BINDERY, *args],
         env=env,
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=cwd,
         timeout=120,
     )
 
@@ -112,7 +118,7 @@ def test_a_cut_off_download_resumes_with_a_range_request_and_is_checked(
     whole file is checked against the SHA-256 the poll shows."""
     import urllib3
 
-    from bindery_local.client import ApiError, Client
+    from bindery_cli.client import ApiError, Client
 
     client = Client(stack.api, stack.token)
     book = client.create_book("Long", MANUSCRIPT * 40)

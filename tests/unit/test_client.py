@@ -1,4 +1,4 @@
-"""bindery_local.client over real HTTP to a scripted server on 127.0.0.1: retries, keys, errors."""
+"""bindery_cli.client over real HTTP to a scripted server on 127.0.0.1: retries, keys, errors."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bindery_local.client import ApiError, Client
+from bindery_cli.client import ApiError, Client
 
 RESET, STALL = -1, -2
 

@@ -124,7 +124,7 @@ def test_every_answer_says_no_store_those_with_a_url_included(stack: Stack) -> N
 def test_the_client_sends_utf8_json_not_ascii_escapes_and_follows_chapter_pages(
     server: tuple[str, Script],  # noqa: F811
 ) -> None:
-    from bindery_local.client import Client
+    from bindery_cli.client import Client
 
     api, script = server
     page = {"id": "b1", "chapters": [{"ordinal": 1}], "chapters_total": 2}

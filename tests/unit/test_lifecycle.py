@@ -75,7 +75,31 @@ def test_the_download_name_comes_from_the_title_and_the_formats_extension(stack:
     book, export_id = _ready(stack)
     url = stack.poll(book, export_id).body["download_url"]
     disposition = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)["response-content-disposition"][0]
-    assert disposition == 'attachment; filename="n-code-Title.md"'
+    # RFC 6266: an ASCII fallback every client reads, and the title's own letters as RFC 8187's filename*.
+    assert disposition == (
+        "attachment; filename=\"Unicode-Title.md\"; filename*=UTF-8''%C3%9Cn%C3%AFcode-Title.md"
+    )
+    assert stack.poll(book, export_id).body["download_name"] == "Ünïcode-Title.md"
+
+
+def test_a_download_name_keeps_the_letters_of_every_script_and_drops_what_a_path_would_read() -> None:
+    from bindery.exports import download_name
+    from bindery.objects import attachment
+
+    assert download_name("Die Karte der Küste", "pdf") == "Die-Karte-der-Küste.pdf"
+    assert download_name("東京の灯台", "epub") == "東京の灯台.epub"
+    assert download_name("हिन्दी किताब", "pdf") == "हिन्दी-किताब.pdf"  # its vowel signs (marks) kept
+    assert download_name("../etc/passwd", "md") == "etc-passwd.md"
+    assert download_name(' "quoted"\\ ', "html") == "quoted.html"
+    assert download_name("...", "pdf") == "book.pdf"
+    assert attachment("Die-Karte-der-Küste.pdf") == (
+        "attachment; filename=\"Die-Karte-der-Kuste.pdf\"; filename*=UTF-8''Die-Karte-der-K%C3%BCste.pdf"
+    )
+    # Nothing of the name in ASCII: a neutral fallback, the name itself in filename*.
+    assert attachment("東京の灯台.epub").startswith(
+        "attachment; filename=\"download.epub\"; filename*=UTF-8''%E6"
+    )
+    assert attachment("Scripts.html") == 'attachment; filename="Scripts.html"'
 
 
 def test_a_poll_of_a_pending_export_says_when_to_ask_again(stack: Stack) -> None:

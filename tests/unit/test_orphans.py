@@ -8,7 +8,7 @@ import json
 
 from bindery.exports import Exports
 from bindery.objects import artifact_key
-from bindery_local import cli
+from bindery_cli import cli
 from tests.unit.conftest import Stack
 
 

@@ -149,7 +149,12 @@ SCHEMAS: dict[str, Any] = {
             "built_revision": {"type": ["integer", "null"]},
             "book_revision": {"type": "integer"},
             "download_url": {"type": ["string", "null"]},
-            "download_name": {"type": "string", "description": "the file name the download is saved as"},
+            "download_name": {
+                "type": "string",
+                "description": "the file name the download is saved as: the title, its letters and digits "
+                "in any script kept, anything else a '-'; the download's Content-Disposition carries it as "
+                "RFC 6266 filename*=UTF-8''..., beside an ASCII filename",
+            },
             "download_expires_at": TIME,
             "progress": {
                 "type": "object",

@@ -1,6 +1,6 @@
-"""A small typed client for any Bindery API, on the standard library alone.
+"""A small typed client for any Bindery API, on urllib3.
 
-    from bindery_local.client import Client
+    from bindery_cli.client import Client
     bindery = Client("http://127.0.0.1:3000", token)
     book = bindery.create_book("Lighthouse", Path("lighthouse.md").read_text())
     export = bindery.export(book["id"], "epub")
@@ -11,12 +11,13 @@ Every create carries an Idempotency-Key, so a retry can never make a second expo
 retried after the server's Retry-After. A connection that fails or an answer that never comes is retried
 too, for every request that is safe to repeat (reads, deletes, and creates with their key); not for a
 manuscript replacement, which might have gone through. Any other refusal raises `ApiError`, which names the
-API's error code and says what to do about it. The retries are urllib3's (botocore brings urllib3).
+API's error code and says what to do about it. The retries are urllib3's.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import mimetypes
 import time
@@ -24,11 +25,16 @@ import urllib.parse
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import urllib3
 from urllib3.exceptions import HTTPError as TransportError
 from urllib3.util.retry import Retry
+
+from bindery_cli.answers import ADVICE, ApiError, Book, Export, ExportFailed, ExportPage
+
+# Re-exported: a caller imports what the client raises and returns from the client.
+__all__ = ["ADVICE", "ApiError", "Book", "Client", "Export", "ExportFailed", "ExportPage"]
 
 # The API takes a body of this many encoded bytes (bindery.api.INLINE_BODY_LIMIT), with room here for the
 # title and the JSON around the manuscript; a manuscript whose JSON is larger goes up as an upload.
@@ -42,89 +48,7 @@ def _fits_inline(manuscript: str) -> bool:
 RETRIED = frozenset({429, 503})
 SAFE_TO_REPEAT = frozenset({"GET", "HEAD", "DELETE"})  # and a create that carries its Idempotency-Key
 TERMINAL = frozenset({"ready", "failed", "cancelled", "expired"})
-
-# What a caller can do about each error code the API answers with.
-ADVICE = {
-    "unauthorized": "check the token (BINDERY_TOKEN or --token): missing, expired, or not for this API",
-    "not_found": "check the ids: no such book or export is yours",
-    "too_many_live_exports": "wait for one of your pending exports to finish, or cancel one",
-    "manuscript_too_large": "the most a manuscript may be is 500 MB",
-    "unknown_format": "use one of: markdown, html, epub, pdf",
-    "revision_mismatch": "the book changed since you read it: fetch it again and retry",
-    "idempotency_key_reused": "this Idempotency-Key was used for another request: use a fresh key",
-    "concurrent_replacement": "the book kept changing under this request: try again",
-    "idempotent_book_deleted": "that key's book was deleted: retry with a new Idempotency-Key",
-    "upload_not_found": "nothing arrived at the upload URL: upload the file, then adopt it",
-    "unavailable": "the service is busy: try again in a moment",
-    "empty_book": "the book has no chapters: replace its manuscript with one that has text",
-    "too_large_for_format": "the book is too large for this format: export it as epub or html",
-    "render_failed": "the engine could not build this book: try another format, or report it",
-    "worker_lost": "the build stopped before it finished: request the export again",
-    "queue_timeout": "the export waited too long for a worker: request it again",
-    "too_many_live_batches": "wait for one of your batches to end, or cancel one",
-    "too_many_targets": "split the batch: `bindery me` shows how many targets your class allows",
-    "service_at_capacity": "the service is at its cap of exports in progress: try again in a minute",
-    "storage_budget_exceeded": "cancel ready exports you have downloaded, or wait for links to lapse",
-}
 BATCH_ENDED = frozenset({"done", "partial", "failed", "cancelled"})
-
-
-class Book(TypedDict):
-    id: str
-    title: str
-    revision: int
-    manuscript_bytes: int
-    created_at: str
-    updated_at: str
-    chapters: list[dict[str, Any]]
-    chapters_total: int
-    chapters_next: int | None
-
-
-class Export(TypedDict, total=False):
-    id: str
-    book_id: str
-    format: str
-    state: str
-    attempt: int
-    requested_at: str
-    progress: dict[str, int]
-    failure_code: str
-    download_url: str
-    expires_at: str
-    size_bytes: int
-    complete: bool
-    skipped_chapters: list[dict[str, Any]]
-    built_revision: int
-    book_revision: int
-
-
-class ExportPage(TypedDict, total=False):
-    exports: list[Export]
-    next_cursor: str
-
-
-class ApiError(Exception):
-    """A refusal from the API: its HTTP status, its error code, its message, and what to do."""
-
-    def __init__(self, status: int, code: str, message: str):
-        self.status, self.code, self.message = status, code, message
-        self.advice = ADVICE.get(code, "")
-        super().__init__(f"{code}: {message}" + (f" ({self.advice})" if self.advice else ""))
-
-
-class ExportFailed(Exception):
-    """The export ended without a file: failed (with its failure_code), cancelled or expired."""
-
-    def __init__(self, export: Export):
-        self.export = export
-        code = export.get("failure_code") or export.get("state", "ended")
-        self.code = code
-        self.advice = ADVICE.get(code, "")
-        super().__init__(
-            f"export {export.get('id')} {export.get('state')}: {code}"
-            + (f" ({self.advice})" if self.advice else "")
-        )
 
 
 class _Retry(Retry):
@@ -189,15 +113,23 @@ class Client:
 
     # ---- books ------------------------------------------------------------------------------------
 
-    def create_book(self, title: str, manuscript: str, metadata: dict[str, Any] | None = None) -> Book:
-        """A new book. A manuscript over 5 MB is created empty, then uploaded and adopted."""
+    def create_book(
+        self,
+        title: str,
+        manuscript: str,
+        metadata: dict[str, Any] | None = None,
+        *,
+        on_bytes: Callable[[int, int], None] | None = None,
+    ) -> Book:
+        """A new book. A manuscript over 5 MB is created empty, then uploaded (on_bytes(sent, total) as it
+        goes) and adopted."""
         described = {"metadata": metadata} if metadata else {}
         if _fits_inline(manuscript):
             body = {"title": title, "manuscript": manuscript, **described}
             book: Book = self._call("POST", "/books", body, create=True)
             return book
         book = self._call("POST", "/books", {"title": title, "manuscript": "", **described}, create=True)
-        return self.replace_manuscript(book["id"], manuscript.encode("utf-8"))
+        return self.replace_manuscript(book["id"], manuscript.encode("utf-8"), on_bytes=on_bytes)
 
     def edit_book(
         self,
@@ -228,7 +160,19 @@ class Client:
         book: Book = self._call("PUT", path, {"upload_id": ticket["upload_id"]})
         return book
 
-    def replace_manuscript(self, book_id: str, data: bytes, if_revision: int | None = None) -> Book:
+    def delete_asset(self, book_id: str, name: str) -> None:
+        self._call("DELETE", f"/books/{_id(book_id)}/assets/{urllib.parse.quote(name, safe='/')}")
+
+    def replace_manuscript(
+        self,
+        book_id: str,
+        data: bytes,
+        if_revision: int | None = None,
+        *,
+        on_bytes: Callable[[int, int], None] | None = None,
+    ) -> Book:
+        """The book's new manuscript: inline up to 5 MB, else uploaded to a presigned POST (on_bytes(sent,
+        total) as it goes) and adopted."""
         headers = {"If-Match": f'"{if_revision}"'} if if_revision is not None else {}
         path = f"/books/{_id(book_id)}/manuscript"
         if len(data) <= INLINE_LIMIT and _fits_inline(text := data.decode("utf-8")):
@@ -237,16 +181,24 @@ class Client:
         upload = self._call("POST", f"/books/{_id(book_id)}/uploads", None, create=True)
         # The same bytes to the same key: repeating the upload changes nothing. A form POST, the file last.
         form = {**upload["fields"], "file": ("manuscript.md", data, "text/markdown")}
-        sent = self._send("POST", upload["upload_url"], fields=form, repeatable=True)
+        encoded, content_type = urllib3.encode_multipart_formdata(form)
+        sent = self._send(
+            "POST",
+            upload["upload_url"],
+            body=_Counted(encoded, on_bytes),
+            headers={"Content-Type": content_type, "Content-Length": str(len(encoded))},
+            repeatable=True,
+        )
         if sent.status >= 300:
             raise ApiError(sent.status, f"http_{sent.status}", "the upload URL refused the manuscript")
         book = self._call("PUT", path, {"upload_id": upload["upload_id"]}, headers=headers)
         return book
 
-    def get_book(self, book_id: str) -> Book:
-        """The book with all its chapters: the API pages them (a thousand an answer), this follows."""
+    def get_book(self, book_id: str, *, every_chapter: bool = True) -> Book:
+        """The book with all its chapters: the API pages them (a thousand an answer), this follows. With
+        every_chapter=False, only the first page (`chapters_total` counts them all)."""
         book: Book = self._call("GET", f"/books/{_id(book_id)}")
-        while book.get("chapters_next") is not None:
+        while every_chapter and book.get("chapters_next") is not None:
             page = self._call("GET", f"/books/{_id(book_id)}?chapters_after={book['chapters_next']}")
             book["chapters"] += page["chapters"]
             book["chapters_next"] = page["chapters_next"]
@@ -381,6 +333,54 @@ class Client:
     def cancel_batch(self, batch_id: str) -> None:
         self._call("DELETE", f"/batches/{_id(batch_id)}")
 
+    # ---- webhooks and the events feed -------------------------------------------------------------
+
+    def create_webhook(self, url: str, events: list[str], description: str | None = None) -> dict[str, Any]:
+        """A new endpoint. Its answer holds the signing `secret`, the only time the API shows it."""
+        body: dict[str, Any] = {"url": url, "events": events}
+        if description is not None:
+            body["description"] = description
+        made: dict[str, Any] = self._call("POST", "/webhooks", body, create=True)
+        return made
+
+    def list_webhooks(self, cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        page: dict[str, Any] = self._call("GET", "/webhooks" + _query(cursor=cursor, limit=limit))
+        return page
+
+    def get_webhook(self, endpoint_id: str) -> dict[str, Any]:
+        endpoint: dict[str, Any] = self._call("GET", f"/webhooks/{_id(endpoint_id)}")
+        return endpoint
+
+    def edit_webhook(self, endpoint_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """Any of url, events, description, and `enabled: true` to enable a disabled endpoint again."""
+        endpoint: dict[str, Any] = self._call("PATCH", f"/webhooks/{_id(endpoint_id)}", changes)
+        return endpoint
+
+    def delete_webhook(self, endpoint_id: str) -> None:
+        self._call("DELETE", f"/webhooks/{_id(endpoint_id)}")
+
+    def rotate_secret(self, endpoint_id: str) -> dict[str, Any]:
+        """A new secret, shown once; the old one signs beside it for 24 h."""
+        endpoint: dict[str, Any] = self._call("POST", f"/webhooks/{_id(endpoint_id)}/rotate-secret")
+        return endpoint
+
+    def list_deliveries(
+        self, endpoint_id: str, state: str | None = None, cursor: str | None = None, limit: int | None = None
+    ) -> dict[str, Any]:
+        path = f"/webhooks/{_id(endpoint_id)}/deliveries" + _query(state=state, cursor=cursor, limit=limit)
+        page: dict[str, Any] = self._call("GET", path)
+        return page
+
+    def redeliver(self, endpoint_id: str, delivery_id: str) -> dict[str, Any]:
+        path = f"/webhooks/{_id(endpoint_id)}/deliveries/{_id(delivery_id)}/redeliver"
+        delivery: dict[str, Any] = self._call("POST", path)
+        return delivery
+
+    def events(self, after: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        """A page of the feed after a cursor: `events`, `next_cursor` (pass it as `after`) and `head`."""
+        page: dict[str, Any] = self._call("GET", "/events" + _query(after=after, limit=limit))
+        return page
+
     def me(self) -> dict[str, Any]:
         me: dict[str, Any] = self._call("GET", "/me")
         return me
@@ -435,8 +435,28 @@ class Client:
         return json.loads(answer.data) if answer.data else None
 
 
+class _Counted(io.BytesIO):
+    """A body urllib3 sends block by block, telling `on_bytes` how far it has got. A retry rewinds it (urllib3
+    seeks back to where it began), and the count starts again with it."""
+
+    def __init__(self, data: bytes, on_bytes: Callable[[int, int], None] | None):
+        super().__init__(data)
+        self.total, self.on_bytes = len(data), on_bytes
+
+    def read(self, size: int | None = -1) -> bytes:
+        chunk = super().read(size)
+        if self.on_bytes is not None:
+            self.on_bytes(self.tell(), self.total)
+        return chunk
+
+
 def _id(value: str) -> str:
     return urllib.parse.quote(value, safe="")
+
+
+def _query(**given: Any) -> str:
+    query = urllib.parse.urlencode({k: v for k, v in given.items() if v is not None})
+    return f"?{query}" if query else ""
 
 
 def _api_error(status: int, raw: bytes) -> ApiError:

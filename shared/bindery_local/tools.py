@@ -1,0 +1,61 @@
+"""The local stack's own commands, which `bindery` offers when this package (the server's) is installed
+beside bindery-cli, as in the repository's .venv:
+
+bindery token USER [--class CLASS]    a bearer token the local stack accepts (CLASS: standard, fleet or
+                                      restricted, the token's bindery_class claim)
+bindery invoke FUNCTION EVENT.json    one handler, in-process, with a sample event (what
+                                      `sam local invoke -e` does, without Docker)
+bindery audits [--limit N]            the GC's last audit rows, newest first
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def add_parsers(commands: Any) -> None:
+    token = commands.add_parser("token", help="print a bearer token for USER, signed for the local stack")
+    token.add_argument("user")
+    token.add_argument("--class", dest="caller_class", choices=["standard", "fleet", "restricted"])
+    token.add_argument("--ttl", type=int, default=86_400, help="seconds the token is valid (default 86400)")
+    invoke = commands.add_parser("invoke", help="run one handler in-process with an event file")
+    invoke.add_argument("function", help="a folder under functions/, e.g. poll, build_worker, webhook_sender")
+    invoke.add_argument("event", help="an event file, e.g. events/poll_get_export.json")
+    invoke.add_argument("--env-vars", help="a SAM env.json; its Parameters are set before the handler loads")
+    audits = commands.add_parser("audits", help="print the last GC runs' audit rows, newest first")
+    audits.add_argument("--limit", type=int, default=20)
+
+
+def run(args: argparse.Namespace, *, exports: Any = None) -> int:
+    if args.command == "token":
+        from bindery_local import tokens
+
+        print(tokens.mint(args.user, args.ttl, caller_class=args.caller_class))
+        return 0
+    if args.command == "invoke":
+        return _invoke(args.function, args.event, args.env_vars)
+    from bindery.exports import default_exports
+
+    for row in (exports or default_exports()).store.audits(args.limit):
+        print(json.dumps(row, sort_keys=True))
+    return 0
+
+
+def _invoke(function: str, event_path: str, env_path: str | None) -> int:
+    from bindery_local.context import LambdaContext
+
+    if env_path:
+        env = json.loads(Path(env_path).read_text())
+        for scope in ("Parameters", function):
+            os.environ.update({k: str(v) for k, v in env.get(scope, {}).items()})
+    event = json.loads(Path(event_path).read_text())
+    module = importlib.import_module(f"functions.{function}.app")
+
+    context = LambdaContext(function, timeout_ms=30_000)
+    print(json.dumps(module.handler(event, context), indent=2, ensure_ascii=False))
+    return 0

@@ -1,0 +1,178 @@
+"""`bindery`, the command line for any Bindery API.
+
+bindery books create FILE.md [--title T] [--author A] ...
+                                  a new book: its title and metadata from the file's front matter (pandoc's
+                                  keys), each image it names uploaded from beside it, the cover set
+bindery books show | delete BOOK  the book (metadata, images, chapters); delete it and its exports
+bindery books edit BOOK --set KEY=VALUE [--unset KEY]
+                                  a merge patch of the title and metadata, with If-Match of the revision read
+bindery books update BOOK FILE.md a new manuscript, its new images, its front matter's metadata
+bindery books assets list BOOK | add BOOK FILE [--name N] | rm BOOK NAME
+bindery export BOOK -f FORMAT [--wait] [--out PATH]
+                                  request an export; --wait shows its progress, then downloads it under
+                                  the name the API gives (its title, letters kept)
+bindery exports list BOOK | show BOOK EXPORT | cancel BOOK EXPORT
+bindery batch create BOOK:FORMAT ... [--wait] | list | show BATCH | cancel BATCH
+bindery webhooks add URL --event KIND | list | show ID | edit ID | rm ID | rotate ID
+bindery webhooks deliveries ID | redeliver ID DELIVERY
+bindery events [--after CURSOR] [--follow]
+                                  the events feed; --follow keeps following its head
+bindery listen --forward-to URL [--secret whsec_...]
+                                  follow the feed and POST each event to URL, signed as webhooks are
+bindery me                        your class, what you hold, and every cap
+
+With the server package installed too (the repository's .venv), the local stack's tools:
+bindery token USER [--class C]    a bearer token the local stack accepts
+bindery invoke FUNCTION EVENT     one handler, in-process, with a sample event
+bindery audits [--limit N]        the GC's last audit rows
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+from typing import Any, NoReturn
+
+from bindery_cli import books, exporting, hooks
+from bindery_cli.client import ApiError, Client, ExportFailed
+from bindery_cli.manuscripts import FileError
+from bindery_cli.output import Exit, fail, out
+
+EPILOG = """\
+The API is --api or BINDERY_API, the token --token or BINDERY_TOKEN: any deployment, or `make run`'s.
+--json prints what the API answered (a stream, as with events --follow and listen, one JSON object a
+line); an error is then {"error": {"code", "message"}} on stdout.
+
+An error is one line on stderr, naming the problem and what to do. Exit status:
+  0  done
+  1  the API refused the request (the line names its error code)
+  2  usage: a wrong command, argument or input file (a front matter's mistake names file:line: field);
+     nothing was sent
+  3  unreachable: no answer from the API or a download link after the retries, or a wait timed out
+  4  what --wait waited for ended without a file (failed, cancelled, expired), or a download did not
+     match its SHA-256 (nothing kept)
+130  interrupted by Ctrl-C (but events --follow and listen, which Ctrl-C ends: 0)
+"""
+# The local stack's tools live with the server (bindery_local), which a user of a deployment lacks.
+LOCAL_TOOLS = "bindery_local.tools"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's, but a mistake is one line that says where the help is, not the usage and then the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(Exit.USAGE, f"{self.prog}: {message} (see {self.prog} -h)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument("--api", default=os.environ.get("BINDERY_API"), help="the API's URL (BINDERY_API)")
+    common.add_argument(
+        "--token", default=os.environ.get("BINDERY_TOKEN"), help="a bearer token (BINDERY_TOKEN)"
+    )
+    common.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+    parser = _Parser(
+        prog="bindery",
+        description="Bindery, from the command line: books, exports, batches, webhooks and events.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    books.add_parsers(commands, common)
+    exporting.add_parsers(commands, common)
+    hooks.add_parsers(commands, common)
+    commands.add_parser("me", parents=[common], help="your class, what you hold now, and every cap")
+    if importlib.util.find_spec("bindery_local") is not None:
+        importlib.import_module(LOCAL_TOOLS).add_parsers(commands)
+    else:
+        for name in ("token", "invoke", "audits"):
+            commands.add_parser(name, help="(the local stack's: needs the server package)", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None, *, exports: Any = None) -> int:
+    args, extra = _parser().parse_known_args(argv)
+    if args.command in ("token", "invoke", "audits"):
+        if importlib.util.find_spec("bindery_local") is None:
+            message = f"`bindery {args.command}` is the local stack's: run it from the repository's .venv"
+            return fail(args, message + " (make run), where the server package is installed")
+        if extra:
+            return fail(args, f"unrecognized arguments: {' '.join(extra)}: see bindery {args.command} -h")
+        code: int = importlib.import_module(LOCAL_TOOLS).run(args, exports=exports)
+        return code
+    if extra:
+        return fail(args, f"unrecognized arguments: {' '.join(extra)}: see bindery {args.command} -h")
+    try:
+        return _client_command(args)
+    except KeyboardInterrupt:
+        # Ctrl-C: how `events --follow` and `listen` are stopped; anything else was cut short.
+        return Exit.OK if args.command in ("events", "listen") else Exit.INTERRUPTED
+
+
+def _client_command(args: argparse.Namespace) -> int:
+    if not args.api or not args.token:
+        missing = " and ".join(
+            n
+            for n, v in (("--api (BINDERY_API)", args.api), ("--token (BINDERY_TOKEN)", args.token))
+            if not v
+        )
+        return fail(args, f"missing {missing}: give them, or export them (`make run` prints both)")
+    client = Client(args.api, args.token)
+    try:
+        if args.command == "books":
+            return books.run(client, args)
+        if args.command == "export":
+            return exporting.run_export(client, args)
+        if args.command == "exports":
+            return exporting.run_exports(client, args)
+        if args.command == "batch":
+            return exporting.run_batch(client, args)
+        if args.command == "webhooks":
+            return hooks.run_webhooks(client, args)
+        if args.command == "events":
+            return hooks.run_events(client, args)
+        if args.command == "listen":
+            return hooks.run_listen(client, args)
+        me = client.me()
+        return out(args, me, _me(me))
+    except FileError as exc:
+        return fail(args, str(exc), "invalid_file")
+    except ApiError as exc:
+        message = f"{exc.code}: {exc.message}" + (f" ({exc.advice})" if exc.advice else "")
+        if exc.code == "checksum_mismatch":
+            return fail(args, message, exc.code, Exit.NOT_READY)
+        return fail(args, message, exc.code, Exit.API_ERROR)
+    except ExportFailed as exc:
+        return fail(args, str(exc), exc.code, Exit.NOT_READY)
+    except BrokenPipeError:
+        # The reader closed stdout (`| head -1`): it has what it wanted. Python's own advice: point stdout
+        # at devnull, so that the flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return Exit.OK
+    except (OSError, TimeoutError) as exc:
+        return fail(
+            args, f"{type(exc).__name__}: {exc}: check --api and the network", "unreachable", Exit.UNREACHABLE
+        )
+
+
+def _me(me: Any) -> str:
+    limits, live, storage = me["limits"], me["live"], me["storage"]
+    return "\n".join(
+        [
+            f"{me['caller']}  class {me['class']}",
+            f"live exports   {live['exports']} of {limits['live_exports']}",
+            f"live batches   {live['batches']} of {limits['live_batches']}, "
+            f"at most {limits['batch_targets']} targets each",
+            f"storage        {storage['usage_bytes']:,} of {storage['budget_bytes']:,} bytes",
+            f"pdf            manuscripts up to {limits['pdf_manuscript_bytes']:,} bytes",
+            f"service        {limits['live_exports_total']:,} live exports across every caller",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""`bindery export`, `bindery exports ...` and `bindery batch ...`: request files, watch them being built
+(bars with totals: chapters, targets, bytes), and download them under the name the API gives."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from bindery_cli.client import Client, Export
+from bindery_cli.output import bar, fail, out
+
+FORMATS = ["markdown", "html", "epub", "pdf"]
+
+
+def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
+    export = commands.add_parser("export", parents=[common], help="request an export of a book")
+    export.add_argument("book")
+    export.add_argument("--format", "-f", required=True, choices=FORMATS)
+    export.add_argument("--wait", "-w", action="store_true", help="show progress until ready, then download")
+    export.add_argument(
+        "--out", "-o", type=Path, help="where --wait writes the file (default: its download_name, the title)"
+    )
+    export.add_argument("--idempotency-key", help="retry a request from elsewhere safely (default: fresh)")
+    export.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a format option: page_size=a4 (pdf), toc_depth=2 (html, epub, pdf)",
+    )
+
+    exports = commands.add_parser("exports", help="list, show and cancel exports").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    listing = exports.add_parser("list", parents=[common], help="a book's exports, newest first")
+    listing.add_argument("book")
+    listing.add_argument("--limit", type=int)
+    listing.add_argument("--cursor")
+    for name, text in (
+        ("show", "one export"),
+        ("cancel", "cancel a pending export, or end a ready one's link"),
+    ):
+        one = exports.add_parser(name, parents=[common], help=text)
+        one.add_argument("book")
+        one.add_argument("export")
+
+    batch = commands.add_parser("batch", help="many exports as one job").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    made = batch.add_parser("create", parents=[common], help="request a batch of BOOK:FORMAT targets")
+    made.add_argument("targets", nargs="+", metavar="BOOK:FORMAT")
+    made.add_argument("--wait", "-w", action="store_true", help="one bar per target, then download the zip")
+    made.add_argument("--out", "-o", type=Path, help="where --wait writes the zip (default: batch-BATCH.zip)")
+    made.add_argument("--idempotency-key", help="retry a request from elsewhere safely (default: fresh)")
+    listed = batch.add_parser("list", parents=[common], help="your batches, newest first")
+    listed.add_argument("--limit", type=int)
+    listed.add_argument("--cursor")
+    for name, text in (("show", "one batch and its targets"), ("cancel", "cancel a batch")):
+        batch.add_parser(name, parents=[common], help=text).add_argument("batch")
+
+
+def run_exports(client: Client, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        page = client.list_exports(args.book, args.cursor, args.limit)
+        lines = [_line(e) for e in page.get("exports", [])]
+        if page.get("next_cursor"):
+            lines.append(f"more: --cursor {page['next_cursor']}")
+        return out(args, page, "\n".join(lines) or "no exports")
+    if args.action == "show":
+        export = client.get_export(args.book, args.export)
+        return out(args, export, _line(export))
+    client.cancel_export(args.book, args.export)
+    return out(args, {"cancelled": args.export}, f"cancelled {args.export}")
+
+
+def run_export(client: Client, args: argparse.Namespace) -> int:
+    options: dict[str, Any] = {}
+    for option in args.option:
+        name, sep, value = option.partition("=")
+        if not sep or not name:
+            return fail(args, f"--option {option}: expected NAME=VALUE, e.g. --option page_size=a4")
+        options[name] = int(value) if value.isdigit() else value
+    export = client.export(args.book, args.format, args.idempotency_key, options or None)
+    if not args.wait:
+        return out(args, export, _line(export))
+    started = time.monotonic()
+    # The total from the start: the book's chapter count now, until the build's own count arrives.
+    chapters = client.get_book(args.book, every_chapter=False).get("chapters_total")
+    building = bar(args, unit="chapter", desc=f"building {args.format}", total=chapters)
+
+    def progress(seen: Export) -> None:
+        done = seen.get("progress") or {}
+        if building is not None and done:
+            building.total = done.get("chapters_total", building.total)
+            building.n = done.get("chapters_done", 0)
+            building.refresh()
+
+    ready = client.wait(args.book, export["id"], on_progress=progress)
+    if building is not None:
+        building.n = building.total or 0  # ready: every chapter is done
+        building.close()
+    extension = {"markdown": "md"}.get(args.format, args.format)
+    # The API's name for the file (the title, its letters kept): only its last part, never a path.
+    named = Path(ready.get("download_name") or f"{args.book}.{extension}").name
+    target = args.out or Path(named)
+    size = _download(
+        client, args, ready["download_url"], target, ready.get("size_bytes"), ready.get("sha256")
+    )
+    took = time.monotonic() - started
+    summary = f"{target}  {size:,} bytes  {args.format}, revision {ready.get('built_revision')}, {took:.1f} s"
+    if ready.get("sha256"):
+        summary += f"\nsha256 {ready['sha256']}: checked, the file is the one the worker built"
+    if ready.get("complete") is False:
+        skipped = ", ".join(f"{c['ordinal']}. {c['title']}" for c in ready.get("skipped_chapters", []))
+        summary += f"\nincomplete: skipped {skipped}" if skipped else "\nincomplete"
+        missing = ", ".join(f"{m['name']} (chapter {m['chapter']})" for m in ready.get("missing_images", []))
+        if missing:
+            summary += f"; missing images: {missing}"
+    return out(args, {**ready, "file": str(target)}, summary)
+
+
+def run_batch(client: Client, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        page = client.list_batches(args.cursor, args.limit)
+        lines = [_batch_line(b) for b in page["batches"]] or ["no batches"]
+        if page.get("next_cursor"):
+            lines.append(f"more: --cursor {page['next_cursor']}")
+        return out(args, page, "\n".join(lines))
+    if args.action == "show":
+        batch = client.get_batch(args.batch)
+        return out(args, batch, "\n".join([_batch_line(batch), *(_target_line(t) for t in batch["targets"])]))
+    if args.action == "cancel":
+        client.cancel_batch(args.batch)
+        return out(args, {"cancelled": args.batch}, f"cancelled {args.batch}")
+    targets = []
+    for target in args.targets:
+        book, _, fmt = target.partition(":")
+        if not book or not fmt:
+            return fail(args, f"a target is BOOK:FORMAT, got {target!r}: e.g. {book or 'BOOK'}:epub")
+        targets.append({"book_id": book, "format": fmt})
+    batch = client.create_batch(targets, args.idempotency_key)
+    if not args.wait:
+        return out(args, batch, "\n".join([_batch_line(batch), *(_target_line(t) for t in batch["targets"])]))
+    started = time.monotonic()
+    chapters: dict[str, int | None] = {}
+    for t in batch["targets"]:
+        if t["book_id"] not in chapters:
+            chapters[t["book_id"]] = client.get_book(t["book_id"], every_chapter=False).get("chapters_total")
+    overall = bar(args, position=0, unit="target", desc="batch", total=batch["targets_total"])
+    bars = [
+        bar(
+            args,
+            position=n,
+            unit="chapter",
+            desc=f"{t['book_id'][:8]}:{t['format']}",
+            total=chapters[t["book_id"]],
+        )
+        for n, t in enumerate(batch["targets"], start=1)
+    ]
+
+    def progress(seen: dict[str, Any]) -> None:
+        if overall is not None:
+            overall.n = seen["targets_done"]
+            overall.refresh()
+        for shown, target in zip(bars, seen["targets"], strict=True):
+            if shown is None:
+                continue
+            if target["state"] == "pending":
+                export = client.get_export(target["book_id"], target["export_id"])
+                done = export.get("progress") or {}
+                shown.total = done.get("chapters_total", shown.total)
+                shown.n = done.get("chapters_done", 0)
+            else:
+                shown.total = shown.total or 1
+                shown.n = shown.total
+            shown.set_postfix_str(target["failure_code"] or target["state"], refresh=True)
+
+    ended = client.wait_batch(batch["id"], on_progress=progress)
+    for shown in [overall, *bars]:
+        if shown is not None:
+            shown.close()
+    summary = _batch_line(ended)
+    bundle = ended.get("bundle")
+    if bundle is None or not bundle.get("download_url"):
+        note = "no bundle: no target is ready" if bundle is None else f"bundle {bundle['state']}"
+        return out(args, ended, f"{summary}\n{note}")
+    target_path = args.out or Path(f"batch-{ended['id']}.zip")  # the name its Content-Disposition gives
+    size = _download(
+        client, args, bundle["download_url"], target_path, bundle.get("size_bytes"), bundle.get("sha256")
+    )
+    took = time.monotonic() - started
+    summary += (
+        f"\n{target_path}  {size:,} bytes, {ended['ended']['ready']} files and manifest.json, {took:.1f} s"
+    )
+    summary += f"\nsha256 {bundle['sha256']}: checked"
+    return out(args, {**ended, "file": str(target_path)}, summary)
+
+
+def _download(
+    client: Client, args: argparse.Namespace, url: str, target: Path, size: int | None, sha256: str | None
+) -> int:
+    down = bar(args, unit="B", unit_scale=True, desc=f"downloading {target.name}", total=size)
+
+    def bytes_done(done: int, total: int | None) -> None:
+        if down is not None:
+            down.total = total or down.total
+            down.update(done - down.n)
+
+    try:
+        return client.download(url, target, on_bytes=bytes_done, sha256=sha256)
+    finally:
+        if down is not None:
+            down.close()
+
+
+def _batch_line(batch: Any) -> str:
+    ended = batch["ended"]
+    return (
+        f"{batch['id']}  {batch['status']}  {batch['targets_done']}/{batch['targets_total']} ended: "
+        f"{ended['ready']} ready, {ended['failed']} failed, {ended['cancelled']} cancelled"
+    )
+
+
+def _target_line(target: Any) -> str:
+    parts = [f"  {target['export_id']}", f"{target['book_id']}:{target['format']}", target["state"]]
+    if target.get("failure_code"):
+        parts.append(target["failure_code"])
+    return "  ".join(parts)
+
+
+def _line(export: Any) -> str:
+    parts = [export["id"], export["format"], export["state"]]
+    if export.get("progress"):
+        parts.append(f"{export['progress']['chapters_done']}/{export['progress']['chapters_total']} chapters")
+    if export.get("failure_code"):
+        parts.append(export["failure_code"])
+    if export.get("download_url"):
+        parts.append(f"until {export.get('expires_at')}  {export['download_url']}")
+    return "  ".join(parts)

@@ -1,0 +1,225 @@
+"""A manuscript file as `bindery books create` reads it: its YAML front matter, read with pandoc's keys,
+and the images its text names, found beside it.
+
+    ---
+    title: The Harbour Light
+    author: M. Keeper                 # or a list of names
+    lang: en-GB
+    cover-image: images/cover.jpg
+    ---
+    # The Light on the Breakwater
+    ...
+
+A front matter is pandoc's YAML metadata block: the file's first line is `---`, the next is not blank, and
+a later line `---` or `...` closes it. The text after it is the manuscript. Every mistake is a `FileError`
+that names the file, the line and the field (`book.md:3: author: expected a string or a list of strings`),
+found before anything is sent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+# pandoc's key: (Bindery's metadata field, what it holds). title and cover-image are read apart.
+KEYS = {
+    "author": ("authors", "names"),
+    "lang": ("language", "text"),
+    "identifier": ("identifier", "text"),
+    "publisher": ("publisher", "text"),
+    "description": ("description", "text"),
+    "subject": ("subjects", "names"),
+    "date": ("published", "date"),
+    "rights": ("rights", "text"),
+}
+IMAGE_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# ![alt](target "title"): the alt may run over lines and hold escaped brackets; the target may be <...>.
+_IMAGE = re.compile(r"!\[(?:[^\]\\]|\\.)*\]\(\s*(<[^>\n]*>|[^\s)]+)", re.DOTALL)
+_REFERENCE_IMAGE = re.compile(r"!\[((?:[^\]\\]|\\.)*)\]\[([^\]]*)\]", re.DOTALL)
+_DEFINITION = re.compile(r"^ {0,3}\[([^\]]+)\]:\s*(<[^>\n]*>|\S+)", re.MULTILINE)
+_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
+
+
+class FileError(Exception):
+    """A mistake in a manuscript file, found before anything was sent: `path:line: field: problem`."""
+
+    def __init__(self, path: Path, line: int, where: str, problem: str):
+        # Line 0: not the file's own mistake but a flag's (--cover), named as such.
+        super().__init__(f"{path}:{line}: {where}: {problem}" if line else f"{where}: {problem}")
+
+
+@dataclass
+class Image:
+    name: str  # as the manuscript names it, and the asset's name: images/map.png
+    path: Path  # the file beside the manuscript
+    line: int
+
+    @property
+    def content_type(self) -> str:
+        return IMAGE_TYPES[Path(self.name).suffix.lower()]
+
+
+@dataclass
+class Manuscript:
+    path: Path
+    text: str  # what follows the front matter
+    title: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    cover: Image | None = None
+    images: list[Image] = field(default_factory=list)  # each once, the cover among them, in text order
+    ignored: list[str] = field(default_factory=list)  # front matter keys Bindery does not read
+
+
+def read(path: Path) -> Manuscript:
+    """The file's front matter and text, and every local image the text names, each checked to exist."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileError(path, 1, "file", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise FileError(
+            path, 0, str(path), f"cannot read it ({exc.strerror}): name a markdown file"
+        ) from None
+    header, text, first = _split(path, raw)
+    manuscript = Manuscript(path, text)
+    if header is not None:
+        _read_front_matter(manuscript, header)
+    found: dict[str, Image] = {}
+    for name, line in _image_names(text):
+        found.setdefault(name, image(path, name, line + first, "image"))
+    if manuscript.cover is not None:
+        found.setdefault(manuscript.cover.name, manuscript.cover)
+    manuscript.images = list(found.values())
+    return manuscript
+
+
+def _split(path: Path, raw: str) -> tuple[str | None, str, int]:
+    """(the front matter's YAML or None, the text after it, the file line the text starts on, minus 1)."""
+    lines = raw.splitlines(keepends=True)
+    if not lines or lines[0].rstrip() != "---" or len(lines) < 2 or not lines[1].strip():
+        return None, raw, 0
+    for n, line in enumerate(lines[1:], start=1):
+        if line.rstrip() in ("---", "..."):
+            return "".join(lines[1:n]), "".join(lines[n + 1 :]), n + 1
+    raise FileError(path, 1, "front matter", "no closing `---` line: close it, or start the file otherwise")
+
+
+def _read_front_matter(manuscript: Manuscript, header: str) -> None:
+    path = manuscript.path
+    loader = yaml.SafeLoader(header)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return
+        if not isinstance(node, yaml.MappingNode):
+            raise FileError(path, node.start_mark.line + 2, "front matter", "expected `key: value` lines")
+        for key_node, value_node in node.value:
+            line = value_node.start_mark.line + 2  # the file's line: the block opens on line 1
+            key = str(key_node.value)
+            value = loader.construct_object(value_node, deep=True)
+            if key == "title":
+                manuscript.title = _text(path, line, key, value)
+            elif key == "cover-image":
+                manuscript.cover = image(path, _text(path, line, key, value), line, key)
+                manuscript.metadata["cover"] = manuscript.cover.name
+            elif key in KEYS:
+                name, kind = KEYS[key]
+                manuscript.metadata[name] = _value(path, line, key, kind, value)
+            else:
+                manuscript.ignored.append(key)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 2 if mark is not None else 2
+        raise FileError(path, line, "front matter", f"not YAML: {exc.problem or exc.context}") from None
+    finally:
+        loader.dispose()
+
+
+def _value(path: Path, line: int, key: str, kind: str, value: Any) -> Any:
+    if kind == "names":
+        if isinstance(value, str) and value.strip():
+            return [value.strip()]
+        if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
+            return [v.strip() for v in value]
+        raise FileError(path, line, key, "expected a string or a list of strings")
+    if kind == "date":
+        if isinstance(value, dt.datetime):
+            value = value.date()
+        if isinstance(value, dt.date):
+            return value.isoformat()
+        if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
+            return value.strip()
+        raise FileError(path, line, key, "expected a date as YYYY-MM-DD, e.g. 2026-06-28")
+    return _text(path, line, key, value)
+
+
+def _text(path: Path, line: int, key: str, value: Any) -> str:
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value).strip():
+        return str(value).strip()
+    raise FileError(path, line, key, "expected a string")
+
+
+def image(path: Path, name: str, line: int, where: str) -> Image:
+    """The file an image name means, beside the manuscript; refused when it is not there or not one of
+    the types Bindery takes, or when the name leaves the manuscript's folder."""
+    pure = PurePosixPath(name)
+    if pure.is_absolute() or ".." in pure.parts:
+        raise FileError(path, line, where, f"{name}: name an image beside the manuscript, by a relative path")
+    if pure.suffix.lower() not in IMAGE_TYPES:
+        raise FileError(path, line, where, f"{name}: not a PNG, JPEG, GIF or WebP (by its name)")
+    file = path.parent / pure
+    if not file.is_file():
+        raise FileError(path, line, where, f"{name}: no such file beside the manuscript ({file})")
+    return Image(name, file, line)
+
+
+def _image_names(text: str) -> list[tuple[str, int]]:
+    """Each local image the text names, with its line in the text (1-based): inline `![alt](target)` and
+    reference `![alt][label]` images, outside code blocks and code spans. A URL (`https:`, `data:`) is not
+    local: an export fetches nothing, so it stays a link."""
+    prose = _without_code(text)
+    found: list[tuple[str, int]] = []
+    definitions = {m.group(1).strip().lower(): m.group(2) for m in _DEFINITION.finditer(prose)}
+    for match in _IMAGE.finditer(prose):
+        found.append((match.group(1), match.start(1)))
+    for match in _REFERENCE_IMAGE.finditer(prose):
+        label = (match.group(2) or match.group(1)).strip().lower()
+        if label in definitions:
+            found.append((definitions[label], match.start()))
+    names = []
+    for target, at in sorted(found, key=lambda f: f[1]):
+        name = target[1:-1] if target.startswith("<") else target
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", name) or name.startswith("#"):
+            continue
+        names.append((name, prose.count("\n", 0, at) + 1))
+    return names
+
+
+def _without_code(text: str) -> str:
+    """The text with fenced code blocks and code spans blanked (their newlines kept, so lines still count)."""
+    kept, fence = [], ""
+    for line in text.splitlines(keepends=True):
+        opened = _FENCE.match(line)
+        if fence:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
+                fence = ""
+            kept.append("\n" if line.endswith("\n") else "")
+        elif opened:
+            fence = opened.group(1)
+            kept.append("\n" if line.endswith("\n") else "")
+        else:
+            kept.append(line)
+    return _CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), "".join(kept))
