@@ -1,4 +1,4 @@
-"""The eleven promises, checked against what is in the table and the bucket once the system is quiescent.
+"""The twelve promises, checked against what is in the table and the bucket once the system is quiescent.
 
 1. Every accepted export has a row, and has ended (ready, failed, cancelled or expired), a failed one
    with its code.
@@ -21,6 +21,7 @@
 10. A caller's usage equals the bytes of its published files still stored.
 11. No cap is over: each shard of the global cap counts exactly its pending exports, within its cap; no
     caller holds more live exports than its class allows.
+12. Each book is on its owner's shelf (GET /books) exactly once, and the shelf names no book that is gone.
 """
 
 from __future__ import annotations
@@ -41,13 +42,13 @@ from bindery.storage.hookmodels import DELIVERY_STATES
 # What the checks read of each item: one projected Scan, so that checking after every step stays cheap.
 _PROJECTION = (
     "pk, sk, export_id, #state, failure_code, #path, paths, #queue, counted_against, live_ids, cut,"
-    " key_digest, requested_at, revision, assets, batch_id, #format"
+    " key_digest, requested_at, revision, assets, batch_id, #format, #owner"
 )
-_NAMES = {"#state": "state", "#path": "path", "#queue": "queue", "#format": "format"}
+_NAMES = {"#state": "state", "#path": "path", "#queue": "queue", "#format": "format", "#owner": "owner"}
 
 
 _FIELDS = frozenset(f.strip().lstrip("#") for f in _PROJECTION.split(","))
-_KEPT_PREFIXES, _KEPT_SK = ("EXPORT#", "RETIRE#", "BATCH#"), ("LIVE", "BOOK", "PURGE")
+_KEPT_PREFIXES, _KEPT_SK = ("EXPORT#", "RETIRE#", "BATCH#", "SHELF#"), ("LIVE", "BOOK", "PURGE")
 
 
 def _in_process_moto(client: Any) -> bool:
@@ -85,11 +86,12 @@ def items_of(store: Any) -> list[dict[str, Any]]:
         # it returns, and chapters, keys and audit rows are most of a table.
         "FilterExpression": (
             "begins_with(sk, :export) OR sk IN (:live, :book, :purge) OR begins_with(sk, :retire)"
-            " OR begins_with(sk, :batch)"
+            " OR begins_with(sk, :batch) OR begins_with(sk, :shelf)"
         ),
         "ExpressionAttributeValues": {
             ":export": {"S": "EXPORT#"},
             ":batch": {"S": "BATCH#"},
+            ":shelf": {"S": "SHELF#"},
             ":live": {"S": "LIVE"},
             ":book": {"S": "BOOK"},
             ":purge": {"S": "PURGE"},
@@ -227,6 +229,16 @@ def violations(
     # 5. polls read only
     for op in poll_writes or []:
         found.append(f"5: a poll made a write: {op}")
+
+    # 12. the shelf is the books: each (owner, book) once, and nothing else
+    owned = sorted((i["pk"].removeprefix("BOOK#"), i.get("owner")) for i in items if i["sk"] == "BOOK")
+    shelved = sorted(
+        (i["sk"].rsplit("#", 1)[1], i["pk"].removeprefix("CALLER#"))
+        for i in items
+        if i["sk"].startswith("SHELF#")
+    )
+    if owned != shelved:
+        found.append(f"12: the books {owned} are not the shelves' {shelved}")
     return found + webhook_violations(store) + limit_violations(store, settled=after_gc)
 
 

@@ -367,6 +367,13 @@ def get_me() -> Response:
     return _json(200, _exports(reads).me(caller, _class(reads)))
 
 
+@reads.get("/books")
+def list_books() -> Response:
+    caller = _caller(reads)
+    params = reads.current_event.query_string_parameters or {}
+    return _json(200, _exports(reads).books.list_books(caller, params.get("limit"), params.get("cursor")))
+
+
 @reads.get("/books/<book_id>")
 def get_book(book_id: str) -> Response:
     caller = _caller(reads)

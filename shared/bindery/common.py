@@ -136,12 +136,12 @@ def encode_cursor(export_id: str) -> str:
     return base64.urlsafe_b64encode(json.dumps({"after": export_id}).encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> str:
+def decode_cursor(cursor: str, valid: Callable[[str], bool] = valid_id) -> str:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         after = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))["after"]
     except (ValueError, KeyError, TypeError, UnicodeError, binascii.Error):
         after = None
-    if not isinstance(after, str) or not valid_id(after):
+    if not isinstance(after, str) or not valid(after):
         raise errors.BadRequest("cursor is not one this API issued", code="invalid_cursor")
     return after

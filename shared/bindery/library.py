@@ -8,6 +8,7 @@ retired a lease later, once no build can still be reading it.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import replace
@@ -15,7 +16,17 @@ from typing import Any, Literal
 
 from bindery import errors
 from bindery.assets import BookAssets
-from bindery.common import idempotency_for, iso, key_reused, new_cut, not_found, valid_id
+from bindery.common import (
+    decode_cursor,
+    encode_cursor,
+    idempotency_for,
+    iso,
+    key_reused,
+    new_cut,
+    not_found,
+    page_size,
+    valid_id,
+)
 from bindery.manuscript import Normalised, cut, normalise
 from bindery.metadata import Metadata, merged, package_identifier
 from bindery.objects import assets_prefix, cut_key, upload_key
@@ -33,6 +44,12 @@ MAX_CHAPTERS = 5_000
 MAX_UPLOAD_BYTES = 500 * 1024 * 1024
 UPLOAD_URL_SECONDS = 600
 DELETE_BATCH = 1_000  # S3's DeleteObjects takes at most this many keys
+# A cursor of GET /books names a place on the shelf (`storage.table.shelf_position`): milliseconds, an id.
+_SHELF_POSITION = re.compile(r"[0-9]{13}#[0-9a-f]{20}")
+
+
+def _on_shelf(position: str) -> bool:
+    return _SHELF_POSITION.fullmatch(position) is not None
 
 
 class Library(BookAssets):
@@ -79,6 +96,16 @@ class Library(BookAssets):
                 raise key_reused()
         logger.info("book created", extra={"book_id": book_id, "chapters": len(chapters)})
         return book, chapters, True
+
+    def list_books(self, caller: str, limit: Any, cursor: str | None) -> dict[str, Any]:
+        """The caller's books, newest first, a page at a time: each as :func:`book_summary` shows it."""
+        size = page_size(limit)
+        start_after = decode_cursor(cursor, _on_shelf) if cursor is not None else None
+        page, next_after = self.store.list_books(caller, limit=size, start_after=start_after)
+        return {
+            "books": [book_summary(book) for book in page],
+            "next_cursor": encode_cursor(next_after) if next_after else None,
+        }
 
     def get_book(self, caller: str, book_id: str) -> tuple[Book, list[Chapter]]:
         book = self._owned(caller, book_id)
@@ -320,6 +347,22 @@ def _unknown_cover(name: str) -> errors.Unprocessable:
         code="unknown_cover",
         field="metadata.cover",
     )
+
+
+def book_summary(book: Book) -> dict[str, Any]:
+    """A book as a list shows it: what GET /books/{id} says of it but its chapters and assets, counted."""
+    return {
+        "id": book.id,
+        "title": book.title,
+        "revision": book.revision,
+        "identifier": package_identifier(book.id, book.metadata),
+        "metadata": book.metadata.view(),
+        "manuscript_bytes": book.manuscript_bytes,
+        "chapters_total": book.chapter_count,
+        "assets_total": len(book.assets),
+        "created_at": iso(book.created_at),
+        "updated_at": iso(book.updated_at),
+    }
 
 
 def book_view(book: Book, chapters: list[Chapter], after: int, page_size: int) -> dict[str, Any]:

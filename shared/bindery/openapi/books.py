@@ -168,6 +168,43 @@ SCHEMAS: dict[str, Any] = {
             "warnings_total": {"type": "integer"},
         },
     },
+    "BookSummary": {
+        "type": "object",
+        "required": [
+            "id",
+            "title",
+            "revision",
+            "identifier",
+            "metadata",
+            "manuscript_bytes",
+            "chapters_total",
+            "assets_total",
+            "created_at",
+            "updated_at",
+        ],
+        "additionalProperties": False,
+        "description": "a book as GET /books/{bookId} shows it, without its chapters; its assets counted",
+        "properties": {
+            "id": ID,
+            "title": {"type": "string"},
+            "revision": {"type": "integer", "minimum": 1},
+            "identifier": {"type": "string"},
+            "metadata": {"$ref": "#/components/schemas/Metadata"},
+            "manuscript_bytes": {"type": "integer"},
+            "chapters_total": {"type": "integer"},
+            "assets_total": {"type": "integer"},
+            "created_at": TIME,
+            "updated_at": TIME,
+        },
+    },
+    "BookPage": {
+        "type": "object",
+        "required": ["books", "next_cursor"],
+        "properties": {
+            "books": {"type": "array", "items": {"$ref": "#/components/schemas/BookSummary"}},
+            "next_cursor": {"type": ["string", "null"]},
+        },
+    },
     "ExportPage": {
         "type": "object",
         "required": ["exports", "next_cursor"],
@@ -275,6 +312,8 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         "createBook", "Create a book from a Markdown manuscript (to 5 MB)", [IDEMPOTENCY_KEY],
         {201: ("revision 1", "Book"), 200: ("a replayed Idempotency-Key: the book it made", "Book")},
         (400, 409, 413, 422, 503), body="CreateBook"),
+    "GET /books": operation(
+        "listBooks", "Your books, newest first", PAGE, {200: ("one page", "BookPage")}, (400, 503)),
     "GET /books/{bookId}": operation(
         "getBook", "A book and its chapters, a page at a time", [BOOK_ID, CHAPTERS_AFTER],
         {200: ("the book", "Book")}, (400, 404, 503)),

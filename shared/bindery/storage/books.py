@@ -20,13 +20,18 @@ from bindery.storage.conditions import (
 from bindery.storage.idempotency import KeyRows, key_seen
 from bindery.storage.table import (
     PURGE_SK,
+    SHELF_PREFIX,
     BookItem,
     ChapterItem,
+    Item,
     MarkersDue,
     book_pk,
+    caller_pk,
     chapter_prefix,
     retire_asset_sk,
     retire_sk,
+    shelf_position,
+    shelf_sk,
     to_book,
 )
 from bindery.storage.types import Book, Chapter, KeyReused, Marker, Replayed
@@ -67,6 +72,9 @@ class BookRows(KeyRows):
         tx.delete("marker", self.m.marker(book_pk(book.id), retire_sk(book.cut)))
         # attribute_not_exists: ids are random, but a retried create must never overwrite a book.
         tx.put("book", self._book_item(book), BookItem.pk.does_not_exist(), old=True)
+        # The book's place on its owner's shelf (GET /books), in the same write: a listed book exists, and
+        # a book that exists is listed. It is a new key whenever the book is, so it needs no guard of its own.
+        tx.put("shelf", self._shelf_item(book))
         if idempotency is not None:
             self.take_key(tx, idempotency, {"book_id": book.id}, now)
         refused = tx.commit(self._connection())
@@ -80,6 +88,9 @@ class BookRows(KeyRows):
         if seen is None:
             raise StorageError(f"book {book.id} exists already (an id collision)")
         return seen
+
+    def _shelf_item(self, book: Book) -> Item:
+        return self.m.item(caller_pk(book.owner), shelf_sk(shelf_position(book.created_at, book.id)))
 
     def _book_item(self, book: Book) -> BookItem:
         return self.m.book(
@@ -224,6 +235,7 @@ class BookRows(KeyRows):
         tx.delete(
             "book", self.m.book(pk, "BOOK"), (BookItem.owner == book.owner) & (BookItem.cut == book.cut)
         )
+        tx.delete("shelf", self._shelf_item(book))
         tx.put("retire", self.m.marker(pk, retire_sk(book.cut), queue=Queue.RETIRE.value, due_at=now))
         tx.put("purge", self.m.marker(pk, PURGE_SK, queue=Queue.PURGE.value, due_at=now))
         return tx.commit(self._connection()) is None
@@ -239,6 +251,34 @@ class BookRows(KeyRows):
         book = self.read_book(book_id)
         # A stranger's book answers exactly as a missing one does (API1, BOLA).
         return book if book is not None and book.owner == owner else None
+
+    def list_books(self, owner: str, *, limit: int, start_after: str | None) -> tuple[list[Book], str | None]:
+        """One page of the owner's books, newest first, and the shelf position to start after for the next
+        page (None at the end). The shelf is read first, then its books in one BatchGetItem: a book deleted
+        between the two reads is left out rather than shown half-gone."""
+        start = {"pk": {"S": caller_pk(owner)}, "sk": {"S": shelf_sk(start_after)}} if start_after else None
+        shelf = self.m.item.query(
+            caller_pk(owner),
+            Item.sk.startswith(SHELF_PREFIX),
+            scan_index_forward=False,
+            consistent_read=True,
+            limit=limit,
+            last_evaluated_key=start,
+            page_size=limit,
+        )
+        ids = [entry.sk.rsplit("#", 1)[1] for entry in shelf]
+        found = {
+            book.id: book
+            for book in map(
+                to_book, self.m.book.batch_get([(book_pk(i), "BOOK") for i in ids], consistent_read=True)
+            )
+            # Ownership is the book row's, never the shelf's alone.
+            if book.owner == owner
+        }
+        next_after = None
+        if shelf.last_evaluated_key is not None:
+            next_after = shelf.last_evaluated_key["sk"]["S"].removeprefix(SHELF_PREFIX)
+        return [found[i] for i in ids if i in found], next_after
 
     def read_chapters(self, book_id: str, cut: str) -> list[Chapter]:
         prefix = chapter_prefix(cut)

@@ -10,6 +10,7 @@ Key layout (pk / sk):
     IDEM#<digest>  IDEM                       a caller's Idempotency-Key and the answer it was given
     CALLER#<sub>   LIVE                       that caller's pending single exports, live batches and usage
     CALLER#<sub>   BATCH#<batch>              a batch: its targets, and how many have ended and how
+    CALLER#<sub>   SHELF#<created ms>#<book>  one of that caller's books, for GET /books (newest first)
     CAP#live       SHARD#<k>                  one of the 16 counters the global cap of live exports is cut in
     GC#orphans     CURSOR                     how far the orphan reconciliation has read
     GC#audit       <time>#<id>                one GC run and what it did
@@ -253,6 +254,19 @@ def caller_pk(caller: str) -> str:
 
 def batch_sk(batch_id: str) -> str:
     return f"BATCH#{batch_id}"
+
+
+SHELF_PREFIX = "SHELF#"
+
+
+def shelf_sk(position: str) -> str:
+    return f"{SHELF_PREFIX}{position}"
+
+
+def shelf_position(created_at: float, book_id: str) -> str:
+    """Where a book stands on its owner's shelf: its creation in milliseconds, zero-padded so that the keys
+    sort by time, then its id (random, so two books made in one millisecond both have a place)."""
+    return f"{round(created_at * 1000):013d}#{book_id}"
 
 
 def shard_sk(shard: int) -> str:
