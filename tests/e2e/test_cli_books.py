@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import urllib3
 
-from tests.e2e.stack import RunningStack
+from tests.e2e.stack import RunningStack, token
 from tests.e2e.test_cli import _bindery, _json
 from tests.servers import ROOT
 from tests.validators import ace, epubcheck, pdfimages
@@ -157,6 +157,36 @@ def test_edit_update_assets_and_delete(stack: RunningStack, tmp_path: Path) -> N
     assert deleted.returncode == 0 and deleted.stdout.strip() == f"deleted {book['id']}"
     gone = _bindery(stack, "books", "show", book["id"], "--json")
     assert gone.returncode == 1 and json.loads(gone.stdout)["error"]["code"] == "not_found"
+
+
+@pytest.mark.slow(15)
+def test_books_list_pages_newest_first_and_forgets_a_deleted_book(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    reader = token("cli-lister")  # a caller of its own: the module's other tests make books too
+    made = []
+    for n in range(3):
+        source = tmp_path / f"b{n}.md"
+        source.write_text(f"---\ntitle: Book {n}\n---\n# One\n\ntext\n")
+        made.append(_json(_bindery(stack, "books", "create", str(source), "--json", token=reader))["id"])
+
+    first = _json(_bindery(stack, "books", "list", "--limit", "2", "--json", token=reader))
+    rest = _json(_bindery(stack, "books", "list", "--cursor", first["next_cursor"], "--json", token=reader))
+    assert [b["id"] for b in first["books"] + rest["books"]] == made[::-1]
+    assert rest["next_cursor"] is None
+    plain = _bindery(stack, "books", "list", "--limit", "2", token=reader)
+    assert plain.returncode == 0
+    assert plain.stdout.splitlines() == [
+        f"{made[2]}  Book 2  revision 1, 1 chapters",
+        f"{made[1]}  Book 1  revision 1, 1 chapters",
+        f"more: --cursor {first['next_cursor']}",
+    ]
+
+    assert _bindery(stack, "books", "delete", made[1], token=reader).returncode == 0
+    left = _json(_bindery(stack, "books", "list", "--json", token=reader))
+    assert [b["id"] for b in left["books"]] == [made[2], made[0]]
+    bad = _bindery(stack, "books", "list", "--cursor", "nonsense", token=reader)
+    assert bad.returncode == 1 and "invalid_cursor" in bad.stderr
 
 
 def test_a_manuscript_over_five_megabytes_goes_up_as_an_upload_with_a_bar_of_its_bytes(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.invariants import violations
-from tests.unit.test_openapi import _conforms
 from tests.unit.conftest import Stack
 from tests.unit.test_lost_answers import answer_lost
+from tests.unit.test_openapi import _conforms
 
 
 def _ids(stack: Stack, caller: str = "user-alice", **query: str) -> tuple[list[str], str | None]:

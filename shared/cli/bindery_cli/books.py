@@ -49,6 +49,9 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     create.add_argument("file", type=Path)
     _metadata_flags(create)
+    listed = actions.add_parser("list", parents=[common], help="your books, newest first")
+    listed.add_argument("--limit", type=int)
+    listed.add_argument("--cursor")
     show = actions.add_parser("show", parents=[common], help="a book, its metadata, images and chapters")
     show.add_argument("book")
     edit = actions.add_parser(
@@ -113,6 +116,12 @@ def run(client: Client, args: argparse.Namespace) -> int:
             client, manuscript, on_image=_image_bar(args, manuscript.images), on_bytes=_bytes_bar(args)
         )
         return out(args, book, _summary(book))
+    if args.action == "list":
+        page = client.list_books(args.cursor, args.limit)
+        lines = [_summary(b) for b in page["books"]]
+        if page.get("next_cursor"):
+            lines.append(f"more: --cursor {page['next_cursor']}")
+        return out(args, page, "\n".join(lines) or "no books")
     if args.action == "show":
         book = client.get_book(args.book)
         lines = [_summary(book)]
@@ -297,9 +306,11 @@ def _note_ignored(args: argparse.Namespace, manuscript: Manuscript) -> None:
 
 def _summary(book: Any) -> str:
     parts = [book["id"], book["title"], f"revision {book['revision']}"]
-    parts.append(f"{book.get('chapters_total', len(book['chapters']))} chapters")
-    if book.get("assets"):
-        parts.append(f"{len(book['assets'])} images")
+    chapters = book["chapters_total"] if "chapters_total" in book else len(book["chapters"])
+    parts.append(f"{chapters} chapters")
+    images = book["assets_total"] if "assets_total" in book else len(book.get("assets", []))
+    if images:
+        parts.append(f"{images} images")
     cover = (book.get("metadata") or {}).get("cover")
     if cover:
         parts.append(f"cover {cover}")

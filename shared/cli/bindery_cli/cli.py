@@ -3,6 +3,8 @@
 bindery books create FILE.md [--title T] [--author A] ...
                                   a new book: its title and metadata from the file's front matter (pandoc's
                                   keys), each image it names uploaded from beside it, the cover set
+bindery books list [--limit N] [--cursor C]
+                                  your books, newest first
 bindery books show | delete BOOK  the book (metadata, images, chapters); delete it and its exports
 bindery books edit BOOK --set KEY=VALUE [--unset KEY]
                                   a merge patch of the title and metadata, with If-Match of the revision read

@@ -227,6 +227,10 @@ class Client:
         export: Export = self._call("GET", f"/books/{_id(book_id)}/exports/{_id(export_id)}")
         return export
 
+    def list_books(self, cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        page: dict[str, Any] = self._call("GET", "/books" + _query(cursor=cursor, limit=limit))
+        return page
+
     def list_exports(self, book_id: str, cursor: str | None = None, limit: int | None = None) -> ExportPage:
         query = urllib.parse.urlencode({k: v for k, v in (("cursor", cursor), ("limit", limit)) if v})
         page: ExportPage = self._call(
