@@ -502,6 +502,27 @@ def test_a_layer_without_the_fonts_is_refused_rather_than_set_without_arabic_or_
 ) -> None:
     from bindery.engine import pdf
 
-    monkeypatch.setattr(pdf, "FONTS", tmp_path)
-    with pytest.raises(FileNotFoundError, match=r"the PDF's fonts are missing .*wqy-microhei\.ttc"):
+    # A wheel that lacks a file the design names, and one not installed at all.
+    fonts = {**pdf.FONT_PACKAGES, "manimgx_fonts": ("NotoSansArabic[wght].ttf", "NotoSansGone.ttf")}
+    monkeypatch.setattr(pdf, "FONT_PACKAGES", {**fonts, "bindery_no_such_fonts": ("Any.ttf",)})
+    with pytest.raises(FileNotFoundError) as refused:
         _build(BOOKS["scripts"], tmp_path, "scripts")
+    assert str(refused.value).startswith(
+        "the PDF's fonts are missing: manimgx_fonts/NotoSansGone.ttf, the package bindery_no_such_fonts "
+    )
+
+
+def test_the_fonts_are_found_where_pip_installed_their_wheels_and_a_japanese_book_is_set_in_its_face(
+    tmp_path: Path,
+) -> None:
+    from bindery.engine.pdf import FONT_PACKAGES, font_dirs
+
+    dirs = font_dirs()
+    assert [d.name for d in dirs] == list(FONT_PACKAGES)
+    assert all("site-packages" in d.parts for d in dirs)  # from the wheels, not from this tree
+    path = _build(BOOKS["scripts"], tmp_path, "scripts", language="ja")
+    names = {font["name"].split("+")[-1] for font in pdffonts(path)}
+    assert any(n.startswith("NotoSansCJKjp-") for n in names), names
+    assert not any(n.startswith("NotoSansCJKsc-") for n in names), names
+    for family in ("NotoSansArabic-", "NotoEmoji-"):
+        assert any(n.startswith(family) for n in names), (family, names)

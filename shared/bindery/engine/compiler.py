@@ -41,7 +41,7 @@ class CompileError(Exception):
 class Compiler:
     """The parent's side: `compile` one piece at a time, each within `seconds`."""
 
-    def __init__(self, root: Path, fonts: Path):
+    def __init__(self, root: Path, fonts: list[Path]):
         self.root, self.fonts = root, fonts
         self._child: subprocess.Popen[bytes] | None = None
         self.peak_rss = 0  # the most memory the child held, in bytes (VmHWM)
@@ -59,7 +59,7 @@ class Compiler:
     def _started(self) -> subprocess.Popen[bytes]:
         if self._child is None:
             self._child = subprocess.Popen(
-                [sys.executable, "-m", "bindery.engine.compiler", str(self.root), str(self.fonts)],
+                [sys.executable, "-m", "bindery.engine.compiler", str(self.root), *map(str, self.fonts)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )
@@ -144,11 +144,11 @@ class Compiler:
                 stream.close()
 
 
-def main(root: str, fonts: str) -> None:
+def main(root: str, fonts: list[str]) -> None:
     """The child: compile each piece asked for, answer with its warnings or its error."""
     import typst
 
-    compiler = typst.Compiler(root=root, font_paths=[fonts], ignore_system_fonts=True)
+    compiler = typst.Compiler(root=root, font_paths=fonts, ignore_system_fonts=True)
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         request = json.loads(line)
@@ -169,4 +169,4 @@ def main(root: str, fonts: str) -> None:
 
 if __name__ == "__main__":
     os.environ.pop("TYPST_FONT_PATHS", None)  # only the fonts the layer carries
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2:])
