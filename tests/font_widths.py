@@ -28,9 +28,11 @@ CHUNK = 0x2000  # code points a process measures
 RANGES = (
     (0x20, 0x7F),
     (0x7F, 0x80),
-    (0x80, 0x1000),
-    (0x1000, 0xD800),
-    (0xE000, 0x40000),
+    (0x80, 0x600),
+    (0x600, 0xD800),
+    (0xE000, 0xFDFD),
+    (0xFDFD, 0xFDFE),
+    (0xFDFE, 0x40000),
     (0x40000, 0x40001),
     (0xE0000, 0x110000),
 )
@@ -110,11 +112,12 @@ def widest(buckets: list[tuple[float, int]], test: object) -> tuple[float, int]:
 
 def main() -> None:
     widths = measure()
-    classes = {
+    classes = {  # as breaks.widest counts them
         "printable ASCII": lambda cp: 0x20 <= cp < 0x7F,
         "DEL": lambda cp: cp == 0x7F,
-        "U+0080 to U+0FFF": lambda cp: 0x80 <= cp < 0x1000,
-        "U+1000 and above": lambda cp: cp >= 0x1000,
+        "U+0080 to U+05FF": lambda cp: 0x80 <= cp < 0x600,
+        "U+0600 and above, but U+FDFD": lambda cp: cp >= 0x600 and cp != 0xFDFD,
+        "U+FDFD": lambda cp: cp == 0xFDFD,
     }
     for family in ("serif", "mono"):
         print(family)

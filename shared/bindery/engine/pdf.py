@@ -20,10 +20,10 @@ each compile runs under the build's time limit: a compile that overruns is kille
 `render_failed`, never hanging the worker.
 
 **Fonts** (the layer carries them; no system font is read): Libertinus Serif and DejaVu Sans Mono are
-built into Typst; two pinned wheels add Noto: `manimgx_fonts` (Noto Sans Arabic, Noto Sans Symbols, Noto
-Emoji, Noto Sans and Noto Sans for the scripts of India and South-East Asia, Armenian, Georgian and
-Ethiopic) and `noto_cjk_sans_otc` (Noto Sans CJK, Chinese, Japanese and Korean). They are found where pip
-installed them (`font_dirs`), so a venv and the layer hold the same fonts, from the same place as the code.
+built into Typst; three pinned wheels add Amiri (`fontpkg_amiri`: Arabic), Noto Sans CJK
+(`noto_cjk_sans_otc`: Chinese, Japanese and Korean) and `manimgx_fonts` (Noto Sans Symbols, Noto Emoji,
+Noto Sans, and Noto Sans for the scripts of India and South-East Asia, Armenian, Georgian and Ethiopic).
+They are found where pip installed them (`font_dirs`), so a venv and the layer hold the same fonts.
 """
 
 from __future__ import annotations
@@ -57,17 +57,19 @@ from bindery.metadata import Metadata
 
 HERE = Path(__file__).resolve().parent
 # The fonts book.typ names, beyond Typst's own: each wheel (pinned in pyproject.toml and requirements.txt,
-# so the layer carries the same) and the files in it that the design's fallback lists rely on. Typst reads
-# every font in these folders, so the other scripts manimgx_fonts holds are set too.
-FONT_PACKAGES = {
-    "manimgx_fonts": (
-        "NotoSansArabic[wght].ttf",
-        "NotoSansSymbols[wght].ttf",
-        "NotoEmoji[wght].ttf",
-        "NotoSans[wght].ttf",
+# so the layer carries the same), the folder in it that holds them, and the files the design's fallback
+# lists rely on. Typst reads every font in these folders, so the other scripts manimgx_fonts holds are set
+# too. Arabic is Amiri's, a naskh made for books: Noto Sans Arabic draws a letter as a dotless form and its
+# dots, and pdftotext (so a screen reader, a search) reads such text back garbled.
+FONT_PACKAGES = (
+    (
+        "fontpkg_amiri",
+        "files",
+        ("Amiri-Regular.ttf", "Amiri-Bold.ttf", "Amiri-Italic.ttf", "Amiri-BoldItalic.ttf"),
     ),
-    "noto_cjk_sans_otc": ("NotoSansCJK-Regular.ttc",),
-}
+    ("manimgx_fonts", "", ("NotoSans[wght].ttf", "NotoSansSymbols[wght].ttf", "NotoEmoji[wght].ttf")),
+    ("noto_cjk_sans_otc", "", ("NotoSansCJK-Regular.ttc",)),
+)
 DESIGN = HERE / "book.typ"
 
 MAX_MANUSCRIPT_BYTES = 50 * 1024 * 1024  # measured by `make bench` against the worker's timeout
@@ -149,15 +151,17 @@ def font_dirs() -> list[Path]:
     refused by name: Typst would fall back to its own fonts without a word, and Arabic, CJK and emoji would
     not show."""
     dirs, missing = [], []
-    for package, names in FONT_PACKAGES.items():
+    for package, folder, names in FONT_PACKAGES:
         try:
-            folder = importlib.resources.files(package)
+            installed = importlib.resources.files(package)
         except ModuleNotFoundError:
             missing.append(f"the package {package}")
             continue
         # A wheel installs its files on disk (never zipped), where Typst can read them by path.
-        path = Path(str(folder))
-        missing += [f"{package}/{name}" for name in names if not (path / name).is_file()]
+        path = Path(str(installed)) / folder
+        missing += [
+            "/".join(filter(None, (package, folder, name))) for name in names if not (path / name).is_file()
+        ]
         dirs.append(path)
     if missing:
         raise FileNotFoundError(
