@@ -9,8 +9,8 @@ ended by killing the child, and the build fails as `render_failed`; the worker i
 The child is also where Typst's memory lives. Typst memoises across compiles and never lets go, so a
 child that has grown past RESTART_BYTES (a fresh one that has set a few pages holds about 70 MiB; one
 that has set a full run, three or four times that) is ended after its answer, and the next piece starts a
-fresh one, in about 50 ms, since fonts load lazily. Every run is then set by a child in the same state,
-so a build's memory is one run's, however many runs it has.
+fresh one, in some 150 ms here (docs/BENCHMARKS.md), since fonts load lazily. Every run is then set by a
+child in the same state, so a build's memory is one run's, however many runs it has.
 The child's peak (VmHWM) is read before it ends, so a benchmark can add it to the build's own.
 
 The protocol is a JSON line each way over the child's stdin and stdout.
