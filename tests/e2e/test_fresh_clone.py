@@ -68,7 +68,7 @@ def _fonts_in(pdf_bytes: bytes) -> set[str]:
     return names
 
 
-@pytest.mark.slow(240)
+@pytest.mark.slow(170)
 def test_make_run_on_a_fresh_clone_exports_every_format_and_stops_on_ctrl_c() -> None:
     with tempfile.TemporaryDirectory(prefix="bindery-fresh-clone-") as tmp:
         clone, work = Path(tmp) / "bindery", Path(tmp) / "session"
