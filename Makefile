@@ -1,4 +1,5 @@
-# Bindery's commands. `make test` on a fresh machine sets itself up: .venv, DynamoDB Local, the SAM CLI.
+# Bindery's commands. `make test` on a fresh machine sets itself up: the system packages its tests need, .venv,
+# DynamoDB Local, the SAM CLI. `make run` needs only Python 3.11+ (the PDF's fonts are pinned wheels).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -9,7 +10,7 @@ DDB_DIR := .cache/dynamodb-local
 DDB_STAMP := $(DDB_DIR)/.installed
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run demo test unit integration e2e lint bench reliability soak build fonts clean
+.PHONY: run demo test unit integration e2e lint bench reliability soak build system-packages clean
 
 $(VENV)/.installed: pyproject.toml shared/cli/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,22 +50,22 @@ $(SAM):
 
 # Only here may a webhook URL be http://127.0.0.1 (the local receivers are plain http on loopback).
 # BINDERY_WEBHOOK_LOCAL_HTTP=0 make run checks URLs as a deployment does.
-run: $(VENV)/.installed $(FONT_STAMP)
+run: $(VENV)/.installed
 	BINDERY_WEBHOOK_LOCAL_HTTP=$${BINDERY_WEBHOOK_LOCAL_HTTP-1} $(PY) -m bindery_local
 
-test: $(VENV)/.installed $(FONT_STAMP) $(DDB_STAMP) $(IAM_STAMP) $(ACE_STAMP) $(SAM) lint
+test: system-packages $(VENV)/.installed $(DDB_STAMP) $(IAM_STAMP) $(ACE_STAMP) $(SAM) lint
 	$(VENV)/bin/cfn-lint template.yaml
 	$(SAM) validate --lint --region us-east-1
 	$(MAKE) --no-print-directory build
 	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) BINDERY_IAM_SIMULATE_DIR=$(IAM_DIR) BINDERY_ACE_DIR=$(ACE_DIR) $(PY) -m pytest -n 2 --dist worksteal --durations=10
 
-unit: $(VENV)/.installed $(FONT_STAMP) $(IAM_STAMP) $(ACE_STAMP)
+unit: system-packages $(VENV)/.installed $(IAM_STAMP) $(ACE_STAMP)
 	BINDERY_IAM_SIMULATE_DIR=$(IAM_DIR) BINDERY_ACE_DIR=$(ACE_DIR) $(PY) -m pytest tests/unit
 
-integration: $(VENV)/.installed $(FONT_STAMP) $(DDB_STAMP)
+integration: system-packages $(VENV)/.installed $(DDB_STAMP)
 	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) $(PY) -m pytest tests/integration
 
-e2e: $(VENV)/.installed $(FONT_STAMP)
+e2e: system-packages $(VENV)/.installed
 	$(PY) -m pytest tests/e2e
 
 lint: $(VENV)/.installed
@@ -72,20 +73,13 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-# The PDF's fonts beyond the ones Typst has built in (Libertinus Serif, DejaVu Sans Mono) ride in the layer:
-# DejaVu Sans for Arabic, WenQuanYi Micro Hei for CJK, Symbola for emoji. They are copied from the system's
-# packages (fonts-dejavu-core, fonts-wqy-microhei, fonts-symbola), never committed.
-FONT_DIR := shared/bindery/engine/fonts
-FONT_STAMP := $(FONT_DIR)/.installed
-$(FONT_STAMP):
-	mkdir -p $(FONT_DIR)
-	cp /usr/share/fonts/truetype/dejavu/DejaVuSans{,-Bold}.ttf $(FONT_DIR)/
-	cp /usr/share/fonts/truetype/wqy/wqy-microhei.ttc /usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf $(FONT_DIR)/
-	touch $@
-fonts: $(FONT_STAMP)
+# The system packages the tests need (the JDK, epubcheck, qpdf, poppler, unzip, Chromium): installed when
+# missing, or, where this cannot (not root, no apt-get), a stop at once that prints the one command to run.
+system-packages:
+	@bash tests/system_packages.sh
 
 # sam build needs python3.12 on PATH: pyenv provides it here (on a machine without pyenv, any python3.12 does).
-build: $(SAM) fonts
+build: $(SAM)
 	PYENV_VERSION=3.11.7:3.12.1 $(SAM) build
 
 clean:
@@ -96,11 +90,11 @@ demo: $(VENV)/.installed
 	$(PY) -m bindery_local.demo
 
 # Every benchmark figure in one run, each beside its budget; writes docs/BENCHMARKS.md.
-bench: $(VENV)/.installed $(FONT_STAMP)
+bench: system-packages $(VENV)/.installed
 	$(PY) -m tests.bench
 
 # The reliability proofs; writes docs/RELIABILITY.md from what this run measured.
-reliability: $(VENV)/.installed $(FONT_STAMP) $(DDB_STAMP) $(IAM_STAMP)
+reliability: system-packages $(VENV)/.installed $(DDB_STAMP) $(IAM_STAMP)
 	BINDERY_DDB_LOCAL_DIR=$(DDB_DIR) BINDERY_IAM_SIMULATE_DIR=$(IAM_DIR) $(PY) -m tests.reliability
 
 # Ten times the stateful property test's examples.

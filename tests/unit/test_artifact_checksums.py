@@ -8,7 +8,6 @@ import hashlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +17,6 @@ from tests.books.illustrated import picture
 from tests.unit.conftest import Stack
 from tests.unit.test_illustrated import add_asset
 
-FONTS = Path(__file__).resolve().parents[2] / "shared" / "bindery" / "engine" / "fonts"
 # markdown is the cut, copied; "images" is a markdown export of a book with images, a zip rendered here.
 FORMATS = ("html", "epub", "pdf", "markdown", "images", "bundle")
 
@@ -63,14 +61,8 @@ def _built(stack: Stack, fmt: str) -> tuple[str, str, list[Any]]:
     return row.path, row.sha256, sent
 
 
-@pytest.fixture
-def fonts() -> None:
-    if not FONTS.is_dir():
-        pytest.skip("the PDF's fonts are not in this tree (they are gitignored)")
-
-
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_every_artifact_is_stored_with_the_sha256_of_its_bytes(stack: Stack, fmt: str, fonts: None) -> None:
+def test_every_artifact_is_stored_with_the_sha256_of_its_bytes(stack: Stack, fmt: str) -> None:
     """Given a built artifact of each kind, HeadObject with ChecksumMode answers the SHA-256 of the bytes a
     download gets, which is also the export row's."""
     key, row_sha256, _ = _built(stack, fmt)
@@ -82,9 +74,7 @@ def test_every_artifact_is_stored_with_the_sha256_of_its_bytes(stack: Stack, fmt
 
 
 @pytest.mark.parametrize("fmt", [f for f in FORMATS if f != "markdown"])
-def test_every_streamed_artifacts_put_names_sha256_and_carries_its_value(
-    stack: Stack, fmt: str, fonts: None
-) -> None:
+def test_every_streamed_artifacts_put_names_sha256_and_carries_its_value(stack: Stack, fmt: str) -> None:
     """What botocore puts on the wire for each streamed artifact: one PutObject (none is multipart at this
     size) whose x-amz-checksum-sha256 is the SHA-256 of the stored bytes, and whose
     x-amz-sdk-checksum-algorithm names it (a store that reads the value only by that name, as moto does,

@@ -340,9 +340,10 @@ def _outside(word: Word) -> bool:
 
 # Runs that offer no line break, each far wider than a line: the 5,000-deep quote (markdown-it
 # nests twenty quotes, and the rest is 4,980 `>` of text), a word, a URL, inline code, a line of code,
-# Arabic, emoji, a table's cells, a heading, the chapter's title, emphasis inside a run (the run goes on
-# across elements), words joined by no-break spaces (one run), a run nested as deep as Markdown goes, and
-# chains whose spaces may not break (Unicode allows no break before `!`, nor after `“`).
+# Arabic, emoji, the basmala as one character (the widest character the fonts set), a table's cells, a
+# heading, the chapter's title, emphasis inside a run (the run goes on across elements), words joined by
+# no-break spaces (one run), a run nested as deep as Markdown goes, and chains whose spaces may not break
+# (Unicode allows no break before `!`, nor after `“`).
 UNBROKEN = (
     "# " + "T" * 400 + "\n\n"
     + ">" * 5000 + "\n\n"
@@ -352,6 +353,7 @@ UNBROKEN = (
     + "```python\ny = '" + "q" * 1500 + "'\n```\n\n"
     + "عربي" * 400 + "\n\n"
     + "📚" * 300 + "\n\n"
+    + "\ufdfd" * 60 + "\n\n"
     + "| a | " + "c" * 500 + " |\n|---|---|\n| " + "d" * 500 + " | e |\n\n"
     + "## " + "h" * 400 + "\n\n"
     + "a*b*" * 400 + "\n\n"
@@ -502,6 +504,33 @@ def test_a_layer_without_the_fonts_is_refused_rather_than_set_without_arabic_or_
 ) -> None:
     from bindery.engine import pdf
 
-    monkeypatch.setattr(pdf, "FONTS", tmp_path)
-    with pytest.raises(FileNotFoundError, match=r"the PDF's fonts are missing .*wqy-microhei\.ttc"):
+    # A wheel that lacks a file the design names, and one not installed at all.
+    fonts = (
+        *pdf.FONT_PACKAGES,
+        ("fontpkg_amiri", "files", ("Amiri-Regular.ttf", "Amiri-Gone.ttf")),
+        ("bindery_no_such_fonts", "", ("Any.ttf",)),
+    )
+    monkeypatch.setattr(pdf, "FONT_PACKAGES", fonts)
+    with pytest.raises(FileNotFoundError) as refused:
         _build(BOOKS["scripts"], tmp_path, "scripts")
+    assert str(refused.value).startswith(
+        "the PDF's fonts are missing: fontpkg_amiri/files/Amiri-Gone.ttf, the package bindery_no_such_fonts "
+    )
+
+
+def test_the_fonts_are_found_where_pip_installed_their_wheels_and_a_japanese_book_is_set_in_its_face(
+    tmp_path: Path,
+) -> None:
+    from bindery.engine.pdf import FONT_PACKAGES, font_dirs
+
+    dirs = font_dirs()
+    assert len(dirs) == len(FONT_PACKAGES)
+    for found, (package, folder, _) in zip(dirs, FONT_PACKAGES, strict=True):
+        assert found.parts[-2:] == (package, folder) if folder else found.name == package
+    assert all("site-packages" in d.parts for d in dirs)  # from the wheels, not from this tree
+    path = _build(BOOKS["scripts"], tmp_path, "scripts", language="ja")
+    names = {font["name"].split("+")[-1] for font in pdffonts(path)}
+    assert any(n.startswith("NotoSansCJKjp-") for n in names), names
+    assert not any(n.startswith("NotoSansCJKsc-") for n in names), names
+    for family in ("Amiri-", "NotoEmoji-"):
+        assert any(n.startswith(family) for n in names), (family, names)

@@ -26,10 +26,13 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# The widest a character can be set, in em, by the book's fonts (every code point measured in Typst):
-# printable ASCII 1.03 (a bold W), the rest of the first 4,096 code points 1.55, anything else 3 (U+2E3B,
-# the three-em dash); in the code font, ASCII 0.602 and anything else 3. DEL is set 1.42 em wide.
-_ASCII_EM, _LOW_EM, _ANY_EM, _MONO_EM = 1.05, 1.6, 3.0, 0.61
+# The widest a character can be set, in em, by the book's fonts (every code point measured in Typst, upright
+# and italic, regular and bold, by `python -m tests.font_widths`): printable ASCII 1.028 (a bold W); U+0080
+# to U+05FF (Latin, IPA, Greek, Cyrillic, Armenian, Hebrew) 1.512 (U+052A, bold); anything else 2.723
+# (U+0BCC, Tamil's AU length mark, set alone on a dotted circle, bold; DEL 1.418), but U+FDFD, the
+# basmala as one character, 11.459 (bold). In the code font, printable ASCII 0.602 and the rest as above.
+_ASCII_EM, _LOW_EM, _ANY_EM, _MONO_EM, _BASMALA_EM = 1.05, 1.55, 2.75, 0.61, 11.5
+BASMALA = "\ufdfd"
 
 SPACES = " \t\n\r\f\u1680\u2000-\u2006\u2008-\u200a\u205f\u3000"  # the spaces a line may break after
 _KANA = (
@@ -39,7 +42,7 @@ _KANA = (
 IDEOGRAPHS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7a3\U00020000-\U0003fffd" + _KANA
 _BETWEEN_IDEOGRAPHS = re.compile(f"(?<=[{IDEOGRAPHS}])(?=[{IDEOGRAPHS}])")
 ZWSP = "\u200b"
-_WIDE = re.compile("[\x7f\u1000-\U0010ffff]")
+_WIDE = re.compile("[\x7f\u0600-\U0010ffff]")
 
 
 def widest(run: str, size: float, *, mono: bool = False) -> float:
@@ -49,9 +52,10 @@ def widest(run: str, size: float, *, mono: bool = False) -> float:
     if run.isascii():
         return ((len(run) - wide) * narrow + wide * _ANY_EM) * size
     ascii_ = len(run.encode("ascii", "ignore")) - wide
-    if not mono:
-        wide = len(_WIDE.findall(run))
-    return (ascii_ * narrow + (len(run) - ascii_ - wide) * _LOW_EM + wide * _ANY_EM) * size
+    wide = len(_WIDE.findall(run))
+    basmala = run.count(BASMALA)
+    low = len(run) - ascii_ - wide
+    return (ascii_ * narrow + low * _LOW_EM + (wide - basmala) * _ANY_EM + basmala * _BASMALA_EM) * size
 
 
 def _ascii_em(mono: bool) -> float:
@@ -170,7 +174,8 @@ def fitted(
     `value` (it is updated to the one `value` ends in)."""
     run = run if run is not None else Run()
     measure = max(measure, 1.0)  # a cell of a table with many columns may have next to nothing
-    if not run.width and value and len(value) * _ANY_EM * size <= measure:
+    top = _BASMALA_EM if BASMALA in value else _ANY_EM  # the widest any one of its characters may be
+    if not run.width and value and len(value) * top * size <= measure:
         # The whole of it fits, and nothing before goes on into it (the usual short piece of text).
         trailing = len(value.rstrip(_SPACE_CHARS))
         run.width = widest(value[:trailing], size, mono=code)
@@ -179,7 +184,7 @@ def fitted(
     patterns = _patterns()
     parts: list[str] = []  # plain text, and markup (a `long` call) where it starts with "#"
     plain: list[str] = []
-    shortest = measure / (_ANY_EM * size)  # a word of fewer characters fits, whatever they are
+    shortest = measure / (top * size)  # a word of fewer characters fits, whatever they are
 
     def flush() -> None:
         joined = "".join(plain)

@@ -9,8 +9,8 @@ ended by killing the child, and the build fails as `render_failed`; the worker i
 The child is also where Typst's memory lives. Typst memoises across compiles and never lets go, so a
 child that has grown past RESTART_BYTES (a fresh one that has set a few pages holds about 70 MiB; one
 that has set a full run, three or four times that) is ended after its answer, and the next piece starts a
-fresh one, in about 50 ms, since fonts load lazily. Every run is then set by a child in the same state,
-so a build's memory is one run's, however many runs it has.
+fresh one, in some 150 ms here (docs/BENCHMARKS.md), since fonts load lazily. Every run is then set by a
+child in the same state, so a build's memory is one run's, however many runs it has.
 The child's peak (VmHWM) is read before it ends, so a benchmark can add it to the build's own.
 
 The protocol is a JSON line each way over the child's stdin and stdout.
@@ -41,7 +41,7 @@ class CompileError(Exception):
 class Compiler:
     """The parent's side: `compile` one piece at a time, each within `seconds`."""
 
-    def __init__(self, root: Path, fonts: Path):
+    def __init__(self, root: Path, fonts: list[Path]):
         self.root, self.fonts = root, fonts
         self._child: subprocess.Popen[bytes] | None = None
         self.peak_rss = 0  # the most memory the child held, in bytes (VmHWM)
@@ -59,7 +59,7 @@ class Compiler:
     def _started(self) -> subprocess.Popen[bytes]:
         if self._child is None:
             self._child = subprocess.Popen(
-                [sys.executable, "-m", "bindery.engine.compiler", str(self.root), str(self.fonts)],
+                [sys.executable, "-m", "bindery.engine.compiler", str(self.root), *map(str, self.fonts)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )
@@ -144,11 +144,11 @@ class Compiler:
                 stream.close()
 
 
-def main(root: str, fonts: str) -> None:
+def main(root: str, fonts: list[str]) -> None:
     """The child: compile each piece asked for, answer with its warnings or its error."""
     import typst
 
-    compiler = typst.Compiler(root=root, font_paths=[fonts], ignore_system_fonts=True)
+    compiler = typst.Compiler(root=root, font_paths=fonts, ignore_system_fonts=True)
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
         request = json.loads(line)
@@ -169,4 +169,4 @@ def main(root: str, fonts: str) -> None:
 
 if __name__ == "__main__":
     os.environ.pop("TYPST_FONT_PATHS", None)  # only the fonts the layer carries
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2:])

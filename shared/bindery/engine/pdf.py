@@ -20,12 +20,15 @@ each compile runs under the build's time limit: a compile that overruns is kille
 `render_failed`, never hanging the worker.
 
 **Fonts** (the layer carries them; no system font is read): Libertinus Serif and DejaVu Sans Mono are
-built into Typst; `engine/fonts` adds DejaVu Sans (Arabic), WenQuanYi Micro Hei (CJK) and Symbola (emoji
-and symbols). `make fonts` copies them from the system's packages.
+built into Typst; three pinned wheels add Amiri (`fontpkg_amiri`: Arabic), Noto Sans CJK
+(`noto_cjk_sans_otc`: Chinese, Japanese and Korean) and `manimgx_fonts` (Noto Sans Symbols, Noto Emoji,
+Noto Sans, and Noto Sans for the scripts of India and South-East Asia, Armenian, Georgian and Ethiopic).
+They are found where pip installed them (`font_dirs`), so a venv and the layer hold the same fonts.
 """
 
 from __future__ import annotations
 
+import importlib.resources
 import shutil
 import tempfile
 import time
@@ -53,8 +56,20 @@ from bindery.images import Asset
 from bindery.metadata import Metadata
 
 HERE = Path(__file__).resolve().parent
-FONTS = HERE / "fonts"
-FONT_FILES = ("DejaVuSans.ttf", "DejaVuSans-Bold.ttf", "wqy-microhei.ttc", "Symbola_hint.ttf")
+# The fonts book.typ names, beyond Typst's own: each wheel (pinned in pyproject.toml and requirements.txt,
+# so the layer carries the same), the folder in it that holds them, and the files the design's fallback
+# lists rely on. Typst reads every font in these folders, so the other scripts manimgx_fonts holds are set
+# too. Arabic is Amiri's, a naskh made for books: Noto Sans Arabic draws a letter as a dotless form and its
+# dots, and pdftotext (so a screen reader, a search) reads such text back garbled.
+FONT_PACKAGES = (
+    (
+        "fontpkg_amiri",
+        "files",
+        ("Amiri-Regular.ttf", "Amiri-Bold.ttf", "Amiri-Italic.ttf", "Amiri-BoldItalic.ttf"),
+    ),
+    ("manimgx_fonts", "", ("NotoSans[wght].ttf", "NotoSansSymbols[wght].ttf", "NotoEmoji[wght].ttf")),
+    ("noto_cjk_sans_otc", "", ("NotoSansCJK-Regular.ttc",)),
+)
 DESIGN = HERE / "book.typ"
 
 MAX_MANUSCRIPT_BYTES = 50 * 1024 * 1024  # measured by `make bench` against the worker's timeout
@@ -107,14 +122,9 @@ class PdfRenderer:
         self.peak_child_rss = 0  # the typesetter's most memory, over this process's builds (for the bench)
 
     def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> Report:
-        missing = [name for name in FONT_FILES if not (FONTS / name).is_file()]
-        if missing:
-            # Typst would fall back to its own fonts without a word, and Arabic and CJK would not show.
-            raise FileNotFoundError(
-                f"the PDF's fonts are missing from {FONTS}: {', '.join(missing)} (make fonts)"
-            )
+        fonts = font_dirs()
         with tempfile.TemporaryDirectory(prefix="bindery-pdf-") as tmp:
-            book = _Book(source, Path(tmp), self._md.parse, time.monotonic() + self.time_limit)
+            book = _Book(source, Path(tmp), self._md.parse, time.monotonic() + self.time_limit, fonts)
             try:
                 path, report = book.typeset(chapters)
                 with path.open("rb") as pdf:
@@ -136,13 +146,38 @@ class _Opened:
     headings: list[tuple[int, str, int, float]] = field(default_factory=list)  # level, title, number, top
 
 
+def font_dirs() -> list[Path]:
+    """The folders Typst reads the book's fonts from, where pip installed their wheels. A missing one is
+    refused by name: Typst would fall back to its own fonts without a word, and Arabic, CJK and emoji would
+    not show."""
+    dirs, missing = [], []
+    for package, folder, names in FONT_PACKAGES:
+        try:
+            installed = importlib.resources.files(package)
+        except ModuleNotFoundError:
+            missing.append(f"the package {package}")
+            continue
+        # A wheel installs its files on disk (never zipped), where Typst can read them by path.
+        path = Path(str(installed)) / folder
+        missing += [
+            "/".join(filter(None, (package, folder, name))) for name in names if not (path / name).is_file()
+        ]
+        dirs.append(path)
+    if missing:
+        raise FileNotFoundError(
+            f"the PDF's fonts are missing: {', '.join(missing)} "
+            "(pip install -e . installs them; the layer's requirements.txt names them)"
+        )
+    return dirs
+
+
 class _Book:
-    def __init__(self, source: Source, root: Path, parse: Parse, deadline: float):
+    def __init__(self, source: Source, root: Path, parse: Parse, deadline: float, fonts: list[Path]):
         self.source, self.root, self.parse, self.deadline = source, root, parse, deadline
         self.page = PAGE_SIZES[source.option("page_size")]
         self.figures = Figures({a.name: a for a in source.assets}, lambda asset, alt: "")
         self.report = Report(notes=self.figures.notes)
-        self.compiler = Compiler(root, FONTS)
+        self.compiler = Compiler(root, fonts)
         self.standards = ["ua-1"]  # dropped, for every piece, when one cannot meet it
         self.written: set[str] = set()
         self.runs: list[Piece] = []
@@ -276,7 +311,8 @@ class _Book:
             '#import "book.typ": *\n'
             f"#show: book.with(title: {literal(title)}, head: {head(title, self.page.block)}, "
             f"authors: {_array(meta.authors)}, "
-            f"lang: {literal(lang)}, region: {literal(region) if region else 'none'}, {self.page.typst()}, "
+            f"lang: {literal(lang)}, region: {literal(region) if region else 'none'}, "
+            f"cjk: {literal(_cjk_face(meta.language))}, {self.page.typst()}, "
             f'numbering: "{numbering}", first: {first})\n'
         )
 
@@ -374,6 +410,22 @@ def _language(tag: str) -> tuple[str, str | None]:
     lang = parts[0].lower() if 2 <= len(parts[0]) <= 3 and parts[0].isalpha() else "en"
     region = next((p.upper() for p in parts[1:] if len(p) == 2 and p.isalpha()), None)
     return lang, region
+
+
+def _cjk_face(tag: str) -> str:
+    """The face of Noto Sans CJK that writes Han characters as the book's language does (BCP 47 `tag`):
+    Japanese, Korean, traditional Chinese (Taiwan; Hong Kong and Macau), and simplified Chinese for the
+    rest, the book in another language included."""
+    parts = [p.lower() for p in tag.split("-")]
+    if parts[0] == "ja":
+        return "Noto Sans CJK JP"
+    if parts[0] == "ko":
+        return "Noto Sans CJK KR"
+    if parts[0] == "zh" and ("hk" in parts[1:] or "mo" in parts[1:]):
+        return "Noto Sans CJK HK"
+    if parts[0] == "zh" and ("hant" in parts[1:] or "tw" in parts[1:]):
+        return "Noto Sans CJK TC"
+    return "Noto Sans CJK SC"
 
 
 def _imprint(source: Source, meta: Metadata) -> list[str]:
