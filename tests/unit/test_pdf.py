@@ -534,3 +534,20 @@ def test_the_fonts_are_found_where_pip_installed_their_wheels_and_a_japanese_boo
     assert not any(n.startswith("NotoSansCJKsc-") for n in names), names
     for family in ("Amiri-", "NotoEmoji-"):
         assert any(n.startswith(family) for n in names), (family, names)
+
+
+def test_the_widest_characters_of_each_class_fit_the_bounds_breaks_counts_them_at() -> None:
+    """`python -m tests.font_widths` found these the widest of their classes, over every code point; here
+    each is set again in the pinned fonts, so a font that changed under the pins fails fast."""
+    from bindery.engine import breaks
+    from tests.font_widths import STYLES, _chunk
+
+    def em(cp: int) -> float:
+        return max(buckets[0][0] for buckets in _chunk((cp, cp + 1)))
+
+    assert em(ord("W")) <= breaks._ASCII_EM
+    assert em(0x052A) <= breaks._LOW_EM  # Cyrillic Supplement, bold
+    assert em(0x0BCC) <= breaks._ANY_EM and em(0x7F) <= breaks._ANY_EM  # Tamil, on a dotted circle; DEL
+    assert 3 * breaks._ANY_EM < em(0xFDFD) <= breaks._BASMALA_EM  # the basmala
+    mono = [n for n, (family, _, _) in enumerate(STYLES) if family == "mono"]
+    assert max(_chunk((ord("W"), ord("W") + 1))[n][0][0] for n in mono) <= breaks._MONO_EM
