@@ -366,16 +366,13 @@ def book_summary(book: Book) -> dict[str, Any]:
 
 
 def book_view(book: Book, chapters: list[Chapter], after: int, page_size: int) -> dict[str, Any]:
-    """A book as its owner reads it: its chapters after `after`, `page_size` of them at most."""
+    """A book as its owner reads it: its summary, its assets, and its chapters after `after`, `page_size`
+    of them at most."""
 
     page = [c for c in chapters if c.ordinal > after][:page_size]
     more = bool(page) and page[-1].ordinal < chapters[-1].ordinal
     return {
-        "id": book.id,
-        "title": book.title,
-        "revision": book.revision,
-        "identifier": package_identifier(book.id, book.metadata),
-        "metadata": book.metadata.view(),
+        **book_summary(book),
         "assets": [
             {
                 "name": a.name,
@@ -386,10 +383,6 @@ def book_view(book: Book, chapters: list[Chapter], after: int, page_size: int) -
             }
             for a in book.assets
         ],
-        "manuscript_bytes": book.manuscript_bytes,
-        "created_at": iso(book.created_at),
-        "updated_at": iso(book.updated_at),
         "chapters": [{"ordinal": c.ordinal, "title": c.title, "size_bytes": c.size_bytes} for c in page],
-        "chapters_total": len(chapters),
         "chapters_next": page[-1].ordinal if more else None,
     }

@@ -70,6 +70,7 @@ SCHEMAS: dict[str, Any] = {
                 "description": "a page of the chapters, in order: at most 1,000",
             },
             "chapters_total": {"type": "integer", "description": "how many chapters the book has"},
+            "assets_total": {"type": "integer", "description": "how many images the book has"},
             "chapters_next": {
                 "type": ["integer", "null"],
                 "description": "pass as chapters_after for the next page; null on the last",

@@ -13,7 +13,7 @@ from typing import Any
 from bindery_cli import manuscripts
 from bindery_cli.client import Book, Client
 from bindery_cli.manuscripts import Image, Manuscript
-from bindery_cli.output import bar, fail, out
+from bindery_cli.output import bar, fail, out, out_page
 
 # The flags that override a front matter's keys: (flag's dest, the metadata field, a list?).
 OVERRIDES = (
@@ -117,11 +117,7 @@ def run(client: Client, args: argparse.Namespace) -> int:
         )
         return out(args, book, _summary(book))
     if args.action == "list":
-        page = client.list_books(args.cursor, args.limit)
-        lines = [_summary(b) for b in page["books"]]
-        if page.get("next_cursor"):
-            lines.append(f"more: --cursor {page['next_cursor']}")
-        return out(args, page, "\n".join(lines) or "no books")
+        return out_page(args, client.list_books(args.cursor, args.limit), "books", _summary, "no books")
     if args.action == "show":
         book = client.get_book(args.book)
         lines = [_summary(book)]

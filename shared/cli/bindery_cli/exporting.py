@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bindery_cli.client import Client, Export
-from bindery_cli.output import bar, fail, out
+from bindery_cli.output import bar, fail, out, out_page
 
 FORMATS = ["markdown", "html", "epub", "pdf"]
 
@@ -64,10 +64,7 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
 def run_exports(client: Client, args: argparse.Namespace) -> int:
     if args.action == "list":
         page = client.list_exports(args.book, args.cursor, args.limit)
-        lines = [_line(e) for e in page.get("exports", [])]
-        if page.get("next_cursor"):
-            lines.append(f"more: --cursor {page['next_cursor']}")
-        return out(args, page, "\n".join(lines) or "no exports")
+        return out_page(args, dict(page), "exports", _line, "no exports")
     if args.action == "show":
         export = client.get_export(args.book, args.export)
         return out(args, export, _line(export))
@@ -124,10 +121,7 @@ def run_export(client: Client, args: argparse.Namespace) -> int:
 def run_batch(client: Client, args: argparse.Namespace) -> int:
     if args.action == "list":
         page = client.list_batches(args.cursor, args.limit)
-        lines = [_batch_line(b) for b in page["batches"]] or ["no batches"]
-        if page.get("next_cursor"):
-            lines.append(f"more: --cursor {page['next_cursor']}")
-        return out(args, page, "\n".join(lines))
+        return out_page(args, page, "batches", _batch_line, "no batches")
     if args.action == "show":
         batch = client.get_batch(args.batch)
         return out(args, batch, "\n".join([_batch_line(batch), *(_target_line(t) for t in batch["targets"])]))

@@ -17,7 +17,7 @@ import urllib3
 from standardwebhooks.webhooks import Webhook
 
 from bindery_cli.client import Client
-from bindery_cli.output import fail, line, out
+from bindery_cli.output import fail, line, out, out_page
 
 EVENTS = [
     "bindery.export.ready",
@@ -122,10 +122,7 @@ def run_webhooks(client: Client, args: argparse.Namespace) -> int:
         return out(args, made, text)
     if args.action == "list":
         page = client.list_webhooks(args.cursor, args.limit)
-        lines = [_hook_line(h) for h in page["webhooks"]] or ["no webhooks"]
-        if page.get("next_cursor"):
-            lines.append(f"more: --cursor {page['next_cursor']}")
-        return out(args, page, "\n".join(lines))
+        return out_page(args, page, "webhooks", _hook_line, "no webhooks")
     if args.action == "show":
         hook = client.get_webhook(args.endpoint)
         counts = ", ".join(f"{n} {state}" for state, n in hook["deliveries"].items())
@@ -158,10 +155,7 @@ def run_webhooks(client: Client, args: argparse.Namespace) -> int:
         )
     if args.action == "deliveries":
         page = client.list_deliveries(args.endpoint, args.state, args.cursor, args.limit)
-        lines = [_delivery_line(d) for d in page["deliveries"]] or ["no deliveries"]
-        if page.get("next_cursor"):
-            lines.append(f"more: --cursor {page['next_cursor']}")
-        return out(args, page, "\n".join(lines))
+        return out_page(args, page, "deliveries", _delivery_line, "no deliveries")
     delivery = client.redeliver(args.endpoint, args.delivery)
     return out(args, delivery, f"redelivering {args.delivery}: {delivery.get('state', 'queued')}")
 

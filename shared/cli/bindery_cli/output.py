@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from enum import IntEnum
 from typing import Any
 
@@ -24,6 +25,16 @@ class Exit(IntEnum):
 def out(args: argparse.Namespace, data: Any, text: str) -> int:
     print(json.dumps(data, indent=2, ensure_ascii=False) if args.json else text)
     return Exit.OK
+
+
+def out_page(
+    args: argparse.Namespace, page: dict[str, Any], key: str, show: Callable[[Any], str], empty: str
+) -> int:
+    """A page of a list: a line an item (or `empty`), then the cursor of the next page, if there is one."""
+    lines = [show(item) for item in page[key]] or [empty]
+    if page.get("next_cursor"):
+        lines.append(f"more: --cursor {page['next_cursor']}")
+    return out(args, page, "\n".join(lines))
 
 
 def line(args: argparse.Namespace, data: Any, text: str) -> None:
