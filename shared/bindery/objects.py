@@ -13,6 +13,7 @@ import base64
 import contextlib
 import hashlib
 import io
+import re
 import unicodedata
 import urllib.parse
 from collections.abc import Iterable, Iterator
@@ -59,8 +60,11 @@ def attachment(filename: str) -> str:
     plain = unicodedata.normalize("NFKD", filename).encode("ascii", "ignore").decode("ascii")
     fallback = "".join(c if c.isprintable() and c not in '"\\' else "_" for c in plain)
     stem, dot, extension = fallback.rpartition(".")
-    if dot and not stem.strip("-._ "):  # nothing of the name survived (a title all CJK): a neutral stem
-        fallback = f"download.{extension}"
+    if dot:
+        # What the folding dropped leaves its separators behind ("Scripts-世界" -> "Scripts-"): they go too.
+        stem = re.sub(r"-{2,}", "-", stem).strip("-._ ")
+        # Nothing of the name survived (a title all CJK): a neutral stem.
+        fallback = f"{stem or 'download'}.{extension}"
     disposition = f'attachment; filename="{fallback}"'
     if fallback != filename:
         disposition += f"; filename*=UTF-8''{urllib.parse.quote(filename, safe='')}"

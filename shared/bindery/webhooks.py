@@ -179,8 +179,10 @@ class Webhooks:
     def redeliver(self, caller: str, endpoint_id: str, delivery_id: str) -> dict[str, Any]:
         """Send an ended delivery once more, as a new attempt of the same delivery."""
         endpoint = self._endpoint(caller, endpoint_id)
-        seq = _cursor(delivery_id, "deliveryId")
-        found = self.store.read_delivery(endpoint.id, seq) if seq else None
+        # An id of no shape a delivery has names no delivery: the 404 a missing one is (it is a path's id,
+        # not a cursor, so invalid_cursor would name the wrong thing).
+        well_formed = delivery_id.isascii() and delivery_id.isdigit() and len(delivery_id) <= 12
+        found = self.store.read_delivery(endpoint.id, int(delivery_id)) if well_formed else None
         if found is None or found.caller != caller:
             raise errors.NotFound("no such delivery", code="not_found")
         if not endpoint.enabled:

@@ -243,6 +243,15 @@ def test_every_malformed_path_id_is_a_4xx_that_writes_nothing(
     assert set(answered) <= {400, 404}, answered
 
 
+def test_a_malformed_delivery_id_is_the_404_a_missing_delivery_is(
+    stack: Stack, everything: dict[str, str]
+) -> None:
+    hook = everything["endpointId"]
+    for value in ("abc", "-1", "9" * 20, "1.5", "０", "99999"):
+        reply = stack.http("POST", f"/webhooks/{hook}/deliveries/{value}/redeliver")
+        assert (reply.status, reply.body["error"]["code"]) == (404, "not_found"), (value, reply.body)
+
+
 @pytest.mark.parametrize(
     ("path", "query", "code"),
     [

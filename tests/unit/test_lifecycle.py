@@ -100,6 +100,9 @@ def test_a_download_name_keeps_the_letters_of_every_script_and_drops_what_a_path
         "attachment; filename=\"download.epub\"; filename*=UTF-8''%E6"
     )
     assert attachment("Scripts.html") == 'attachment; filename="Scripts.html"'
+    # What the folding dropped takes its separators with it (found by the outside test: "Scripts-.pdf").
+    assert attachment("Scripts-世界.pdf").startswith('attachment; filename="Scripts.pdf"; filename*=')
+    assert attachment("A-世界-B.pdf").startswith('attachment; filename="A-B.pdf"; filename*=')
 
 
 def test_a_poll_of_a_pending_export_says_when_to_ask_again(stack: Stack) -> None:
