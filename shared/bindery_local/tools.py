@@ -5,7 +5,9 @@ bindery token USER [--class CLASS]    a bearer token the local stack accepts (CL
                                       restricted, the token's bindery_class claim)
 bindery invoke FUNCTION EVENT.json    one handler, in-process, with a sample event (what
                                       `sam local invoke -e` does, without Docker)
-bindery audits [--limit N]            the GC's last audit rows, newest first
+bindery audits [--limit N] [--env-vars events/env.json]
+                                      the GC's last audit rows, newest first (the env file points it
+                                      at the local stack's embedded AWS)
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import importlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,7 @@ def add_parsers(commands: Any) -> None:
     invoke.add_argument("--env-vars", help="a SAM env.json; its Parameters are set before the handler loads")
     audits = commands.add_parser("audits", help="print the last GC runs' audit rows, newest first")
     audits.add_argument("--limit", type=int, default=20)
+    audits.add_argument("--env-vars", help="a SAM env.json (events/env.json: the local stack's AWS)")
 
 
 def run(args: argparse.Namespace, *, exports: Any = None) -> int:
@@ -39,20 +43,36 @@ def run(args: argparse.Namespace, *, exports: Any = None) -> int:
         return 0
     if args.command == "invoke":
         return _invoke(args.function, args.event, args.env_vars)
+    from botocore.exceptions import NoCredentialsError
+
     from bindery.exports import default_exports
 
-    for row in (exports or default_exports()).store.audits(args.limit):
+    _environment(args.env_vars, "gc")
+    try:
+        rows = (exports or default_exports()).store.audits(args.limit)
+    except NoCredentialsError:
+        print(
+            "bindery: no AWS credentials: for the local stack, add --env-vars events/env.json",
+            file=sys.stderr,
+        )
+        return 2
+    for row in rows:
         print(json.dumps(row, sort_keys=True))
     return 0
+
+
+def _environment(env_path: str | None, function: str) -> None:
+    """A SAM env.json's Parameters, then the function's own, set before anything reads the settings."""
+    if env_path:
+        env = json.loads(Path(env_path).read_text())
+        for scope in ("Parameters", function):
+            os.environ.update({k: str(v) for k, v in env.get(scope, {}).items()})
 
 
 def _invoke(function: str, event_path: str, env_path: str | None) -> int:
     from bindery_local.context import LambdaContext
 
-    if env_path:
-        env = json.loads(Path(env_path).read_text())
-        for scope in ("Parameters", function):
-            os.environ.update({k: str(v) for k, v in env.get(scope, {}).items()})
+    _environment(env_path, function)
     event = json.loads(Path(event_path).read_text())
     module = importlib.import_module(f"functions.{function}.app")
 

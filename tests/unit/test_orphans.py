@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 from bindery.exports import Exports
 from bindery.objects import artifact_key
@@ -94,3 +95,30 @@ def test_every_gc_run_records_an_audit_row_that_the_cli_reads(stack: Stack, caps
     assert cli.main(["audits", "--limit", "1"], exports=stack.exports) == 0
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(printed) == 1 and printed[0]["orphans_deleted"] == 0
+
+
+def test_audits_reads_an_env_file_and_without_credentials_says_the_one_thing_to_add(
+    tmp_path,
+    monkeypatch,
+    capsys,  # type: ignore[no-untyped-def]
+) -> None:
+    from botocore.exceptions import NoCredentialsError
+
+    class NoCredentials:
+        class store:
+            @staticmethod
+            def audits(limit: int) -> list[dict[str, object]]:
+                raise NoCredentialsError()
+
+    env = tmp_path / "env.json"
+    env.write_text(json.dumps({"Parameters": {"BINDERY_AUDIT_PROBE": "read"}, "gc": {"BINDERY_X": "gc's"}}))
+    # Set through monkeypatch, so that what the command sets is undone after the test.
+    monkeypatch.setenv("BINDERY_AUDIT_PROBE", "unset")
+    monkeypatch.setenv("BINDERY_X", "unset")
+
+    assert cli.main(["audits", "--env-vars", str(env)], exports=NoCredentials()) == 2
+
+    assert (os.environ["BINDERY_AUDIT_PROBE"], os.environ["BINDERY_X"]) == ("read", "gc's")
+    assert capsys.readouterr().err == (
+        "bindery: no AWS credentials: for the local stack, add --env-vars events/env.json\n"
+    )
