@@ -86,12 +86,14 @@ class Instance:
             self.process.join(timeout=5)
             raise InstanceFailed(f"{function}: its handler did not import:\n{detail}")
         self.pid: int = detail
+        self.gone = False  # its process ended (or its pipe broke): it takes no more events
 
     def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
         try:
             self._conn.send(event)
             kind, detail = self._conn.recv()
         except (EOFError, OSError) as exc:
+            self.gone = True
             raise InstanceFailed(f"{self.function}#{self.number} died while it handled an event") from exc
         if kind == "raised":
             raise InstanceFailed(f"{self.function}: the handler raised:\n{detail}")
@@ -158,7 +160,7 @@ class Pool:
             healthy = True
             return result
         except InstanceFailed:
-            healthy = instance is not None and instance.process.is_alive()
+            healthy = instance is not None and not instance.gone
             raise
         finally:
             with self._changed:

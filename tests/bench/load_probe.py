@@ -203,6 +203,7 @@ def _in_process(seconds: float, books: int) -> Load:
     with mock_aws():
         aws.records_are_not_copied()
         aws.transactions_undo_their_own_items()
+        aws.dynamodb_answers_are_dumped_as_they_are()
         aws.streams_read_the_live_table()
         urls = resources.ensure("bindery", "bindery-artifacts")
         for variable, queue in template.queue_environment().items():
@@ -295,10 +296,8 @@ def in_process(seconds: float, books: int) -> Load:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
         env.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
                    AWS_REGION="us-east-1", POWERTOOLS_METRICS_DISABLED="true")  # fmt: skip
-        subprocess.run(
-            [sys.executable, "-m", "tests.bench.load_probe", "in-process", str(seconds), str(books), out.name],
-            cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+        probe = [sys.executable, "-m", "tests.bench.load_probe", "in-process", str(seconds), str(books)]
+        subprocess.run([*probe, out.name], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
         found = json.loads(Path(out.name).read_text())
     load = Load(books, found["seconds"], defaultdict(list, found["latencies"]), found["exports_ready"])
     return load
@@ -337,8 +336,8 @@ def measure(record: Record, say: Callable[..., None] = print) -> None:
             f"{load.per_second:.0f} ({load.exports_ready / load.seconds:.1f})",
         )
         if load.failures:
-            record(section, f"{load.clients} clients: failed callers", f"{len(load.failures)}: {load.failures[0]}",
-                   "0", False)  # fmt: skip
+            failed = f"{len(load.failures)}: {load.failures[0]}"
+            record(section, f"{load.clients} clients: failed callers", failed, "0", False)
     ratio = many.per_second / limit.per_second if limit.per_second else 0.0
     record(
         section, f"requests/s at {MANY} clients / the in-process limit", f"{ratio:.2f}", "≥ 0.5", ratio >= 0.5

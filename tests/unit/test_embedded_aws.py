@@ -18,7 +18,13 @@ from moto.dynamodb.models import dynamodb_backends
 from moto.moto_api import recorder
 
 from bindery_local import template
-from bindery_local.aws import EmbeddedAws, _lock_for, streams_read_the_live_table
+from bindery_local.aws import (
+    EmbeddedAws,
+    _lock_for,
+    dynamodb_answers_are_dumped_as_they_are,
+    streams_read_the_live_table,
+    transactions_undo_their_own_items,
+)
 from tests.servers import free_port
 
 TABLE = "atomicity"
@@ -119,6 +125,58 @@ def test_a_cancelled_transaction_leaves_no_record_in_the_stream_and_a_committed_
         records = [record.record for record in table.stream_shard.items]
         inserted = [r["dynamodb"]["Keys"]["pk"]["S"] for r in records if r["eventName"] == "INSERT"]
         assert inserted == ["P#1", "P#3"]
+
+
+def test_a_cancelled_transaction_puts_back_the_items_it_touched_and_copies_no_table() -> None:
+    # moto backed a transaction up by deep-copying the whole table once per item it named; the undo puts
+    # back only the items it names, and cuts their stream records off.
+    transactions_undo_their_own_items()
+    with mock_aws():
+        client = _client()
+        template.create_table(client, TABLE)
+        client.transact_write_items(TransactItems=[_put(1), _put(2)])
+        table = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].tables[TABLE]
+        streamed = len(table.stream_shard.items)
+        update = {
+            "Update": {
+                "TableName": TABLE,
+                "Key": {"pk": {"S": "P#1"}, "sk": {"S": "X"}},
+                "UpdateExpression": "SET v = :v",
+                "ExpressionAttributeValues": {":v": {"N": "7"}},
+            }
+        }
+        delete = {"Delete": {"TableName": TABLE, "Key": {"pk": {"S": "P#2"}, "sk": {"S": "X"}}}}
+        with pytest.raises(client.exceptions.TransactionCanceledException):
+            client.transact_write_items(TransactItems=[_put(3), update, delete, _refused()])
+
+        assert dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].tables[TABLE] is table  # not a copy
+        rows = client.scan(TableName=TABLE)["Items"]
+        assert sorted((r["pk"]["S"], "v" in r) for r in rows) == [("P#1", False), ("P#2", False)]
+        assert len(table.stream_shard.items) == streamed  # the put's, update's and delete's records gone
+
+
+def test_a_dynamodb_answer_dumped_as_it_is_reads_back_every_attribute_type(embedded: str) -> None:
+    # Every attribute type, read back by each read: the same JSON both ways (the fixture's server dumps).
+    dynamodb_answers_are_dumped_as_they_are()
+    client = _client(embedded)
+    template.create_table(client, TABLE)
+    item = {
+        "pk": {"S": "P#1"}, "sk": {"S": "X"}, "n": {"N": "1.5"}, "b": {"B": b"\x00\xff"},
+        "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2"]}, "l": {"L": [{"S": "x"}, {"NULL": True}]},
+        "m": {"M": {"k": {"BOOL": False}}}, "u": {"S": "Küste ✓"},
+    }  # fmt: skip
+    client.put_item(TableName=TABLE, Item=item)
+    key = {"pk": {"S": "P#1"}, "sk": {"S": "X"}}
+    reads = [
+        client.get_item(TableName=TABLE, Key=key)["Item"],
+        client.query(
+            TableName=TABLE, KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "P#1"}}
+        )["Items"][0],
+        client.transact_get_items(TransactItems=[{"Get": {"TableName": TABLE, "Key": key}}])["Responses"][0][
+            "Item"
+        ],
+    ]
+    assert all(read == item for read in reads)
 
 
 def test_an_iterator_taken_before_a_cancelled_transaction_reads_no_phantom_and_skips_nothing() -> None:
