@@ -17,7 +17,7 @@ Its requests per second are this machine's limit for those handlers, one at a ti
 instances side by side on both cores, must reach at least half of it.
 
 `python -m tests.bench.load_probe` runs it alone and prints the figures; `make bench` runs it as its
-"local stack" section. BINDERY_BENCH_LOAD_SECONDS sets each measured window (default 25).
+"local stack" section. BINDERY_BENCH_LOAD_SECONDS sets each measured window (default 20).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-SECONDS = float(os.environ.get("BINDERY_BENCH_LOAD_SECONDS", "25"))
+SECONDS = float(os.environ.get("BINDERY_BENCH_LOAD_SECONDS", "20"))
 WARM_SECONDS = 4.0
 MANY, FEW = 64, 8
 MANUSCRIPT = "# One\n\nThe first chapter.\n\n# Two\n\nThe second chapter.\n"
