@@ -18,6 +18,7 @@ BINDERY_DATA_DIR, moto's recorder appends each request to the recording one whol
 
 from __future__ import annotations
 
+import collections
 import copy
 import json
 import logging
@@ -215,7 +216,38 @@ _PUT_EVENTS = "AWSEvents.PutEvents"
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-def _lock_for(target: str, dynamodb: threading.Lock, sqs: threading.Lock) -> threading.Lock | None:
+class Turns:
+    """A lock its takers get in the order they asked for it: the holder hands it to the oldest waiter.
+
+    A bare lock goes to whichever thread the interpreter runs next. Under 64 clients the gateway's pollers
+    and readers, dozens of requests at once, kept taking DynamoDB's lock while the pipe's GetRecords and the
+    build workers' writes waited: no export was built in 20 s. In turn, a request waits for at most the
+    requests already waiting, and those are bounded by the functions' concurrency."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._waiting: collections.deque[threading.Lock] = collections.deque()
+        self._held = False
+
+    def __enter__(self) -> None:
+        with self._guard:
+            if not self._held:
+                self._held = True
+                return
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiting.append(turn)
+        turn.acquire()  # released by the holder before us, which hands us the lock held
+
+    def __exit__(self, *exc: object) -> None:
+        with self._guard:
+            if self._waiting:
+                self._waiting.popleft().release()  # still held: it is the next taker's now
+            else:
+                self._held = False
+
+
+def _lock_for(target: str, dynamodb: Turns, sqs: Turns) -> Turns | None:
     if target.startswith(_DYNAMODB_TARGETS):
         return dynamodb
     # moto's SQS rebuilds a queue's message list on each DeleteMessage, and assigns it after the loop: a
@@ -232,8 +264,9 @@ def _lock_for(target: str, dynamodb: threading.Lock, sqs: threading.Lock) -> thr
 
 
 def one_request_at_a_time(app: WsgiApp) -> WsgiApp:
-    """DynamoDB's requests run one at a time, and SQS's writes one at a time (each service its own lock)."""
-    dynamodb, sqs = threading.Lock(), threading.Lock()
+    """DynamoDB's requests run one at a time, and SQS's writes one at a time (each service its own lock),
+    each in the order it came."""
+    dynamodb, sqs = Turns(), Turns()
 
     def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         lock = _lock_for(environ.get("HTTP_X_AMZ_TARGET", ""), dynamodb, sqs)

@@ -190,12 +190,15 @@ class Pool:
                 instance.process.kill()
 
 
-def start_instances(functions: dict[str, str], concurrency: dict[str, int], setup: Setup) -> dict[str, Pool]:
+def start_instances(
+    functions: dict[str, str], concurrency: dict[str, int], setup: Setup, snapshot: tuple[str, ...] = ()
+) -> dict[str, Pool]:
     """A pool per function (name: its handler's module), each with one warm instance, from a fork server
-    that imported every handler first. Call it from the main thread, with the environment the handlers
-    are to see: the fork server takes the process's environment and signal mask when it starts."""
+    that imported the `snapshot` modules and then every handler first. Call it from the main thread, with
+    the environment the handlers are to see: the fork server takes the process's environment and signal
+    mask when it starts."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(functions.values()))
+    context.set_forkserver_preload([*snapshot, *functions.values()])
     pools = {
         name: Pool(context, name, module, concurrency[name], setup) for name, module in functions.items()
     }

@@ -378,9 +378,8 @@ def main() -> int:
         # takes both from the fork server (bindery_local.instances). One warm instance of each function,
         # so the port opens only once every handler has imported.
         limits = concurrency()
-        pools = start_instances(
-            {name: f"functions.{name}.app" for name in template.functions()}, limits, _instance_setup
-        )
+        handlers = {name: f"functions.{name}.app" for name in template.functions()}
+        pools = start_instances(handlers, limits, _instance_setup, snapshot=("bindery_local.snapshot",))
 
         def invoke(function: str, event: dict[str, Any]) -> dict[str, Any]:
             return pools[function].invoke(event)

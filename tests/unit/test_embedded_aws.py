@@ -20,6 +20,7 @@ from moto.moto_api import recorder
 from bindery_local import template
 from bindery_local.aws import (
     EmbeddedAws,
+    Turns,
     _lock_for,
     dynamodb_answers_are_dumped_as_they_are,
     streams_read_the_live_table,
@@ -216,7 +217,7 @@ def test_an_iterator_taken_before_a_cancelled_transaction_reads_no_phantom_and_s
 
 def test_a_put_events_waits_for_sqs_writes_since_moto_sends_a_rules_events_to_sqs_inside_it() -> None:
     # The webhook rule's send into its queue must not land while a DeleteMessage rebuilds the queue's list.
-    dynamodb, sqs = threading.Lock(), threading.Lock()
+    dynamodb, sqs = Turns(), Turns()
     assert _lock_for("AWSEvents.PutEvents", dynamodb, sqs) is sqs
     assert _lock_for("AmazonSQS.DeleteMessage", dynamodb, sqs) is sqs
     assert _lock_for("AWSEvents.PutRule", dynamodb, sqs) is None  # the rest of EventBridge runs free
@@ -262,3 +263,26 @@ def test_requests_recorded_at_once_from_many_threads_each_keep_a_whole_line(
     assert sorted(u.split("/recorded/", 1)[1] for u in urls if "/recorded/" in u) == sorted(
         f"{n}/{i}" for n in range(8) for i in range(20)
     )
+
+
+def test_the_lock_goes_to_its_waiters_in_the_order_they_asked() -> None:
+    # A bare lock went to whichever thread ran next: 64 clients' reads kept it from the pipe and the builds.
+    turns, taken, order = Turns(), threading.Event(), []
+    turns.__enter__()
+    threads = []
+    for n in range(6):
+
+        def wait(n: int = n) -> None:
+            with turns:
+                order.append(n)
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        threads.append(thread)
+        while len(turns._waiting) < n + 1:  # this one waits before the next asks
+            taken.wait(0.001)
+    turns.__exit__(None, None, None)
+    for thread in threads:
+        thread.join(timeout=10)
+    assert order == list(range(6))
+    assert not turns._held and not turns._waiting
