@@ -82,9 +82,10 @@ def _instance_setup(function: str) -> None:
 
 def concurrency() -> dict[str, int]:
     """Each function's concurrency: BINDERY_LOCAL_CONCURRENCY (default 8), or the template's cap if lower."""
-    wanted = int(os.environ.get("BINDERY_LOCAL_CONCURRENCY") or DEFAULT_CONCURRENCY)
-    if wanted < 1:
-        raise ValueError(f"BINDERY_LOCAL_CONCURRENCY={wanted}: it takes 1 or more")
+    given = os.environ.get("BINDERY_LOCAL_CONCURRENCY") or str(DEFAULT_CONCURRENCY)
+    if not given.isdigit() or int(given) < 1:
+        raise SystemExit(f"BINDERY_LOCAL_CONCURRENCY={given!r}: it takes a whole number, 1 or more")
+    wanted = int(given)
     caps = template.concurrency_caps()
     return {name: min(wanted, caps.get(name, wanted)) for name in template.functions()}
 
@@ -335,6 +336,7 @@ def _stop_within(deadline: float, steps: Callable[[], None]) -> None:
 def main() -> int:
     port = int(os.environ.get("PORT", "3000"))
     data_dir = os.environ.get("BINDERY_DATA_DIR")
+    limits = concurrency()  # a bad setting stops the start before anything runs
     if data_dir:
         Path(data_dir).mkdir(parents=True, exist_ok=True)
     from bindery_local.aws import AwsProcess
@@ -377,7 +379,6 @@ def main() -> int:
         # From the main thread, with the environment complete and no stop signal blocked: each instance
         # takes both from the fork server (bindery_local.instances). One warm instance of each function,
         # so the port opens only once every handler has imported.
-        limits = concurrency()
         handlers = {name: f"functions.{name}.app" for name in template.functions()}
         pools = start_instances(handlers, limits, _instance_setup, snapshot=("bindery_local.snapshot",))
 
