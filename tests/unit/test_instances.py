@@ -96,3 +96,26 @@ def test_an_instance_that_dies_fails_its_event_and_a_new_instance_takes_the_next
 def test_a_handler_that_does_not_import_stops_the_start_with_its_error() -> None:
     with pytest.raises(InstanceFailed, match="did not import"):
         start_instances({"missing": "tests.unit.no_such_handler"}, {"missing": 1}, instance_handler.setup)
+
+
+def test_events_waiting_for_an_instance_take_one_in_the_order_they_came() -> None:
+    pools = start_instances({"probe": MODULE}, {"probe": 1}, instance_handler.setup)
+    pool, answers = pools["probe"], []
+    try:
+        first = threading.Thread(target=lambda: answers.append(pool.invoke({"n": 0, "sleep": 0.5})))
+        first.start()
+        while not pool._busy:  # the one instance is taken
+            threading.Event().wait(0.001)
+        waiting = []
+        for n in range(1, 6):
+            thread = threading.Thread(target=lambda n=n: answers.append(pool.invoke({"n": n})))
+            thread.start()
+            waiting.append(thread)
+            while len(pool._waiting) < n:  # this one waits before the next comes
+                threading.Event().wait(0.001)
+        for thread in [first, *waiting]:
+            thread.join(timeout=30)
+    finally:
+        pool.stop()
+        pool.join(timeout=5)
+    assert [a["handled"][-1] for a in answers] == list(range(6))
