@@ -2,16 +2,16 @@
 the bus's rules, every queue's consumer (the build worker, the webhook ingest and sender) and the schedules
 (the sweeps), all wired from template.yaml and all calling the real handlers.
 
-Each Lambda function is invoked one event at a time, as one Lambda instance would be: the handlers'
-module state (Powertools' resolver, the batch processor) is per-process in Lambda, so here a lock per
-function keeps two events from sharing it at once. The embedded AWS is `bindery_local.aws`: moto's server,
-with DynamoDB made atomic under concurrent requests.
+Each function runs as Lambda runs it, in instances side by side (`bindery_local.instances`): processes of
+its own, each with its own module state and one event at a time, up to the function's concurrency
+(BINDERY_LOCAL_CONCURRENCY, default 8, or less where the template caps the function). Each queue's event
+source polls with as many pollers as its function's concurrency. The embedded AWS is `bindery_local.aws`:
+moto's server in a process of its own, with DynamoDB made atomic under concurrent requests.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import logging
 import os
@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from bindery_local import resources, template, tokens
-from bindery_local.context import LambdaContext
 from bindery_local.pipes import from_template
 
 TABLE = "bindery"
@@ -38,16 +37,9 @@ DEMO_USER = "demo-user"
 # process: what a cut-off build or sweep did not finish, leases and sweeps take up at the next start.
 STOP_DEADLINE_SECONDS = 5.0
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-RECORDING = "moto-recording.jsonl"
-# Requests that change nothing in a replay; a recording keeps only the others, so a restart replays state,
-# not polls. A receipt handle is moto's random answer to a receive, and receives are not replayed: a
-# replayed delete or visibility change names a handle the replay never gave out, and changes nothing.
-_READS = {
-    "GetItem", "Query", "Scan", "TransactGetItems", "BatchGetItem", "DescribeTable", "ListTables",
-    "DescribeTimeToLive", "DescribeStream", "GetShardIterator", "GetRecords", "ListStreams",
-    "ReceiveMessage", "GetQueueUrl", "GetQueueAttributes", "ListQueues",
-    "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch",
-}  # fmt: skip
+# Each function's most instances at once, unless the template caps it lower: 8 keeps 64 callers' reads from
+# queueing behind each other on this 2-core machine and starts in a few seconds (docs/BENCHMARKS.md).
+DEFAULT_CONCURRENCY = 8
 
 
 def log(message: str) -> None:
@@ -61,7 +53,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-_invoking = threading.local()
+# The function this process is an instance of (`_instance_setup`): the name its log lines carry.
+_function_here = ""
 
 
 def _pin_hosts() -> None:
@@ -79,30 +72,22 @@ def _pin_hosts() -> None:
         socket.getaddrinfo = getaddrinfo
 
 
-class Functions:
-    """The template's handlers, each imported here, on the main thread, and invoked one event at a time.
+def _instance_setup(function: str) -> None:
+    """What each of a function's instances sets up before it imports the handler."""
+    global _function_here
+    _function_here = function
+    _pin_hosts()
+    _quiet_logs()
 
-    Imported before anything can invoke one. Imported on first use instead, by a request's thread and a
-    queue consumer's at once, two handlers' imports of Powertools crossed (each held a module the other
-    needed) and Python handed one a partly initialised module: `cannot import name 'SQSEvent' from
-    partially initialized module`, a 500 right after a restart (issue 28). What a call still imports on
-    first use (a renderer, the markdown parser, imagesize) it imports holding no other import, so it can
-    wait for another thread's import of the same module, never cross it."""
 
-    def __init__(self, names: list[str]) -> None:
-        self._modules = {name: importlib.import_module(f"functions.{name}.app") for name in names}
-        self._locks = {name: threading.Lock() for name in names}
-
-    def invoke(self, name: str, event: dict[str, Any]) -> dict[str, Any]:
-        with self._locks[name]:
-            _invoking.function = name
-            try:
-                result: dict[str, Any] = self._modules[name].handler(
-                    event, LambdaContext(name, timeout_ms=300_000)
-                )
-            finally:
-                _invoking.function = None
-        return result
+def concurrency() -> dict[str, int]:
+    """Each function's concurrency: BINDERY_LOCAL_CONCURRENCY (default 8), or the template's cap if lower."""
+    given = os.environ.get("BINDERY_LOCAL_CONCURRENCY") or str(DEFAULT_CONCURRENCY)
+    if not given.isdigit() or int(given) < 1:
+        raise SystemExit(f"BINDERY_LOCAL_CONCURRENCY={given!r}: it takes a whole number, 1 or more")
+    wanted = int(given)
+    caps = template.concurrency_caps()
+    return {name: min(wanted, caps.get(name, wanted)) for name in template.functions()}
 
 
 def _configure_environment(endpoint: str) -> None:
@@ -145,9 +130,8 @@ class _OneLine(logging.Formatter):
         fields = " ".join(f"{k}={entry[k]}" for k in self.KEYS if entry.get(k) is not None)
         level = "" if entry.get("level") == "INFO" else f"{entry.get('level')} "
         stamp = datetime.now(UTC).strftime("%H:%M:%S")
-        # Powertools keeps one Lambda context per process; here five functions share the process, so the
-        # function's name comes from the thread that is invoking it.
-        function = getattr(_invoking, "function", "") or entry.get("function_name", "")
+        # The instance's own function, as Lambda's log group would name it.
+        function = _function_here or entry.get("function_name", "")
         line = f"{stamp} {level}{function}: {entry.get('message')} {fields}".rstrip()
         if entry.get("exception"):
             line += "\n" + str(entry["exception"])
@@ -161,52 +145,6 @@ def _quiet_logs() -> None:
 
     handler = logger.registered_handler
     handler.setFormatter(_OneLine(handler.formatter))  # type: ignore[arg-type]
-
-
-def _is_write(entry: dict[str, Any]) -> bool:
-    if entry.get("method") in ("GET", "HEAD"):
-        return False
-    headers = {k.lower(): v for k, v in (entry.get("headers") or {}).items()}
-    target = str(headers.get("x-amz-target", ""))
-    return target.rsplit(".", 1)[-1] not in _READS
-
-
-def _recorded(lines: list[str]) -> list[dict[str, Any]]:
-    """The recording's entries. A last line that does not parse was torn by a crash (`kill -9`) while moto
-    wrote it, and moto records a request before it applies it: that request was never applied nor answered,
-    so it is dropped. A torn line anywhere else is damage, and stops the start rather than lose state."""
-    entries = []
-    for n, line in enumerate(lines):
-        try:
-            entries.append(json.loads(line))
-        except json.JSONDecodeError:
-            if n < len(lines) - 1:
-                raise
-    return entries
-
-
-def _replay(data_dir: Path, endpoint: str) -> int:
-    """Rebuild the embedded AWS from the recording of earlier runs: moto's own state persistence.
-
-    The recording is first compacted to the requests that changed something, so it grows with the state
-    rather than with the time the stack has been polling. The compacted copy is written aside and renamed
-    over the recording: rewritten in place, a crash during the rewrite cut the recording short, and the
-    state was lost with it."""
-    from moto.moto_api import recorder
-
-    path = data_dir / RECORDING
-    if not path.exists() or path.stat().st_size == 0:
-        return 0
-    kept = [
-        entry
-        for entry in _recorded([ln for ln in path.read_text().splitlines() if ln.strip()])
-        if _is_write(entry)
-    ]
-    aside = path.with_name(path.name + ".tmp")
-    aside.write_text("".join(json.dumps(entry) + "\n" for entry in kept))
-    os.replace(aside, path)
-    recorder.replay_recording(target_host=endpoint)
-    return len(kept)
 
 
 def _loop(name: str, stop: threading.Event, every: float, step: Callable[[], None]) -> threading.Thread:
@@ -223,24 +161,26 @@ def _loop(name: str, stop: threading.Event, every: float, step: Callable[[], Non
     return thread
 
 
+Invoke = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
 def _consumer(
-    stop: threading.Event, consumer: template.Consumer, queue_url: str, functions: Functions
+    stop: threading.Event, consumer: template.Consumer, queue_url: str, invoke: Invoke, concurrency: int
 ) -> threading.Thread:
     """One SQS event source mapping: batches from its queue into its function, partial failures kept (a
     failed message comes back after the queue's visibility timeout, and to its dead-letter queue after
-    maxReceiveCount)."""
+    maxReceiveCount). Its poller hands each batch to an instance and polls again while fewer than
+    `concurrency` batches are in hand, as Lambda's pollers scale up to the function's concurrency: builds
+    run side by side, and the queue is long-polled once at a time, not once per instance (each poll is a
+    request the embedded AWS serves)."""
     import boto3
 
     sqs = boto3.client("sqs")
     name, batch_size = consumer.function, consumer.batch_size
     arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    in_hand = threading.BoundedSemaphore(concurrency)
 
-    def step() -> None:
-        messages = sqs.receive_message(
-            QueueUrl=queue_url, MaxNumberOfMessages=batch_size, WaitTimeSeconds=1, AttributeNames=["All"]
-        ).get("Messages", [])
-        if not messages:
-            return
+    def handle(messages: list[dict[str, Any]]) -> None:
         records = [
             {
                 "messageId": m["MessageId"],
@@ -255,16 +195,37 @@ def _consumer(
             }
             for m in messages
         ]
-        result = functions.invoke(name, {"Records": records})
-        failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
-        for m in messages:
-            if m["MessageId"] not in failed:
-                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+        try:
+            result = invoke(name, {"Records": records})
+            failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+            for m in messages:
+                if m["MessageId"] not in failed:
+                    sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+        except Exception as exc:  # the batch comes back after its visibility timeout, as Lambda retries it
+            if not stop.is_set():
+                log(f"{name}: {exc!r}")
+        finally:
+            in_hand.release()
 
-    return _loop(name, stop, 0.0, step)
+    def step() -> None:
+        if not in_hand.acquire(timeout=1.0):
+            return  # every place is in hand: poll again once one is free
+        try:
+            messages = sqs.receive_message(
+                QueueUrl=queue_url, MaxNumberOfMessages=batch_size, WaitTimeSeconds=1, AttributeNames=["All"]
+            ).get("Messages", [])
+        except BaseException:
+            in_hand.release()
+            raise
+        if not messages:
+            in_hand.release()
+            return
+        threading.Thread(target=handle, args=(messages,), name=f"{name}-batch", daemon=True).start()
+
+    return _loop(f"{name}-poller", stop, 0.0, step)
 
 
-def _schedules(stop: threading.Event, functions: Functions) -> list[tuple[str, float, threading.Thread]]:
+def _schedules(stop: threading.Event, invoke: Invoke) -> list[tuple[str, float, threading.Thread]]:
     """EventBridge's schedule rules, at the template's rates (BINDERY_LOCAL_SWEEP_SECONDS overrides)."""
     override = os.environ.get("BINDERY_LOCAL_SWEEP_SECONDS")
     started = []
@@ -283,7 +244,7 @@ def _schedules(stop: threading.Event, functions: Functions) -> list[tuple[str, f
                 "resources": [f"arn:aws:events:us-east-1:000000000000:rule/{fn}"],
                 "detail": {},
             }
-            functions.invoke(fn, event)  # the handler logs what it did, when it did anything
+            invoke(fn, event)  # the handler logs what it did, when it did anything
 
         def delayed(fn: Callable[[], None] = fire, wait: float = seconds) -> None:
             if not stop.wait(wait):
@@ -310,7 +271,12 @@ curl -sf -o hello.html "$(curl -sf $API/books/$BOOK/exports/$EXPORT -H "Authoriz
 
 
 def banner(
-    api: str, endpoint: str, data_dir: str | None, sweeps: list[tuple[str, float]], local_http: bool = False
+    api: str,
+    endpoint: str,
+    data_dir: str | None,
+    sweeps: list[tuple[str, float]],
+    limits: dict[str, int],
+    local_http: bool = False,
 ) -> str:
     state = f"kept in {data_dir}" if data_dir else "in memory (set BINDERY_DATA_DIR to keep it)"
     hooks = (
@@ -319,6 +285,7 @@ def banner(
         else "webhook URLs: https, public addresses only, as deployed"
     )
     every = ", ".join(f"{name} every {seconds:g}s" for name, seconds in sweeps)
+    wide = ", ".join(f"{name} {n}" for name, n in limits.items() if n > 1)
     session = SESSION.replace("@API", api).replace("@TOKEN", tokens.mint(DEMO_USER))
     return (
         "Bindery is running.\n"
@@ -326,6 +293,7 @@ def banner(
         f"  AWS     {endpoint}  (moto's server: DynamoDB, S3, SQS, EventBridge)\n"
         f"  state   {state}\n"
         f"  sweeps  {every}\n"
+        f"  scale   up to this many instances of each function at once: {wide} (BINDERY_LOCAL_CONCURRENCY)\n"
         f"  hooks   {hooks}\n\n"
         f"A token for {DEMO_USER} (24 h; `bindery token NAME` makes more), and a session to paste:\n\n"
         f"{session}\n"
@@ -368,23 +336,21 @@ def _stop_within(deadline: float, steps: Callable[[], None]) -> None:
 def main() -> int:
     port = int(os.environ.get("PORT", "3000"))
     data_dir = os.environ.get("BINDERY_DATA_DIR")
+    limits = concurrency()  # a bad setting stops the start before anything runs
     if data_dir:
         Path(data_dir).mkdir(parents=True, exist_ok=True)
-        # moto reads these when it is imported: set them first.
-        os.environ["MOTO_ENABLE_RECORDING"] = "true"
-        os.environ["MOTO_RECORDER_FILEPATH"] = str(Path(data_dir) / RECORDING)
-    from bindery_local.aws import EmbeddedAws
+    from bindery_local.aws import AwsProcess
+    from bindery_local.instances import Pool, start_instances
 
-    # 5000 by default, so events/env.json reaches it; 0 picks a free port (the e2e tests run several stacks).
-    moto = EmbeddedAws(int(os.environ.get("BINDERY_MOTO_PORT", "5000")) or _free_port())
     # SIGINT and SIGTERM both raise KeyboardInterrupt, and neither handler takes a lock (one that set an
     # Event could deadlock on the Event's own lock, held by the main thread it interrupted). SIGINT's is
     # installed too, not left to Python: a process started in the background by a shell without job
     # control inherits SIGINT ignored, and Python then installs nothing (the stack ignored its stop).
     for sig in _STOP_SIGNALS:
         signal.signal(sig, signal.default_int_handler)
-    with _threads_deaf_to_stop_signals():
-        moto.start()
+    # 5000 by default, so events/env.json reaches it; 0 picks a free port (the e2e tests run several stacks).
+    # With a data dir, it has replayed the recording of earlier runs when it answers.
+    moto = AwsProcess(int(os.environ.get("BINDERY_MOTO_PORT", "5000")), Path(data_dir) if data_dir else None)
     endpoint = moto.endpoint
     _configure_environment(endpoint)
     _pin_hosts()
@@ -392,11 +358,11 @@ def main() -> int:
 
     stop = threading.Event()
     threads: list[threading.Thread] = []
+    pools: dict[str, Pool] = {}
     gateway_server = None
     try:
         if data_dir:
-            replayed = _replay(Path(data_dir), endpoint)
-            log(f"restored {replayed} recorded writes from {data_dir}")
+            log(f"restored {moto.replayed} recorded writes from {data_dir}")
         from bindery.config import Settings
 
         urls = resources.ensure(
@@ -404,29 +370,40 @@ def main() -> int:
             os.environ["BINDERY_BUCKET"],
             Settings.from_env().build_visibility_timeout_seconds,
         )
-        # Every handler shares this process, so each queue's variable is set once for all of them.
+        # Every function sees every queue's variable, as the template's Globals give them.
         for variable, queue in template.queue_environment().items():
             os.environ[variable] = urls[queue]
 
         from bindery_local.gateway import Gateway, serve
 
-        functions = Functions(template.functions())
+        # From the main thread, with the environment complete and no stop signal blocked: each instance
+        # takes both from the fork server (bindery_local.instances). One warm instance of each function,
+        # so the port opens only once every handler has imported.
+        handlers = {name: f"functions.{name}.app" for name in template.functions()}
+        pools = start_instances(handlers, limits, _instance_setup, snapshot=("bindery_local.snapshot",))
+
+        def invoke(function: str, event: dict[str, Any]) -> dict[str, Any]:
+            return pools[function].invoke(event)
+
         # Each pipe takes its position now, from its checkpoint in the data dir (bindery_local.pipes).
         pipes = from_template(
             os.environ["BINDERY_TABLE"], urls["BuildQueue"], Path(data_dir) if data_dir else None, log
         )
         with _threads_deaf_to_stop_signals():
             threads += [_loop(pipe.name, stop, 0.2, pipe.step) for pipe in pipes]
-            threads += [_consumer(stop, c, urls[c.queue], functions) for c in template.queue_consumers()]
-            sweeps = _schedules(stop, functions)
+            threads += [
+                _consumer(stop, c, urls[c.queue], invoke, limits[c.function])
+                for c in template.queue_consumers()
+            ]
+            sweeps = _schedules(stop, invoke)
             # The port is bound last, so it accepts only a request the stack can serve: the recording
             # replayed, every handler imported, every pipe and consumer running.
-            gateway_server = serve(Gateway(template.routes(), functions.invoke, log), port)
+            gateway_server = serve(Gateway(template.routes(), invoke, log), port)
         threads += [t for _, _, t in sweeps]
 
         local_http = Settings.from_env().webhook_local
         every = [(n, s) for n, s, _ in sweeps]
-        print(banner(f"http://127.0.0.1:{port}", endpoint, data_dir, every, local_http), flush=True)
+        print(banner(f"http://127.0.0.1:{port}", endpoint, data_dir, every, limits, local_http), flush=True)
         signal.pause()  # until SIGINT or SIGTERM: both raise KeyboardInterrupt here
     except KeyboardInterrupt:
         pass
@@ -440,11 +417,15 @@ def main() -> int:
             if gateway_server is not None:
                 gateway_server.shutdown()
                 gateway_server.server_close()
-            # A build or a sweep in mid-call finishes or is cut off with the process (they are daemon
-            # threads); what they did not finish, the lease and the sweeps take up next start.
+            # A build or a sweep in mid-call is cut off with its instance; what it did not finish, the
+            # lease and the sweeps take up next start. An event waiting for an instance is refused.
+            for pool in pools.values():
+                pool.stop()
             for thread in threads:
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
-            moto.stop()
+            for pool in pools.values():
+                pool.join(timeout=max(0.0, deadline - time.monotonic()))
+            moto.stop(timeout=max(0.0, deadline - time.monotonic()))
 
         _stop_within(deadline, steps)
         log(f"stopped in {time.monotonic() - stopping:.1f}s")

@@ -123,6 +123,32 @@ def functions() -> list[str]:
     ]
 
 
+def _at_default(value: Any) -> Any:
+    """A property's value as the template's defaults make it: a `!Ref` to a parameter is its Default, and an
+    `!If` on a condition that holds at the defaults (ReserveSubmit) is its first branch."""
+    if isinstance(value, dict) and "Ref" in value:
+        return load()["Parameters"][value["Ref"]]["Default"]
+    if isinstance(value, dict) and "Fn::If" in value:
+        return _at_default(value["Fn::If"][1])
+    return value
+
+
+def concurrency_caps() -> dict[str, int]:
+    """The most instances the template lets each function run at once, where it caps them: a function's
+    ReservedConcurrentExecutions, or its SQS event source's MaximumConcurrency, at their defaults."""
+    caps: dict[str, int] = {}
+    for resource in resources().values():
+        if resource.get("Type") != "AWS::Serverless::Function":
+            continue
+        props = resource["Properties"]
+        found = [_at_default(props.get("ReservedConcurrentExecutions"))]
+        for event in props.get("Events", {}).values():
+            found.append(_at_default(event["Properties"].get("ScalingConfig", {}).get("MaximumConcurrency")))
+        if numbers := [int(n) for n in found if n is not None]:
+            caps[_function_dir(props)] = min(numbers)
+    return caps
+
+
 def pipe_stream_parameters(logical_id: str) -> dict[str, Any]:
     """A pipe's DynamoDBStreamParameters: its StartingPosition and BatchSize."""
     params: dict[str, Any] = resources()[logical_id]["Properties"]["SourceParameters"][

@@ -18,7 +18,14 @@ from moto.dynamodb.models import dynamodb_backends
 from moto.moto_api import recorder
 
 from bindery_local import template
-from bindery_local.aws import EmbeddedAws, _lock_for, streams_read_the_live_table
+from bindery_local.aws import (
+    EmbeddedAws,
+    Turns,
+    _lock_for,
+    dynamodb_answers_are_dumped_as_they_are,
+    streams_read_the_live_table,
+    transactions_undo_their_own_items,
+)
 from tests.servers import free_port
 
 TABLE = "atomicity"
@@ -121,6 +128,58 @@ def test_a_cancelled_transaction_leaves_no_record_in_the_stream_and_a_committed_
         assert inserted == ["P#1", "P#3"]
 
 
+def test_a_cancelled_transaction_puts_back_the_items_it_touched_and_copies_no_table() -> None:
+    # moto backed a transaction up by deep-copying the whole table once per item it named; the undo puts
+    # back only the items it names, and cuts their stream records off.
+    transactions_undo_their_own_items()
+    with mock_aws():
+        client = _client()
+        template.create_table(client, TABLE)
+        client.transact_write_items(TransactItems=[_put(1), _put(2)])
+        table = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].tables[TABLE]
+        streamed = len(table.stream_shard.items)
+        update = {
+            "Update": {
+                "TableName": TABLE,
+                "Key": {"pk": {"S": "P#1"}, "sk": {"S": "X"}},
+                "UpdateExpression": "SET v = :v",
+                "ExpressionAttributeValues": {":v": {"N": "7"}},
+            }
+        }
+        delete = {"Delete": {"TableName": TABLE, "Key": {"pk": {"S": "P#2"}, "sk": {"S": "X"}}}}
+        with pytest.raises(client.exceptions.TransactionCanceledException):
+            client.transact_write_items(TransactItems=[_put(3), update, delete, _refused()])
+
+        assert dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].tables[TABLE] is table  # not a copy
+        rows = client.scan(TableName=TABLE)["Items"]
+        assert sorted((r["pk"]["S"], "v" in r) for r in rows) == [("P#1", False), ("P#2", False)]
+        assert len(table.stream_shard.items) == streamed  # the put's, update's and delete's records gone
+
+
+def test_a_dynamodb_answer_dumped_as_it_is_reads_back_every_attribute_type(embedded: str) -> None:
+    # Every attribute type, read back by each read: the same JSON both ways (the fixture's server dumps).
+    dynamodb_answers_are_dumped_as_they_are()
+    client = _client(embedded)
+    template.create_table(client, TABLE)
+    item = {
+        "pk": {"S": "P#1"}, "sk": {"S": "X"}, "n": {"N": "1.5"}, "b": {"B": b"\x00\xff"},
+        "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2"]}, "l": {"L": [{"S": "x"}, {"NULL": True}]},
+        "m": {"M": {"k": {"BOOL": False}}}, "u": {"S": "Küste ✓"},
+    }  # fmt: skip
+    client.put_item(TableName=TABLE, Item=item)
+    key = {"pk": {"S": "P#1"}, "sk": {"S": "X"}}
+    reads = [
+        client.get_item(TableName=TABLE, Key=key)["Item"],
+        client.query(
+            TableName=TABLE, KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "P#1"}}
+        )["Items"][0],
+        client.transact_get_items(TransactItems=[{"Get": {"TableName": TABLE, "Key": key}}])["Responses"][0][
+            "Item"
+        ],
+    ]
+    assert all(read == item for read in reads)
+
+
 def test_an_iterator_taken_before_a_cancelled_transaction_reads_no_phantom_and_skips_nothing() -> None:
     # moto's iterator kept the shard it was made from; a cancelled transaction then replaced the table with
     # its copy, and the old iterator read the discarded one: a record for a put that was rolled back, at a
@@ -158,7 +217,7 @@ def test_an_iterator_taken_before_a_cancelled_transaction_reads_no_phantom_and_s
 
 def test_a_put_events_waits_for_sqs_writes_since_moto_sends_a_rules_events_to_sqs_inside_it() -> None:
     # The webhook rule's send into its queue must not land while a DeleteMessage rebuilds the queue's list.
-    dynamodb, sqs = threading.Lock(), threading.Lock()
+    dynamodb, sqs = Turns(), Turns()
     assert _lock_for("AWSEvents.PutEvents", dynamodb, sqs) is sqs
     assert _lock_for("AmazonSQS.DeleteMessage", dynamodb, sqs) is sqs
     assert _lock_for("AWSEvents.PutRule", dynamodb, sqs) is None  # the rest of EventBridge runs free
@@ -204,3 +263,26 @@ def test_requests_recorded_at_once_from_many_threads_each_keep_a_whole_line(
     assert sorted(u.split("/recorded/", 1)[1] for u in urls if "/recorded/" in u) == sorted(
         f"{n}/{i}" for n in range(8) for i in range(20)
     )
+
+
+def test_the_lock_goes_to_its_waiters_in_the_order_they_asked() -> None:
+    # A bare lock went to whichever thread ran next: 64 clients' reads kept it from the pipe and the builds.
+    turns, taken, order = Turns(), threading.Event(), []
+    turns.__enter__()
+    threads = []
+    for n in range(6):
+
+        def wait(n: int = n) -> None:
+            with turns:
+                order.append(n)
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        threads.append(thread)
+        while len(turns._waiting) < n + 1:  # this one waits before the next asks
+            taken.wait(0.001)
+    turns.__exit__(None, None, None)
+    for thread in threads:
+        thread.join(timeout=10)
+    assert order == list(range(6))
+    assert not turns._held and not turns._waiting
