@@ -256,6 +256,7 @@ def _schedules(stop: threading.Event, invoke: Invoke) -> list[tuple[str, float, 
 
 # The curl session the banner prints. The e2e test runs it exactly as printed.
 SESSION = r"""export API=@API TOKEN=@TOKEN
+export BINDERY_API=$API BINDERY_TOKEN=$TOKEN    # what the bindery command line reads
 BOOK=$(curl -sf -X POST $API/books -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
   -d '{"title": "Hello", "manuscript": "# Hello\n\nFirst words.\n\n# Goodbye\n\nLast words.\n"}' \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')

@@ -45,11 +45,14 @@ class _Text(html.parser.HTMLParser):
 def test_the_banners_curl_lines_work_exactly_as_printed(stack: RunningStack, tmp_path: Path) -> None:
     banner = stack.banner()
     session = banner[banner.index("export API=") :]
+    # The session's second line is what the command line reads: `bindery` answers as the banner's user.
+    session += f'\n{ROOT}/.venv/bin/bindery me --json | grep -q \'"caller": "demo-user"\' && echo cli-ok'
     result = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", session], cwd=tmp_path, capture_output=True, text=True, timeout=90
     )
     assert result.returncode == 0, result.stderr
     assert '"state":"ready"' in result.stdout
+    assert result.stdout.rstrip().endswith("cli-ok")
     page = (tmp_path / "hello.html").read_text()
     assert "<h1>Hello</h1>" in page and "<p>Last words.</p>" in page
 
