@@ -44,6 +44,13 @@ class Builds(Parts):
             if outcome.reason == ClaimRefusal.HELD:
                 raise RetryLater("another attempt holds the lease")
             logger.info("claim refused", extra={"export_id": export_id, "reason": outcome.reason})
+            ended = outcome.export
+            if outcome.reason == ClaimRefusal.ENDED and ended is not None and ended.batch_id is not None:
+                # A build message comes back when the attempt that ended its target died before it was
+                # answered: maybe between the ending and its batch's settlement, a write of its own. The
+                # redelivery settles it now rather than leaving it to the batch sweep, minutes later
+                # (settle_batch changes nothing while a target is pending, or once the batch has ended).
+                self.store.settle_batch(ended.counted_against, ended.batch_id, now)
             return BuildOutcome.refused(outcome.reason)
         export = outcome.export
         state_change(export.id, book_id, "export claimed", attempt=export.attempt)

@@ -206,6 +206,32 @@ def test_the_sweep_ends_a_batch_whose_last_ending_could_not(
     assert stack.http("GET", "/me").body["live"]["batches"] == 0
 
 
+def test_a_build_that_died_between_its_ending_and_its_batchs_is_settled_by_the_redelivery(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the kill test: a worker killed after its target's ending and before the batch's settlement
+    left the batch running until the batch sweep, ten minutes on. Its message comes back, unanswered."""
+    book = stack.create_book()
+    batch = _batch(stack, _create(stack, [{"book_id": book, "format": "html"}]).body["id"])
+
+    class Killed(BaseException):
+        """The process dying: no handler catches it."""
+
+    def killed(self: Any, caller: str, batch_id: str, now: float) -> None:
+        raise Killed
+
+    with monkeypatch.context() as patched, pytest.raises(Killed):
+        patched.setattr(type(stack.store), "settle_batch", killed)
+        stack.build(book, batch["targets"][0]["export_id"])
+    assert _batch(stack, batch["id"])["status"] == "running"  # the target ended; its batch did not
+
+    assert stack.build(book, batch["targets"][0]["export_id"])["batchItemFailures"] == []  # redelivered
+
+    after = _batch(stack, batch["id"])
+    assert (after["status"], after["targets_done"], after["bundle"]["state"]) == ("done", 1, "pending")
+    assert stack.http("GET", "/me").body["live"]["batches"] == 0
+
+
 def test_a_stale_target_fails_by_the_sweep_and_the_batch_ends_failed(stack: Stack) -> None:
     book = stack.create_book()
     batch = _batch(stack, _create(stack, [{"book_id": book, "format": "html"}] * 2).body["id"])
