@@ -81,8 +81,10 @@ class Pipe:
         ]
 
     def _read(self, shard_id: str, after: str, limit: int) -> list[Record]:
-        # A fresh iterator after the position on each read, not NextShardIterator: moto restores a table
-        # from a copy when a transaction is cancelled, and an iterator taken before that reads a dead copy.
+        # A fresh iterator after the position on each read, not NextShardIterator: the position is the
+        # checkpoint's, so a read never depends on an iterator from before a restart (or, under plain moto,
+        # on one taken before a cancelled transaction restored the table from a copy; bindery_local.aws's
+        # undo no longer copies it, and any other endpoint is read the same way).
         kind = (
             {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": after}
             if after
