@@ -20,7 +20,8 @@ from pathlib import Path
 
 import typst
 
-from bindery.engine.pdf import DESIGN, font_dirs
+from bindery.engine.pdf import DESIGN
+from bindery.engine.typefaces import font_dirs
 
 BUCKET = 256  # the widest in each bucket of this many code points is kept
 CHUNK = 0x2000  # code points a process measures

@@ -356,7 +356,7 @@ def layer() -> None:
         total < 250 * 2**20,
     )
     record("layer", "of which bindery", f"{sizes.get('bindery', 0) / 2**20:.1f} MiB")
-    from bindery.engine.pdf import FONT_PACKAGES
+    from bindery.engine.typefaces import FONT_PACKAGES
 
     fonts = [package for package, _, _ in FONT_PACKAGES]
     font_bytes = sum(sizes.get(package, 0) for package in fonts)

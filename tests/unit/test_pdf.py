@@ -502,15 +502,15 @@ def test_the_typesetter_reads_no_file_outside_its_build(tmp_path: Path) -> None:
 def test_a_layer_without_the_fonts_is_refused_rather_than_set_without_arabic_or_cjk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bindery.engine import pdf
+    from bindery.engine import typefaces
 
     # A wheel that lacks a file the design names, and one not installed at all.
     fonts = (
-        *pdf.FONT_PACKAGES,
+        *typefaces.FONT_PACKAGES,
         ("fontpkg_amiri", "files", ("Amiri-Regular.ttf", "Amiri-Gone.ttf")),
         ("bindery_no_such_fonts", "", ("Any.ttf",)),
     )
-    monkeypatch.setattr(pdf, "FONT_PACKAGES", fonts)
+    monkeypatch.setattr(typefaces, "FONT_PACKAGES", fonts)
     with pytest.raises(FileNotFoundError) as refused:
         _build(BOOKS["scripts"], tmp_path, "scripts")
     assert str(refused.value).startswith(
@@ -521,7 +521,7 @@ def test_a_layer_without_the_fonts_is_refused_rather_than_set_without_arabic_or_
 def test_the_fonts_are_found_where_pip_installed_their_wheels_and_a_japanese_book_is_set_in_its_face(
     tmp_path: Path,
 ) -> None:
-    from bindery.engine.pdf import FONT_PACKAGES, font_dirs
+    from bindery.engine.typefaces import FONT_PACKAGES, font_dirs
 
     dirs = font_dirs()
     assert len(dirs) == len(FONT_PACKAGES)

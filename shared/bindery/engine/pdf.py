@@ -23,12 +23,11 @@ each compile runs under the build's time limit: a compile that overruns is kille
 built into Typst; three pinned wheels add Amiri (`fontpkg_amiri`: Arabic), Noto Sans CJK
 (`noto_cjk_sans_otc`: Chinese, Japanese and Korean) and `manimgx_fonts` (Noto Sans Symbols, Noto Emoji,
 Noto Sans, and Noto Sans for the scripts of India and South-East Asia, Armenian, Georgian and Ethiopic).
-They are found where pip installed them (`font_dirs`), so a venv and the layer hold the same fonts.
+They are found where pip installed them (`typefaces.font_dirs`), so a venv and the layer hold the same fonts.
 """
 
 from __future__ import annotations
 
-import importlib.resources
 import shutil
 import tempfile
 import time
@@ -41,6 +40,7 @@ from bindery.engine.breaks import fitted
 from bindery.engine.compiler import CompileError, Compiler
 from bindery.engine.figures import Figures
 from bindery.engine.join import GOTO, Entry, Piece, join, read_piece
+from bindery.engine.typefaces import cjk_face, font_dirs
 from bindery.engine.typeset import (
     Block,
     Chapter,
@@ -56,20 +56,6 @@ from bindery.images import Asset
 from bindery.metadata import Metadata
 
 HERE = Path(__file__).resolve().parent
-# The fonts book.typ names, beyond Typst's own: each wheel (pinned in pyproject.toml and requirements.txt,
-# so the layer carries the same), the folder in it that holds them, and the files the design's fallback
-# lists rely on. Typst reads every font in these folders, so the other scripts manimgx_fonts holds are set
-# too. Arabic is Amiri's, a naskh made for books: Noto Sans Arabic draws a letter as a dotless form and its
-# dots, and pdftotext (so a screen reader, a search) reads such text back garbled.
-FONT_PACKAGES = (
-    (
-        "fontpkg_amiri",
-        "files",
-        ("Amiri-Regular.ttf", "Amiri-Bold.ttf", "Amiri-Italic.ttf", "Amiri-BoldItalic.ttf"),
-    ),
-    ("manimgx_fonts", "", ("NotoSans[wght].ttf", "NotoSansSymbols[wght].ttf", "NotoEmoji[wght].ttf")),
-    ("noto_cjk_sans_otc", "", ("NotoSansCJK-Regular.ttc",)),
-)
 DESIGN = HERE / "book.typ"
 
 MAX_MANUSCRIPT_BYTES = 50 * 1024 * 1024  # measured by `make bench` against the worker's timeout
@@ -144,31 +130,6 @@ class _Opened:
     number: int
     top: float
     headings: list[tuple[int, str, int, float]] = field(default_factory=list)  # level, title, number, top
-
-
-def font_dirs() -> list[Path]:
-    """The folders Typst reads the book's fonts from, where pip installed their wheels. A missing one is
-    refused by name: Typst would fall back to its own fonts without a word, and Arabic, CJK and emoji would
-    not show."""
-    dirs, missing = [], []
-    for package, folder, names in FONT_PACKAGES:
-        try:
-            installed = importlib.resources.files(package)
-        except ModuleNotFoundError:
-            missing.append(f"the package {package}")
-            continue
-        # A wheel installs its files on disk (never zipped), where Typst can read them by path.
-        path = Path(str(installed)) / folder
-        missing += [
-            "/".join(filter(None, (package, folder, name))) for name in names if not (path / name).is_file()
-        ]
-        dirs.append(path)
-    if missing:
-        raise FileNotFoundError(
-            f"the PDF's fonts are missing: {', '.join(missing)} "
-            "(pip install -e . installs them; the layer's requirements.txt names them)"
-        )
-    return dirs
 
 
 class _Book:
@@ -312,7 +273,7 @@ class _Book:
             f"#show: book.with(title: {literal(title)}, head: {head(title, self.page.block)}, "
             f"authors: {_array(meta.authors)}, "
             f"lang: {literal(lang)}, region: {literal(region) if region else 'none'}, "
-            f"cjk: {literal(_cjk_face(meta.language))}, {self.page.typst()}, "
+            f"cjk: {literal(cjk_face(meta.language))}, {self.page.typst()}, "
             f'numbering: "{numbering}", first: {first})\n'
         )
 
@@ -410,22 +371,6 @@ def _language(tag: str) -> tuple[str, str | None]:
     lang = parts[0].lower() if 2 <= len(parts[0]) <= 3 and parts[0].isalpha() else "en"
     region = next((p.upper() for p in parts[1:] if len(p) == 2 and p.isalpha()), None)
     return lang, region
-
-
-def _cjk_face(tag: str) -> str:
-    """The face of Noto Sans CJK that writes Han characters as the book's language does (BCP 47 `tag`):
-    Japanese, Korean, traditional Chinese (Taiwan; Hong Kong and Macau), and simplified Chinese for the
-    rest, the book in another language included."""
-    parts = [p.lower() for p in tag.split("-")]
-    if parts[0] == "ja":
-        return "Noto Sans CJK JP"
-    if parts[0] == "ko":
-        return "Noto Sans CJK KR"
-    if parts[0] == "zh" and ("hk" in parts[1:] or "mo" in parts[1:]):
-        return "Noto Sans CJK HK"
-    if parts[0] == "zh" and ("hant" in parts[1:] or "tw" in parts[1:]):
-        return "Noto Sans CJK TC"
-    return "Noto Sans CJK SC"
 
 
 def _imprint(source: Source, meta: Metadata) -> list[str]:
