@@ -118,3 +118,26 @@ def test_a_file_that_is_not_utf8_or_not_there_is_refused_by_name(tmp_path: Path)
     assert _error(tmp_path / "missing.md") == (
         f"{tmp_path}/missing.md: cannot read it (No such file or directory): name a markdown file"
     )
+
+
+@pytest.mark.parametrize(
+    ("front", "expected"),
+    [
+        ("title: T\ndate: 2026-13-45\n", "book.md:3: date: 2026-13-45: no such value (month must"),
+        ("title: T\ndate: 2026-02-30\n", "book.md:3: date: 2026-02-30: no such value (day is out of range"),
+        ("title: T\ndate: '2026-02-30'\n", "book.md:3: date: 2026-02-30: no such day (YYYY-MM-DD)"),
+        ("title: T\n\x07\n", "book.md:3: front matter: not YAML: a control character, U+0007"),
+    ],
+)
+def test_an_impossible_date_or_a_control_character_is_a_file_error_not_a_crash(
+    tmp_path: Path, front: str, expected: str
+) -> None:
+    message = _error(_write(tmp_path, f"---\n{front}---\n# One\n"))
+    assert message.startswith(f"{tmp_path}/{expected}"), message
+
+
+def test_a_byte_order_mark_before_the_front_matter_is_not_text(tmp_path: Path) -> None:
+    path = tmp_path / "book.md"
+    path.write_bytes("\ufeff---\ntitle: T\n---\n# One\n".encode())
+    read = manuscripts.read(path)
+    assert (read.title, read.text) == ("T", "# One\n")

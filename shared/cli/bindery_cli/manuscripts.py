@@ -93,7 +93,8 @@ def read(path: Path) -> Manuscript:
         raise FileError(
             path, 0, str(path), f"cannot read it ({exc.strerror}): name a markdown file"
         ) from None
-    header, text, first = _split(path, raw)
+    # A byte-order mark (Windows editors write one) would hide the front matter's opening `---`.
+    header, text, first = _split(path, raw.removeprefix("\ufeff"))
     manuscript = Manuscript(path, text)
     if header is not None:
         _read_front_matter(manuscript, header)
@@ -119,7 +120,12 @@ def _split(path: Path, raw: str) -> tuple[str | None, str, int]:
 
 def _read_front_matter(manuscript: Manuscript, header: str) -> None:
     path = manuscript.path
-    loader = yaml.SafeLoader(header)
+    try:
+        loader = yaml.SafeLoader(header)
+    except yaml.reader.ReaderError as exc:  # a control character the reader refuses, before any line is read
+        line = header.count("\n", 0, exc.position) + 2
+        problem = f"not YAML: a control character, U+{int(exc.character):04X}"
+        raise FileError(path, line, "front matter", problem) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -129,7 +135,11 @@ def _read_front_matter(manuscript: Manuscript, header: str) -> None:
         for key_node, value_node in node.value:
             line = value_node.start_mark.line + 2  # the file's line: the block opens on line 1
             key = str(key_node.value)
-            value = loader.construct_object(value_node, deep=True)
+            try:
+                value = loader.construct_object(value_node, deep=True)
+            except (ValueError, OverflowError) as exc:
+                # YAML reads 2026-13-45 as a date, and datetime refuses it: name the field, not a traceback.
+                raise FileError(path, line, key, f"{value_node.value}: no such value ({exc})") from None
             if key == "title":
                 manuscript.title = _text(path, line, key, value)
             elif key == "cover-image":
@@ -161,7 +171,10 @@ def _value(path: Path, line: int, key: str, kind: str, value: Any) -> Any:
         if isinstance(value, dt.date):
             return value.isoformat()
         if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
-            return value.strip()
+            try:
+                return dt.date.fromisoformat(value.strip()).isoformat()
+            except ValueError:
+                raise FileError(path, line, key, f"{value.strip()}: no such day (YYYY-MM-DD)") from None
         raise FileError(path, line, key, "expected a date as YYYY-MM-DD, e.g. 2026-06-28")
     return _text(path, line, key, value)
 
