@@ -45,6 +45,7 @@ from bindery_cli.output import Exit, fail, out
 
 EPILOG = """\
 The API is --api or BINDERY_API, the token --token or BINDERY_TOKEN: any deployment, or `make run`'s.
+--api, --token and --json go before the command or after it.
 --json prints what the API answered (a stream, as with events --follow and listen, one JSON object a
 line); an error is then {"error": {"code", "message"}} on stdout.
 
@@ -70,19 +71,33 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    common = _Parser(add_help=False)
-    common.add_argument("--api", default=os.environ.get("BINDERY_API"), help="the API's URL (BINDERY_API)")
-    common.add_argument(
-        "--token", default=os.environ.get("BINDERY_TOKEN"), help="a bearer token (BINDERY_TOKEN)"
-    )
-    common.add_argument("--json", action="store_true", help="print machine-readable JSON")
-
     parser = _Parser(
         prog="bindery",
         description="Bindery, from the command line: books, exports, batches, webhooks and events.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    # --api, --token and --json go before the command (`bindery --api URL me`) or after it. The command's
+    # own copies default to SUPPRESS, so that one given before is not overwritten by the command's default.
+    common = _Parser(add_help=False)
+    for options, default in ((parser, True), (common, False)):
+        env = os.environ.get
+        options.add_argument(
+            "--api",
+            default=env("BINDERY_API") if default else argparse.SUPPRESS,
+            help="the API's URL (BINDERY_API)",
+        )
+        options.add_argument(
+            "--token",
+            default=env("BINDERY_TOKEN") if default else argparse.SUPPRESS,
+            help="a bearer token (BINDERY_TOKEN)",
+        )
+        options.add_argument(
+            "--json",
+            action="store_true",
+            default=False if default else argparse.SUPPRESS,
+            help="print machine-readable JSON",
+        )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     books.add_parsers(commands, common)
     exporting.add_parsers(commands, common)
