@@ -3,7 +3,12 @@ go, what it checks before sending anything, and the one line each error is."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,3 +63,84 @@ def test_an_option_before_the_command_is_not_overwritten_by_the_environment(
     status, out, _ = _run(capsys, "--api", url, "me")
     assert status == 0 and out.startswith("u  class standard")
     assert script.seen[0][2]["Authorization"] == "Bearer from-env"
+
+
+def _ready(url: str, payload: Any) -> list[tuple[int, dict[str, str], Any]]:
+    """The answers of `export BOOK -f html --wait`: the export, the book, the ready poll, the file."""
+    digest = hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+    ready = {
+        "id": "E1",
+        "format": "html",
+        "state": "ready",
+        "download_url": f"{url}/file",
+        "download_name": "T.html",
+        "sha256": digest,
+        "built_revision": 1,
+    }
+    return [
+        (202, {}, {"id": "E1", "format": "html", "state": "pending"}),
+        (200, {}, {"id": "B", "chapters_total": 1}),
+        (200, {}, ready),
+        (200, {}, payload),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("out", "expected"),
+    [
+        ("nodir/x.html", "--out {tmp}/nodir/x.html: no such folder {tmp}/nodir"),
+        (".", "--out {tmp}: a directory: name the file to write"),
+    ],
+)
+def test_an_out_that_cannot_be_written_is_refused_before_anything_is_sent(
+    server: tuple[str, Script],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    out: str,
+    expected: str,
+) -> None:
+    url, script = server
+    target = str(tmp_path / out).removesuffix("/.")
+    status, stdout, err = _run(
+        capsys, "export", "B", "-f", "html", "--wait", "--out", target, "--api", url, "--token", "T"
+    )
+    assert (status, stdout, script.seen) == (2, "", [])
+    assert err.startswith("bindery: " + expected.format(tmp=tmp_path)), err
+    assert list(tmp_path.iterdir()) == []  # no stray .part
+
+
+def test_a_local_write_failure_names_the_path_and_the_reason_not_the_network(
+    server: tuple[str, Script],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """`ulimit -f`: the file grows past the limit while it is written."""
+    url, script = server
+    script.answers = _ready(url, "x" * 100_000)
+    program = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "from bindery_cli import cli\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    target = tmp_path / "x.html"
+    argv = ["export", "B", "-f", "html", "--wait", "-o", str(target), "--api", url, "--token", "T"]
+    run = subprocess.run([sys.executable, "-c", program, *argv], capture_output=True, text=True, check=False)
+    assert run.returncode == 2, run.stderr
+    [line] = run.stderr.splitlines()[-1:]
+    assert line.startswith(f"bindery: cannot write {target}") and line.endswith(": File too large"), line
+    assert "network" not in run.stderr
+    assert not target.exists()
+
+
+def test_out_dash_writes_the_checked_file_to_stdout_and_the_summary_to_stderr(
+    server: tuple[str, Script],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, script = server
+    script.answers = _ready(url, "<p>the book</p>")
+    status, stdout, err = _run(
+        capsys, "export", "B", "-f", "html", "--wait", "-o", "-", "--api", url, "--token", "T"
+    )
+    assert status == 0, err
+    assert stdout == json.dumps("<p>the book</p>")
+    assert "stdout  17 bytes  html, revision 1" in err and ": checked" in err

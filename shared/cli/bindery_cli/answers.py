@@ -92,3 +92,12 @@ class ExportFailed(Exception):
             f"export {export.get('id')} {export.get('state')}: {code}"
             + (f" ({self.advice})" if self.advice else "")
         )
+
+
+class LocalFileError(Exception):
+    """A file here could not be written (no such folder, a directory, the disk full, `ulimit -f`): the
+    path and the system's reason, not the network's."""
+
+    def __init__(self, path: object, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(f"cannot write {path}: {reason}")

@@ -39,7 +39,7 @@ import sys
 from typing import Any, NoReturn
 
 from bindery_cli import books, exporting, hooks
-from bindery_cli.client import ApiError, Client, ExportFailed
+from bindery_cli.client import ApiError, Client, ExportFailed, LocalFileError
 from bindery_cli.manuscripts import FileError
 from bindery_cli.output import Exit, fail, out
 
@@ -53,7 +53,7 @@ An error is one line on stderr, naming the problem and what to do. Exit status:
   0  done
   1  the API refused the request (the line names its error code)
   2  usage: a wrong command, argument or input file (a front matter's mistake names file:line: field);
-     nothing was sent
+     nothing was sent. Also a local file that cannot be written (the line names it and the reason)
   3  unreachable: no answer from the API or a download link after the retries, or a wait timed out
   4  what --wait waited for ended without a file (failed, cancelled, expired), or a download did not
      match its SHA-256 (nothing kept)
@@ -165,6 +165,8 @@ def _client_command(args: argparse.Namespace) -> int:
         return fail(args, message, exc.code, Exit.API_ERROR)
     except ExportFailed as exc:
         return fail(args, str(exc), exc.code, Exit.NOT_READY)
+    except LocalFileError as exc:  # before the OSError below: here, not the network
+        return fail(args, str(exc), "local_file", Exit.USAGE)
     except BrokenPipeError:
         # The reader closed stdout (`| head -1`): it has what it wanted. Python's own advice: point stdout
         # at devnull, so that the flush at exit does not fail again.

@@ -31,10 +31,10 @@ import urllib3
 from urllib3.exceptions import HTTPError as TransportError
 from urllib3.util.retry import Retry
 
-from bindery_cli.answers import ADVICE, ApiError, Book, Export, ExportFailed, ExportPage
+from bindery_cli.answers import ADVICE, ApiError, Book, Export, ExportFailed, ExportPage, LocalFileError
 
 # Re-exported: a caller imports what the client raises and returns from the client.
-__all__ = ["ADVICE", "ApiError", "Book", "Client", "Export", "ExportFailed", "ExportPage"]
+__all__ = ["ADVICE", "ApiError", "Book", "Client", "Export", "ExportFailed", "ExportPage", "LocalFileError"]
 
 # The API takes a body of this many encoded bytes (bindery.api.INLINE_BODY_LIMIT), with room here for the
 # title and the JSON around the manuscript; a manuscript whose JSON is larger goes up as an upload.
@@ -272,15 +272,21 @@ class Client:
         on_bytes: Callable[[int, int | None], None] | None = None,
         sha256: str | None = None,
     ) -> int:
-        """Stream the file at a download link to `out` (via `<out>.part`, so a half file never appears
-        there). Calls on_bytes(done, total) as it goes. Returns the size.
+        """Stream the file at a download link to `out` (via a `.part` beside it, so a half file never
+        appears there). Calls on_bytes(done, total) as it goes. Returns the size.
 
-        A `.part` left by a download that was cut off is resumed with an HTTP Range request for the rest
-        (S3 answers 206); should the server send the whole file instead (200), it starts over. With
-        `sha256`, the whole file is checked against it once it is complete, and a mismatch raises
-        ApiError("checksum_mismatch") and keeps nothing."""
-        partial = out.with_name(out.name + ".part")
-        done = partial.stat().st_size if partial.exists() else 0
+        With `sha256`, the `.part` is named after it (`out.<first 12 hex>.part`): one left by a download of
+        this very file that was cut off is resumed with an HTTP Range request for the rest (S3 answers
+        206; should the server send the whole file instead, 200, it starts over), and one of another
+        build is never mistaken for it. The whole file is then checked, and a mismatch raises
+        ApiError("checksum_mismatch") and keeps nothing. Without `sha256` nothing tells a `.part` of this
+        file from another's, so it always starts over. A file here that cannot be written raises
+        LocalFileError naming it and the system's reason."""
+        partial = part_path(out, sha256)
+        try:
+            done = partial.stat().st_size if sha256 is not None and partial.is_file() else 0
+        except OSError as exc:
+            raise LocalFileError(partial, exc.strerror or str(exc)) from None
         headers = {"Range": f"bytes={done}-"} if done else {}
         answer = self._send("GET", url, repeatable=True, preload_content=False, headers=headers)
         try:
@@ -295,23 +301,53 @@ class Client:
                     done = 0  # not a resume: the whole file
                 length = int(answer.headers.get("Content-Length") or 0)
                 total = done + length if length else None
-                with partial.open("ab" if done else "wb") as sink:
-                    for chunk in answer.stream(256 * 1024):
-                        sink.write(chunk)
-                        done += len(chunk)
-                        if on_bytes is not None:
-                            on_bytes(done, total)
+                done = self._stream_to(answer, partial, done, total, on_bytes)
         finally:
             answer.release_conn()
-        if sha256 is not None:
-            digest = hashlib.sha256()
-            with partial.open("rb") as written:
-                while piece := written.read(1024 * 1024):
-                    digest.update(piece)
-            if digest.hexdigest() != sha256:
-                partial.unlink()
-                raise ApiError(0, "checksum_mismatch", f"the download's SHA-256 is not {sha256}: not kept")
-        partial.replace(out)
+        try:
+            if sha256 is not None:
+                digest = hashlib.sha256()
+                with partial.open("rb") as written:
+                    while piece := written.read(1024 * 1024):
+                        digest.update(piece)
+                if digest.hexdigest() != sha256:
+                    partial.unlink()
+                    raise ApiError(
+                        0, "checksum_mismatch", f"the download's SHA-256 is not {sha256}: not kept"
+                    )
+            partial.replace(out)
+        except OSError as exc:
+            raise LocalFileError(out, exc.strerror or str(exc)) from None
+        return done
+
+    def _stream_to(
+        self,
+        answer: Any,
+        partial: Path,
+        done: int,
+        total: int | None,
+        on_bytes: Callable[[int, int | None], None] | None,
+    ) -> int:
+        """The answer's body appended to `partial` from `done`: a local failure is LocalFileError (the
+        half-written `.part` removed), the connection's a ConnectionError."""
+        try:
+            sink = partial.open("ab" if done else "wb")
+        except OSError as exc:
+            raise LocalFileError(partial, exc.strerror or str(exc)) from None
+        with sink:
+            try:
+                for chunk in answer.stream(256 * 1024):
+                    try:
+                        sink.write(chunk)
+                    except OSError as exc:
+                        sink.close()
+                        partial.unlink(missing_ok=True)
+                        raise LocalFileError(partial, exc.strerror or str(exc)) from None
+                    done += len(chunk)
+                    if on_bytes is not None:
+                        on_bytes(done, total)
+            except TransportError as exc:
+                raise ConnectionError(f"the download was cut off at {done:,} bytes: {exc}") from None
         return done
 
     # ---- batches and limits ----------------------------------------------------------------------
@@ -452,6 +488,11 @@ class _Counted(io.BytesIO):
         if self.on_bytes is not None:
             self.on_bytes(self.tell(), self.total)
         return chunk
+
+
+def part_path(out: Path, sha256: str | None) -> Path:
+    """Where a download to `out` is written until it is complete and checked."""
+    return out.with_name(f"{out.name}.{sha256[:12]}.part" if sha256 else f"{out.name}.part")
 
 
 def _id(value: str) -> str:

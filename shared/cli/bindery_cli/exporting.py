@@ -4,12 +4,18 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from bindery_cli.client import Client, Export
 from bindery_cli.output import bar, fail, out, out_page
+
+STDOUT = Path("-")  # `--out -`: the file on stdout, the summary on stderr
 
 FORMATS = ["markdown", "html", "epub", "pdf"]
 
@@ -20,7 +26,10 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     export.add_argument("--format", "-f", required=True, choices=FORMATS)
     export.add_argument("--wait", "-w", action="store_true", help="show progress until ready, then download")
     export.add_argument(
-        "--out", "-o", type=Path, help="where --wait writes the file (default: its download_name, the title)"
+        "--out",
+        "-o",
+        type=Path,
+        help="where --wait writes the file (default: its download_name, the title); - for stdout",
     )
     export.add_argument("--idempotency-key", help="retry a request from elsewhere safely (default: fresh)")
     export.add_argument(
@@ -52,7 +61,9 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     made = batch.add_parser("create", parents=[common], help="request a batch of BOOK:FORMAT targets")
     made.add_argument("targets", nargs="+", metavar="BOOK:FORMAT")
     made.add_argument("--wait", "-w", action="store_true", help="one bar per target, then download the zip")
-    made.add_argument("--out", "-o", type=Path, help="where --wait writes the zip (default: batch-BATCH.zip)")
+    made.add_argument(
+        "--out", "-o", type=Path, help="where --wait writes the zip (default: batch-BATCH.zip); - for stdout"
+    )
     made.add_argument("--idempotency-key", help="retry a request from elsewhere safely (default: fresh)")
     listed = batch.add_parser("list", parents=[common], help="your batches, newest first")
     listed.add_argument("--limit", type=int)
@@ -79,6 +90,8 @@ def run_export(client: Client, args: argparse.Namespace) -> int:
         if not sep or not name:
             return fail(args, f"--option {option}: expected NAME=VALUE, e.g. --option page_size=a4")
         options[name] = int(value) if value.isdigit() else value
+    if args.wait and (refused := unwritable(args)):
+        return fail(args, refused)
     export = client.export(args.book, args.format, args.idempotency_key, options or None)
     if not args.wait:
         return out(args, export, _line(export))
@@ -115,7 +128,7 @@ def run_export(client: Client, args: argparse.Namespace) -> int:
         missing = ", ".join(f"{m['name']} (chapter {m['chapter']})" for m in ready.get("missing_images", []))
         if missing:
             summary += f"; missing images: {missing}"
-    return out(args, {**ready, "file": str(target)}, summary)
+    return _done(args, {**ready, "file": str(target)}, summary)
 
 
 def run_batch(client: Client, args: argparse.Namespace) -> int:
@@ -134,6 +147,8 @@ def run_batch(client: Client, args: argparse.Namespace) -> int:
         if not book or not fmt:
             return fail(args, f"a target is BOOK:FORMAT, got {target!r}: e.g. {book or 'BOOK'}:epub")
         targets.append({"book_id": book, "format": fmt})
+    if args.wait and (refused := unwritable(args)):
+        return fail(args, refused)
     batch = client.create_batch(targets, args.idempotency_key)
     if not args.wait:
         return out(args, batch, "\n".join([_batch_line(batch), *(_target_line(t) for t in batch["targets"])]))
@@ -189,12 +204,37 @@ def run_batch(client: Client, args: argparse.Namespace) -> int:
         f"\n{target_path}  {size:,} bytes, {ended['ended']['ready']} files and manifest.json, {took:.1f} s"
     )
     summary += f"\nsha256 {bundle['sha256']}: checked"
-    return out(args, {**ended, "file": str(target_path)}, summary)
+    return _done(args, {**ended, "file": str(target_path)}, summary)
+
+
+def unwritable(args: argparse.Namespace) -> str | None:
+    """Why --out (or, without it, the current folder) cannot take the file: checked before anything is
+    sent, so that a typo does not end a finished build with nowhere to put it."""
+    if args.out == STDOUT:
+        return "--out - writes the file to stdout: drop --json" if args.json else None
+    target: Path = args.out or Path.cwd() / "file"
+    if target.is_dir():
+        return f"--out {target}: a directory: name the file to write (e.g. {target}/book.epub)"
+    folder = target.parent
+    if not folder.is_dir():
+        return f"--out {target}: no such folder {folder}"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder}: not writable: give --out a path in a folder you can write"
+    return None
 
 
 def _download(
     client: Client, args: argparse.Namespace, url: str, target: Path, size: int | None, sha256: str | None
 ) -> int:
+    """The file at `url` written to `target`, checked; `--out -` writes it to stdout once it is checked."""
+    if target == STDOUT:
+        with tempfile.TemporaryDirectory(prefix="bindery-") as folder:
+            held = Path(folder) / "download"
+            size = _download(client, args, url, held, size, sha256)
+            with held.open("rb") as source:
+                shutil.copyfileobj(source, sys.stdout.buffer)
+            sys.stdout.flush()
+            return size
     down = bar(args, unit="B", unit_scale=True, desc=f"downloading {target.name}", total=size)
 
     def bytes_done(done: int, total: int | None) -> None:
@@ -207,6 +247,14 @@ def _download(
     finally:
         if down is not None:
             down.close()
+
+
+def _done(args: argparse.Namespace, data: Any, summary: str) -> int:
+    """The summary of a download: on stderr when the file itself went to stdout."""
+    if args.out == STDOUT:
+        print(summary.replace(f"{STDOUT}  ", "stdout  ", 1), file=sys.stderr)
+        return 0
+    return out(args, data, summary)
 
 
 def _batch_line(batch: Any) -> str:
