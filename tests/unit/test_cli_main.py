@@ -144,3 +144,36 @@ def test_out_dash_writes_the_checked_file_to_stdout_and_the_summary_to_stderr(
     assert status == 0, err
     assert stdout == json.dumps("<p>the book</p>")
     assert "stdout  17 bytes  html, revision 1" in err and ": checked" in err
+
+
+BOOK = {"id": "B1", "title": "T", "revision": 1, "chapters": [], "chapters_total": 1}
+
+
+@pytest.mark.parametrize(
+    ("deleted", "note"),
+    [
+        ((204, {}, None), "the book B1 it made was deleted: nothing is left"),
+        (
+            (500, {}, {"error": {"code": "internal", "message": "boom"}}),
+            "the book B1 it made is left half-made (internal: boom): `bindery books delete B1`",
+        ),
+    ],
+)
+def test_a_create_that_fails_after_the_book_was_made_deletes_it_and_says_so(
+    server: tuple[str, Script],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    deleted: tuple[int, dict[str, str], Any],
+    note: str,
+) -> None:
+    url, script = server
+    (tmp_path / "map.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 32)
+    (tmp_path / "book.md").write_text("# One\n\n![map](map.png)\n")
+    refused = {"error": {"code": "asset_too_large", "message": "map.png is too large"}}
+    script.answers = [(201, {}, BOOK), (413, {}, refused), deleted]
+    status, out, err = _run(
+        capsys, "books", "create", str(tmp_path / "book.md"), "--api", url, "--token", "T"
+    )
+    assert (status, out) == (1, "")
+    assert err.splitlines()[-1] == f"bindery: asset_too_large: map.png is too large; {note}"
+    assert [(method, path) for method, path, *_ in script.seen][-1] == ("DELETE", "/books/B1")

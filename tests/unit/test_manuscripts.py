@@ -141,3 +141,22 @@ def test_a_byte_order_mark_before_the_front_matter_is_not_text(tmp_path: Path) -
     path.write_bytes("\ufeff---\ntitle: T\n---\n# One\n".encode())
     read = manuscripts.read(path)
     assert (read.title, read.text) == ("T", "# One\n")
+
+
+def test_an_image_is_checked_by_its_bytes_before_anything_is_sent(tmp_path: Path) -> None:
+    """The API refuses an image whose bytes are not one (not_an_image) after the book is made: refused
+    here first, by the file's first bytes."""
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "bad.png").write_text("not an image\n")
+    (tmp_path / "images" / "photo.png").write_bytes(b"\xff\xd8\xff\xe0" + b"\0" * 16)
+    (tmp_path / "images" / "ok.webp").write_bytes(b"RIFF\0\0\0\0WEBPVP8 " + b"\0" * 16)
+    (tmp_path / "images" / "ok.gif").write_bytes(b"GIF89a" + b"\0" * 16)
+    path = _write(tmp_path, "---\ntitle: T\n---\n# One\n\n![a](images/ok.webp) ![b](images/ok.gif)\n")
+    assert [i.content_type for i in manuscripts.read(path).images] == ["image/webp", "image/gif"]
+    assert _error(_write(tmp_path, "# One\n\n![bad](images/bad.png)\n")) == (
+        f"{tmp_path}/book.md:3: image: images/bad.png: not a PNG, JPEG, GIF or WebP (by its bytes)"
+    )
+    assert _error(_write(tmp_path, "---\ncover-image: images/photo.png\n---\n")) == (
+        f"{tmp_path}/book.md:2: cover-image: images/photo.png: its bytes are a JPEG's, its name says PNG: "
+        "rename it"
+    )

@@ -161,21 +161,25 @@ def _client_command(args: argparse.Namespace) -> int:
     except ApiError as exc:
         message = f"{exc.code}: {exc.message}" + (f" ({exc.advice})" if exc.advice else "")
         if exc.code == "checksum_mismatch":
-            return fail(args, message, exc.code, Exit.NOT_READY)
-        return fail(args, message, exc.code, Exit.API_ERROR)
+            return fail(args, _noted(message, exc), exc.code, Exit.NOT_READY)
+        return fail(args, _noted(message, exc), exc.code, Exit.API_ERROR)
     except ExportFailed as exc:
-        return fail(args, str(exc), exc.code, Exit.NOT_READY)
+        return fail(args, _noted(str(exc), exc), exc.code, Exit.NOT_READY)
     except LocalFileError as exc:  # before the OSError below: here, not the network
-        return fail(args, str(exc), "local_file", Exit.USAGE)
+        return fail(args, _noted(str(exc), exc), "local_file", Exit.USAGE)
     except BrokenPipeError:
         # The reader closed stdout (`| head -1`): it has what it wanted. Python's own advice: point stdout
         # at devnull, so that the flush at exit does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return Exit.OK
     except (OSError, TimeoutError) as exc:
-        return fail(
-            args, f"{type(exc).__name__}: {exc}: check --api and the network", "unreachable", Exit.UNREACHABLE
-        )
+        message = f"{type(exc).__name__}: {exc}: check --api and the network"
+        return fail(args, _noted(message, exc), "unreachable", Exit.UNREACHABLE)
+
+
+def _noted(message: str, exc: BaseException) -> str:
+    """The error's line, with what was done about it after (books create deleting the book it made)."""
+    return "; ".join([message, *getattr(exc, "__notes__", [])])
 
 
 def _me(me: Any) -> str:

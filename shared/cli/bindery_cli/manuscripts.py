@@ -196,7 +196,42 @@ def image(path: Path, name: str, line: int, where: str) -> Image:
     file = path.parent / pure
     if not file.is_file():
         raise FileError(path, line, where, f"{name}: no such file beside the manuscript ({file})")
+    if problem := image_problem(file, IMAGE_TYPES[pure.suffix.lower()]):
+        raise FileError(path, line, where, f"{name}: {problem}")
     return Image(name, file, line)
+
+
+# The first bytes of each type the API takes (it checks them too, after the book is made): by the bytes,
+# not the name, as the API does.
+MAGIC = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+}
+TYPE_NAMES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WebP"}
+
+
+def sniff(head: bytes) -> str | None:
+    """The image type the first bytes say, or None."""
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return next((kind for kind, starts in MAGIC.items() if head.startswith(starts)), None)
+
+
+def image_problem(file: Path, expected: str | None = None) -> str | None:
+    """Why the API would refuse this file as an image (not_an_image), or None: checked here, before the
+    book is made, so that a refusal cannot leave half a book."""
+    try:
+        with file.open("rb") as opened:
+            head = opened.read(16)
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror})"
+    found = sniff(head)
+    if found is None:
+        return "not a PNG, JPEG, GIF or WebP (by its bytes)"
+    if expected is not None and found != expected:
+        return f"its bytes are a {TYPE_NAMES[found]}'s, its name says {TYPE_NAMES[expected]}: rename it"
+    return None
 
 
 def _image_names(text: str) -> list[tuple[str, int]]:
