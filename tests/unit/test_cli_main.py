@@ -177,3 +177,27 @@ def test_a_create_that_fails_after_the_book_was_made_deletes_it_and_says_so(
     assert (status, out) == (1, "")
     assert err.splitlines()[-1] == f"bindery: asset_too_large: map.png is too large; {note}"
     assert [(method, path) for method, path, *_ in script.seen][-1] == ("DELETE", "/books/B1")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["export", "X", "-f", "docx"], "bindery export: argument --format/-f: invalid choice: 'docx'"),
+        (["books", "list", "--limit", "abc"], "bindery books list: argument --limit: invalid int value"),
+        (["batch", "create", "X:docx"], "X:docx: no format 'docx': one of markdown, html, epub, pdf"),
+    ],
+)
+def test_under_json_an_argument_mistake_is_json_on_stdout_and_nothing_is_sent(
+    server: tuple[str, Script],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
+) -> None:
+    url, script = server
+    try:
+        status, out, err = _run(capsys, *argv, "--json", "--api", url, "--token", "T")
+    except SystemExit as exited:  # argparse's own exit
+        status, (out, err) = int(exited.code or 0), capsys.readouterr()
+    assert (status, err, script.seen) == (2, "", [])
+    error = json.loads(out)["error"]
+    assert error["code"] == "usage" and error["message"].startswith(message), error

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import os
 import sys
 from typing import Any, NoReturn
@@ -66,8 +67,14 @@ LOCAL_TOOLS = "bindery_local.tools"
 class _Parser(argparse.ArgumentParser):
     """argparse's, but a mistake is one line that says where the help is, not the usage and then the error."""
 
+    json = False  # --json was given: a mistake is then {"error": ...} on stdout, as every error is
+
     def error(self, message: str) -> NoReturn:
-        self.exit(Exit.USAGE, f"{self.prog}: {message} (see {self.prog} -h)\n")
+        line = f"{self.prog}: {message} (see {self.prog} -h)"
+        if _Parser.json:
+            print(json.dumps({"error": {"code": "usage", "message": line}}, ensure_ascii=False))
+            self.exit(Exit.USAGE)
+        self.exit(Exit.USAGE, line + "\n")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -112,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, *, exports: Any = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    # Known before parsing, so that the parser's own mistakes (a bad --limit, an unknown format) obey it.
+    _Parser.json = "--json" in given[: given.index("--")] if "--" in given else "--json" in given
     args, extra = _parser().parse_known_args(argv)
     if args.command in ("token", "invoke", "audits"):
         if importlib.util.find_spec("bindery_local") is None:

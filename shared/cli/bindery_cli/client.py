@@ -16,7 +16,6 @@ API's error code and says what to do about it. The retries are urllib3's.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import mimetypes
@@ -32,9 +31,20 @@ from urllib3.exceptions import HTTPError as TransportError
 from urllib3.util.retry import Retry
 
 from bindery_cli.answers import ADVICE, ApiError, Book, Export, ExportFailed, ExportPage, LocalFileError
+from bindery_cli.downloads import keep_checked, part_path, stream_to
 
 # Re-exported: a caller imports what the client raises and returns from the client.
-__all__ = ["ADVICE", "ApiError", "Book", "Client", "Export", "ExportFailed", "ExportPage", "LocalFileError"]
+__all__ = [
+    "ADVICE",
+    "ApiError",
+    "Book",
+    "Client",
+    "Export",
+    "ExportFailed",
+    "ExportPage",
+    "LocalFileError",
+    "part_path",
+]
 
 # The API takes a body of this many encoded bytes (bindery.api.INLINE_BODY_LIMIT), with room here for the
 # title and the JSON around the manuscript; a manuscript whose JSON is larger goes up as an upload.
@@ -301,53 +311,10 @@ class Client:
                     done = 0  # not a resume: the whole file
                 length = int(answer.headers.get("Content-Length") or 0)
                 total = done + length if length else None
-                done = self._stream_to(answer, partial, done, total, on_bytes)
+                done = stream_to(answer, partial, done, total, on_bytes)
         finally:
             answer.release_conn()
-        try:
-            if sha256 is not None:
-                digest = hashlib.sha256()
-                with partial.open("rb") as written:
-                    while piece := written.read(1024 * 1024):
-                        digest.update(piece)
-                if digest.hexdigest() != sha256:
-                    partial.unlink()
-                    raise ApiError(
-                        0, "checksum_mismatch", f"the download's SHA-256 is not {sha256}: not kept"
-                    )
-            partial.replace(out)
-        except OSError as exc:
-            raise LocalFileError(out, exc.strerror or str(exc)) from None
-        return done
-
-    def _stream_to(
-        self,
-        answer: Any,
-        partial: Path,
-        done: int,
-        total: int | None,
-        on_bytes: Callable[[int, int | None], None] | None,
-    ) -> int:
-        """The answer's body appended to `partial` from `done`: a local failure is LocalFileError (the
-        half-written `.part` removed), the connection's a ConnectionError."""
-        try:
-            sink = partial.open("ab" if done else "wb")
-        except OSError as exc:
-            raise LocalFileError(partial, exc.strerror or str(exc)) from None
-        with sink:
-            try:
-                for chunk in answer.stream(256 * 1024):
-                    try:
-                        sink.write(chunk)
-                    except OSError as exc:
-                        sink.close()
-                        partial.unlink(missing_ok=True)
-                        raise LocalFileError(partial, exc.strerror or str(exc)) from None
-                    done += len(chunk)
-                    if on_bytes is not None:
-                        on_bytes(done, total)
-            except TransportError as exc:
-                raise ConnectionError(f"the download was cut off at {done:,} bytes: {exc}") from None
+        keep_checked(partial, out, sha256)
         return done
 
     # ---- batches and limits ----------------------------------------------------------------------
@@ -488,11 +455,6 @@ class _Counted(io.BytesIO):
         if self.on_bytes is not None:
             self.on_bytes(self.tell(), self.total)
         return chunk
-
-
-def part_path(out: Path, sha256: str | None) -> Path:
-    """Where a download to `out` is written until it is complete and checked."""
-    return out.with_name(f"{out.name}.{sha256[:12]}.part" if sha256 else f"{out.name}.part")
 
 
 def _id(value: str) -> str:

@@ -146,6 +146,8 @@ def run_batch(client: Client, args: argparse.Namespace) -> int:
         book, _, fmt = target.partition(":")
         if not book or not fmt:
             return fail(args, f"a target is BOOK:FORMAT, got {target!r}: e.g. {book or 'BOOK'}:epub")
+        if fmt not in FORMATS:  # as export -f refuses it: before anything is sent
+            return fail(args, f"{target}: no format {fmt!r}: one of {', '.join(FORMATS)}")
         targets.append({"book_id": book, "format": fmt})
     if args.wait and (refused := unwritable(args)):
         return fail(args, refused)
