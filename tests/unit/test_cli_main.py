@@ -7,6 +7,9 @@ import hashlib
 import json
 import subprocess
 import sys
+import threading
+import warnings
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +204,57 @@ def test_under_json_an_argument_mistake_is_json_on_stdout_and_nothing_is_sent(
     assert (status, err, script.seen) == (2, "", [])
     error = json.loads(out)["error"]
     assert error["code"] == "usage" and error["message"].startswith(message), error
+
+
+@pytest.mark.parametrize("status", [200, 501])
+def test_a_server_that_is_not_bindery_is_one_line_not_its_page(
+    capsys: pytest.CaptureFixture[str], status: int
+) -> None:
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if status != 200:
+                self.send_error(status)  # http.server's own multi-line HTML page
+                return
+            page = b"<!DOCTYPE html>\n<html>\n<body>hello</body>\n</html>\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        api = f"http://127.0.0.1:{httpd.server_address[1]}"
+        status_, out, err = _run(capsys, "me", "--api", api, "--token", "T")
+    finally:
+        httpd.shutdown()
+    assert (status_, out) == (1, "")
+    assert err == f"bindery: http_{status}: the answer is not Bindery's JSON (check --api)\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["me", "--api", "127.0.0.1:3100"], "--api 127.0.0.1:3100: give --api with http:// or https://"),
+        (["books", "show", ""], "BOOK: empty: give its id"),
+        (["exports", "show", "B", " "], "EXPORT: empty: give its id"),
+    ],
+)
+def test_an_api_without_a_scheme_or_an_empty_id_is_refused_before_anything_is_sent(
+    server: tuple[str, Script],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    message: str,
+) -> None:
+    url, script = server
+    monkeypatch.setenv("BINDERY_API", url)
+    monkeypatch.setenv("BINDERY_TOKEN", "T")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # urllib3's FutureWarning for a URL without a scheme
+        status, out, err = _run(capsys, *argv)
+    assert (status, out, script.seen) == (2, "", [])
+    assert err.startswith(f"bindery: {message}"), err

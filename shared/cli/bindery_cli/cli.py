@@ -37,6 +37,7 @@ import importlib.util
 import json
 import os
 import sys
+import urllib.parse
 from typing import Any, NoReturn
 
 from bindery_cli import books, exporting, hooks
@@ -62,6 +63,8 @@ An error is one line on stderr, naming the problem and what to do. Exit status:
 """
 # The local stack's tools live with the server (bindery_local), which a user of a deployment lacks.
 LOCAL_TOOLS = "bindery_local.tools"
+# The ids a command takes as arguments: an empty one (`books show ""`) would name the collection instead.
+IDS = ("book", "export", "batch", "endpoint", "delivery", "name")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -148,6 +151,14 @@ def _client_command(args: argparse.Namespace) -> int:
             if not v
         )
         return fail(args, f"missing {missing}: give them, or export them (`make run` prints both)")
+    given = urllib.parse.urlsplit(args.api)
+    if given.scheme not in ("http", "https") or not given.netloc:
+        return fail(
+            args, f"--api {args.api}: give --api with http:// or https://, e.g. http://127.0.0.1:3000"
+        )
+    for name in IDS:
+        if getattr(args, name, None) is not None and not getattr(args, name).strip():
+            return fail(args, f"{name.upper()}: empty: give its id")
     client = Client(args.api, args.token)
     try:
         if args.command == "books":

@@ -57,6 +57,7 @@ def _fits_inline(manuscript: str) -> bool:
 
 RETRIED = frozenset({429, 503})
 SAFE_TO_REPEAT = frozenset({"GET", "HEAD", "DELETE"})  # and a create that carries its Idempotency-Key
+NOT_BINDERY = "the answer is not Bindery's JSON (check --api)"
 TERMINAL = frozenset({"ready", "failed", "cancelled", "expired"})
 BATCH_ENDED = frozenset({"done", "partial", "failed", "cancelled"})
 
@@ -439,7 +440,10 @@ class Client:
             return None  # an earlier try went through, its answer lost: what it deleted is gone, as asked
         if answer.status >= 400:
             raise _api_error(answer.status, answer.data)
-        return json.loads(answer.data) if answer.data else None
+        try:
+            return json.loads(answer.data) if answer.data else None
+        except ValueError:  # a 200 of some other server's page
+            raise ApiError(answer.status, f"http_{answer.status}", NOT_BINDERY) from None
 
 
 class _Counted(io.BytesIO):
@@ -473,4 +477,5 @@ def _api_error(status: int, raw: bytes) -> ApiError:
         error = json.loads(raw)["error"]
         return ApiError(status, str(error["code"]), str(error["message"]))
     except (ValueError, KeyError, TypeError):
-        return ApiError(status, f"http_{status}", raw.decode("utf-8", errors="replace")[:200] or "no body")
+        # Not Bindery's answer (another server at --api, a proxy's page): one line, not its HTML.
+        return ApiError(status, f"http_{status}", NOT_BINDERY)
