@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from bindery_cli import cli
+from bindery_cli.client import Client
 from tests.unit.test_client import Script, server  # noqa: F401 (the fixture)
 
 ME = {
@@ -258,3 +259,87 @@ def test_an_api_without_a_scheme_or_an_empty_id_is_refused_before_anything_is_se
         status, out, err = _run(capsys, *argv)
     assert (status, out, script.seen) == (2, "", [])
     assert err.startswith(f"bindery: {message}"), err
+
+
+def _env(monkeypatch: pytest.MonkeyPatch, url: str, folder: Path) -> None:
+    monkeypatch.setenv("BINDERY_API", url)
+    monkeypatch.setenv("BINDERY_TOKEN", "T")
+    monkeypatch.chdir(folder)
+
+
+def test_export_wait_prints_its_id_and_on_ctrl_c_how_to_go_on(
+    server: tuple[str, Script],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    url, script = server
+    _env(monkeypatch, url, tmp_path)
+    script.answers = _ready(url, "x")[:2]
+
+    def interrupted(*_: Any, **__: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Client, "wait", interrupted)
+    status, out, err = _run(capsys, "export", "B", "-f", "html", "--wait")
+    assert (status, out) == (130, "")
+    assert err.splitlines()[0] == "bindery: export E1 requested for B"
+    assert err.splitlines()[-1] == (
+        "bindery: interrupted: export E1 goes on; `bindery exports show B E1`, "
+        "then `bindery exports download B E1`"
+    )
+
+
+def test_exports_download_fetches_a_ready_export_under_its_name_and_shows_its_warnings(
+    server: tuple[str, Script],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    url, script = server
+    _env(monkeypatch, url, tmp_path)
+    answers = _ready(url, "<p>x</p>")[2:]
+    answers[0][2]["warnings"] = [{"code": "empty_alt", "chapter": 2, "name": "images/map.png"}]
+    answers[0][2]["warnings_total"] = 3
+    script.answers = answers
+    status, out, err = _run(capsys, "exports", "download", "B", "E1")
+    assert status == 0, err
+    assert (tmp_path / "T.html").read_text() == json.dumps("<p>x</p>")
+    assert out.startswith("T.html  10 bytes  html, revision 1")
+    assert "\nwarnings: images/map.png (chapter 2): empty_alt, and 2 more\n" in out
+    assert [p.name for p in tmp_path.iterdir()] == ["T.html"]
+
+
+def test_a_book_deleted_during_export_wait_ends_it_with_4_saying_so(
+    server: tuple[str, Script],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    url, script = server
+    _env(monkeypatch, url, tmp_path)
+    gone = {"error": {"code": "not_found", "message": "no such book or export"}}
+    script.answers = [*_ready(url, "x")[:2], (404, {}, gone)]
+    status, out, err = _run(capsys, "export", "B", "-f", "html", "--wait")
+    assert (status, out) == (4, "")
+    assert err.splitlines()[-1] == (
+        "bindery: export E1 deleted: book_deleted (the book was deleted while its export was building: "
+        "nothing is left to download)"
+    )
+
+
+def test_a_wait_the_api_asks_for_is_noted_on_stderr_but_not_under_json(
+    server: tuple[str, Script],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    url, script = server
+    _env(monkeypatch, url, tmp_path)
+    busy = {"error": {"code": "too_many_requests", "message": "slow down"}}
+    script.answers = [(429, {"Retry-After": "1"}, busy), (200, {}, ME)]
+    status, _, err = _run(capsys, "me")
+    assert (status, err) == (0, "bindery: note: too many requests (429): waiting 1 s, as the API asks\n")
+    script.answers = [(429, {"Retry-After": "1"}, busy), (200, {}, ME)]
+    status, out, err = _run(capsys, "me", "--json")
+    assert (status, err) == (0, "") and json.loads(out)["caller"] == "u"

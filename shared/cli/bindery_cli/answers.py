@@ -26,6 +26,7 @@ ADVICE = {
     "too_many_live_batches": "wait for one of your batches to end, or cancel one",
     "too_many_targets": "split the batch: `bindery me` shows how many targets your class allows",
     "service_at_capacity": "the service is at its cap of exports in progress: try again in a minute",
+    "book_deleted": "the book was deleted while its export was building: nothing is left to download",
     "storage_budget_exceeded": "cancel ready exports you have downloaded, or wait for links to lapse",
 }
 
@@ -64,6 +65,8 @@ class Export(TypedDict, total=False):
     download_name: str
     sha256: str
     missing_images: list[dict[str, Any]]
+    warnings: list[dict[str, Any]]
+    warnings_total: int
 
 
 class ExportPage(TypedDict, total=False):

@@ -13,7 +13,7 @@ bindery books assets list BOOK | add BOOK FILE [--name N] | rm BOOK NAME
 bindery export BOOK -f FORMAT [--wait] [--out PATH]
                                   request an export; --wait shows its progress, then downloads it under
                                   the name the API gives (its title, letters kept)
-bindery exports list BOOK | show BOOK EXPORT | cancel BOOK EXPORT
+bindery exports list BOOK | show BOOK EXPORT | cancel BOOK EXPORT | download BOOK EXPORT [--out PATH]
 bindery batch create BOOK:FORMAT ... [--wait] | list | show BATCH | cancel BATCH
 bindery webhooks add URL --event KIND | list | show ID | edit ID | rm ID | rotate ID
 bindery webhooks deliveries ID | redeliver ID DELIVERY
@@ -57,9 +57,10 @@ An error is one line on stderr, naming the problem and what to do. Exit status:
   2  usage: a wrong command, argument or input file (a front matter's mistake names file:line: field);
      nothing was sent. Also a local file that cannot be written (the line names it and the reason)
   3  unreachable: no answer from the API or a download link after the retries, or a wait timed out
-  4  what --wait waited for ended without a file (failed, cancelled, expired), or a download did not
-     match its SHA-256 (nothing kept)
-130  interrupted by Ctrl-C (but events --follow and listen, which Ctrl-C ends: 0)
+  4  what --wait waited for ended without a file (failed, cancelled, expired, its book deleted), or a
+     download did not match its SHA-256 (nothing kept)
+130  interrupted by Ctrl-C (but events --follow and listen, which Ctrl-C ends: 0); --wait prints the
+     export's or batch's id on stderr as it is requested, and on Ctrl-C how to go on
 """
 # The local stack's tools live with the server (bindery_local), which a user of a deployment lacks.
 LOCAL_TOOLS = "bindery_local.tools"
@@ -159,7 +160,7 @@ def _client_command(args: argparse.Namespace) -> int:
     for name in IDS:
         if getattr(args, name, None) is not None and not getattr(args, name).strip():
             return fail(args, f"{name.upper()}: empty: give its id")
-    client = Client(args.api, args.token)
+    client = Client(args.api, args.token, on_wait=None if args.json else _note_wait)
     try:
         if args.command == "books":
             return books.run(client, args)
@@ -196,6 +197,11 @@ def _client_command(args: argparse.Namespace) -> int:
     except (OSError, TimeoutError) as exc:
         message = f"{type(exc).__name__}: {exc}: check --api and the network"
         return fail(args, _noted(message, exc), "unreachable", Exit.UNREACHABLE)
+
+
+def _note_wait(seconds: float, status: int) -> None:
+    reason = "too many requests" if status == 429 else "the API is busy"
+    print(f"bindery: note: {reason} ({status}): waiting {seconds:.0f} s, as the API asks", file=sys.stderr)
 
 
 def _noted(message: str, exc: BaseException) -> str:

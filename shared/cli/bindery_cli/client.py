@@ -67,6 +67,9 @@ class _Retry(Retry):
     Retry-After taken whole and capped at a minute."""
 
     sleeper: Callable[[float], None] = staticmethod(time.sleep)
+    # Told (seconds, status) before a wait the server asked for with Retry-After: a wait of up to a minute
+    # should not look like a hang.
+    on_wait: Callable[[float, int], None] | None = None
 
     def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
         # Only the statuses asked for: urllib3 would also resend any 413 or 503 carrying a Retry-After.
@@ -76,7 +79,10 @@ class _Retry(Retry):
 
     def sleep(self, response: Any = None) -> None:
         after = self.get_retry_after(response) if response is not None else None
-        self.sleeper(min(after if after is not None else self.get_backoff_time(), 60.0))
+        wait = min(after if after is not None else self.get_backoff_time(), 60.0)
+        if after is not None and self.on_wait is not None:
+            self.on_wait(wait, response.status)
+        self.sleeper(wait)
 
 
 class Client:
@@ -89,10 +95,13 @@ class Client:
         tries: int = 5,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        on_wait: Callable[[float, int], None] | None = None,
     ):
+        """`on_wait(seconds, status)` is told before each wait a Retry-After asked for (a 429, a 503)."""
         self.api, self.token = api.rstrip("/"), token
         self.timeout, self.tries, self.sleep, self.clock = timeout, tries, sleep, clock
-        self._retry = type("Retry", (_Retry,), {"sleeper": staticmethod(sleep)})
+        told = staticmethod(on_wait) if on_wait is not None else None
+        self._retry = type("Retry", (_Retry,), {"sleeper": staticmethod(sleep), "on_wait": told})
         self._pool = urllib3.PoolManager(timeout=urllib3.Timeout(connect=min(timeout, 10.0), read=timeout))
 
     def _retries(self, method: str, *, repeatable: bool) -> Retry:

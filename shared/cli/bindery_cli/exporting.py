@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bindery_cli.client import Client, Export
-from bindery_cli.output import bar, fail, out, out_page
+from bindery_cli.client import ApiError, Client, Export, ExportFailed
+from bindery_cli.output import Exit, bar, fail, out, out_page
 
 STDOUT = Path("-")  # `--out -`: the file on stdout, the summary on stderr
 
@@ -50,10 +50,14 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
     for name, text in (
         ("show", "one export"),
         ("cancel", "cancel a pending export, or end a ready one's link"),
+        ("download", "download a ready export as --wait does (its download_name, SHA-256 checked)"),
     ):
         one = exports.add_parser(name, parents=[common], help=text)
         one.add_argument("book")
         one.add_argument("export")
+    one.add_argument(
+        "--out", "-o", type=Path, help="where to write it (default: its download_name); - for stdout"
+    )
 
     batch = commands.add_parser("batch", help="many exports as one job").add_subparsers(
         dest="action", required=True, metavar="ACTION"
@@ -79,6 +83,8 @@ def run_exports(client: Client, args: argparse.Namespace) -> int:
     if args.action == "show":
         export = client.get_export(args.book, args.export)
         return out(args, export, _line(export))
+    if args.action == "download":
+        return run_download(client, args)
     client.cancel_export(args.book, args.export)
     return out(args, {"cancelled": args.export}, f"cancelled {args.export}")
 
@@ -96,6 +102,22 @@ def run_export(client: Client, args: argparse.Namespace) -> int:
     if not args.wait:
         return out(args, export, _line(export))
     started = time.monotonic()
+    if not args.json:  # the id, should the wait be cut short: the export goes on without it
+        print(f"bindery: export {export['id']} requested for {args.book}", file=sys.stderr)
+    try:
+        ready = _wait(client, args, export)
+        return _fetch(client, args, ready, started)
+    except KeyboardInterrupt:
+        print(
+            f"\nbindery: interrupted: export {export['id']} goes on; `bindery exports show {args.book} "
+            f"{export['id']}`, then `bindery exports download {args.book} {export['id']}`",
+            file=sys.stderr,
+        )
+        raise
+
+
+def _wait(client: Client, args: argparse.Namespace, export: Export) -> Export:
+    """The export, once ready, with a bar of its chapters; a book deleted meanwhile is ExportFailed."""
     # The total from the start: the book's chapter count now, until the build's own count arrives.
     chapters = client.get_book(args.book, every_chapter=False).get("chapters_total")
     building = bar(args, unit="chapter", desc=f"building {args.format}", total=chapters)
@@ -107,11 +129,40 @@ def run_export(client: Client, args: argparse.Namespace) -> int:
             building.n = done.get("chapters_done", 0)
             building.refresh()
 
-    ready = client.wait(args.book, export["id"], on_progress=progress)
+    try:
+        ready = client.wait(args.book, export["id"], on_progress=progress)
+    except ApiError as exc:
+        if exc.code != "not_found":
+            raise
+        # Deleting a book deletes its exports: what was waited for ended without a file.
+        gone: Export = {**export, "state": "deleted", "failure_code": "book_deleted"}
+        raise ExportFailed(gone) from None
+    finally:
+        if building is not None:
+            building.close()
     if building is not None:
         building.n = building.total or 0  # ready: every chapter is done
-        building.close()
-    extension = {"markdown": "md"}.get(args.format, args.format)
+        building.refresh()
+    return ready
+
+
+def run_download(client: Client, args: argparse.Namespace) -> int:
+    """`exports download BOOK EXPORT`: an export that is ready, downloaded as --wait would."""
+    if refused := unwritable(args):
+        return fail(args, refused)
+    export = client.get_export(args.book, args.export)
+    if export["state"] == "pending":
+        message = f"export {args.export} is still pending: download it once `bindery exports show` says ready"
+        return fail(args, message, "not_ready", Exit.NOT_READY)
+    if export["state"] != "ready":
+        raise ExportFailed(export)
+    return _fetch(client, args, export, time.monotonic())
+
+
+def _fetch(client: Client, args: argparse.Namespace, ready: Export, started: float) -> int:
+    """A ready export downloaded (to --out, else its download_name), checked, and summed up."""
+    fmt = ready.get("format") or args.format
+    extension = {"markdown": "md"}.get(fmt, fmt)
     # The API's name for the file (the title, its letters kept): only its last part, never a path.
     named = Path(ready.get("download_name") or f"{args.book}.{extension}").name
     target = args.out or Path(named)
@@ -119,15 +170,20 @@ def run_export(client: Client, args: argparse.Namespace) -> int:
         client, args, ready["download_url"], target, ready.get("size_bytes"), ready.get("sha256")
     )
     took = time.monotonic() - started
-    summary = f"{target}  {size:,} bytes  {args.format}, revision {ready.get('built_revision')}, {took:.1f} s"
+    summary = f"{target}  {size:,} bytes  {fmt}, revision {ready.get('built_revision')}, {took:.1f} s"
     if ready.get("sha256"):
         summary += f"\nsha256 {ready['sha256']}: checked, the file is the one the worker built"
     if ready.get("complete") is False:
         skipped = ", ".join(f"{c['ordinal']}. {c['title']}" for c in ready.get("skipped_chapters", []))
         summary += f"\nincomplete: skipped {skipped}" if skipped else "\nincomplete"
-        missing = ", ".join(f"{m['name']} (chapter {m['chapter']})" for m in ready.get("missing_images", []))
-        if missing:
-            summary += f"; missing images: {missing}"
+    missing = ", ".join(f"{m['name']} (chapter {m['chapter']})" for m in ready.get("missing_images", []))
+    if missing:
+        summary += f"\nmissing images: {missing}"
+    warned = ready.get("warnings") or []
+    if warned:
+        listed = ", ".join(f"{w.get('name')} (chapter {w.get('chapter')}): {w.get('code')}" for w in warned)
+        more = int(ready.get("warnings_total") or len(warned)) - len(warned)
+        summary += f"\nwarnings: {listed}" + (f", and {more} more" if more > 0 else "")
     return _done(args, {**ready, "file": str(target)}, summary)
 
 
@@ -154,6 +210,19 @@ def run_batch(client: Client, args: argparse.Namespace) -> int:
     batch = client.create_batch(targets, args.idempotency_key)
     if not args.wait:
         return out(args, batch, "\n".join([_batch_line(batch), *(_target_line(t) for t in batch["targets"])]))
+    if not args.json:  # the id, should the wait be cut short: the batch goes on without it
+        print(f"bindery: batch {batch['id']} requested", file=sys.stderr)
+    try:
+        return _wait_batch(client, args, batch)
+    except KeyboardInterrupt:
+        print(
+            f"\nbindery: interrupted: batch {batch['id']} goes on; `bindery batch show {batch['id']}`",
+            file=sys.stderr,
+        )
+        raise
+
+
+def _wait_batch(client: Client, args: argparse.Namespace, batch: dict[str, Any]) -> int:
     started = time.monotonic()
     chapters: dict[str, int | None] = {}
     for t in batch["targets"]:
