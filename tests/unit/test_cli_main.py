@@ -343,3 +343,38 @@ def test_a_wait_the_api_asks_for_is_noted_on_stderr_but_not_under_json(
     script.answers = [(429, {"Retry-After": "1"}, busy), (200, {}, ME)]
     status, out, err = _run(capsys, "me", "--json")
     assert (status, err) == (0, "") and json.loads(out)["caller"] == "u"
+
+
+def test_books_update_takes_the_front_matters_metadata_in_place_of_the_books(
+    server: tuple[str, Script],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    url, script = server
+    _env(monkeypatch, url, tmp_path)
+    held = {**BOOK, "metadata": {"publisher": "P", "authors": ["A"], "cover": "c.png"}, "assets": []}
+    (tmp_path / "new.md").write_text("---\ntitle: New\nauthor: B\n---\n# One\n")
+    script.answers = [(200, {}, held), (200, {}, {**BOOK, "revision": 2}), (200, {}, {**BOOK, "revision": 3})]
+    status, _, err = _run(capsys, "books", "update", "B1", "new.md")
+    assert status == 0, err
+    method, path, headers, body = script.seen[-1]
+    assert (method, path, headers["If-Match"]) == ("PATCH", "/books/B1", '"2"')
+    assert json.loads(body) == {
+        "title": "New",
+        "metadata": {"authors": ["B"], "cover": None, "publisher": None},
+    }
+
+
+def test_a_front_matter_key_not_read_is_a_note_not_an_error(
+    server: tuple[str, Script],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    url, script = server
+    _env(monkeypatch, url, tmp_path)
+    (tmp_path / "x.md").write_text("---\ntitle: T\nfoo: 1\n---\n# One\n")
+    script.answers = [(201, {}, BOOK)]
+    status, _, err = _run(capsys, "books", "create", "x.md")
+    assert (status, err) == (0, "bindery: note: x.md: front matter keys not read: foo\n")

@@ -51,7 +51,7 @@ def server() -> Iterator[tuple[str, Script]]:
             self.end_headers()
             self.wfile.write(payload)
 
-        do_GET = do_PUT = do_DELETE = do_POST
+        do_GET = do_PUT = do_DELETE = do_PATCH = do_POST
 
         def log_message(self, *_: Any) -> None:
             pass

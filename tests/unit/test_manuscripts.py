@@ -71,7 +71,7 @@ def test_a_file_without_front_matter_is_all_text_and_has_no_title(tmp_path: Path
         ("title: [A, B]\n", "book.md:2: title: expected a string"),
         ("title: T\n\ndate: June 2026\n", "book.md:4: date: expected a date as YYYY-MM-DD, e.g. 2026-06-28"),
         ("subject:\n  - A\n  - {x: 1}\n", "book.md:3: subject: expected a string or a list of strings"),
-        ("title: T\nlang: \n", "book.md:3: lang: expected a string"),
+        ("title: T\nlang: \n", "book.md:3: lang: expected a string: it is empty"),
         ("- a list\n", "book.md:2: front matter: expected `key: value` lines"),
         ("title: T\n  bad: indent\n", "book.md:3: front matter: not YAML: mapping values are not allowed"),
         ("cover-image: gone.png\n", "book.md:2: cover-image: gone.png: no such file beside the manuscript"),
@@ -160,3 +160,18 @@ def test_an_image_is_checked_by_its_bytes_before_anything_is_sent(tmp_path: Path
         f"{tmp_path}/book.md:2: cover-image: images/photo.png: its bytes are a JPEG's, its name says PNG: "
         "rename it"
     )
+
+
+@pytest.mark.parametrize(
+    ("front", "expected"),
+    [
+        ("title: 123\n", "book.md:2: title: expected a string, not int: quote it"),
+        ("title: T\nlang: no\n", "book.md:3: lang: expected a string, not bool: quote it"),
+        ('title: ""\n', "book.md:2: title: expected a string: it is empty (give one, or leave the key out)"),
+        ("title: A\nauthor: B\ntitle: C\n", "book.md:4: title: given twice (first on line 2): keep one"),
+    ],
+)
+def test_a_title_that_is_no_string_is_empty_or_given_twice_is_refused(
+    tmp_path: Path, front: str, expected: str
+) -> None:
+    assert _error(_write(tmp_path, f"---\n{front}---\n# One\n")) == f"{tmp_path}/{expected}"

@@ -8,7 +8,8 @@ bindery books list [--limit N] [--cursor C]
 bindery books show | delete BOOK  the book (metadata, images, chapters); delete it and its exports
 bindery books edit BOOK --set KEY=VALUE [--unset KEY]
                                   a merge patch of the title and metadata, with If-Match of the revision read
-bindery books update BOOK FILE.md a new manuscript, its new images, its front matter's metadata
+bindery books update BOOK FILE.md a new manuscript, its new images, its front matter's metadata (in
+                                  place of the book's)
 bindery books assets list BOOK | add BOOK FILE [--name N] | rm BOOK NAME
 bindery export BOOK -f FORMAT [--wait] [--out PATH]
                                   request an export; --wait shows its progress, then downloads it under

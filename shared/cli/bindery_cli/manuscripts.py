@@ -81,6 +81,7 @@ class Manuscript:
     cover: Image | None = None
     images: list[Image] = field(default_factory=list)  # each once, the cover among them, in text order
     ignored: list[str] = field(default_factory=list)  # front matter keys Bindery does not read
+    front_matter: bool = False  # the file has one (books update takes its metadata in place of the book's)
 
 
 def read(path: Path) -> Manuscript:
@@ -97,6 +98,7 @@ def read(path: Path) -> Manuscript:
     header, text, first = _split(path, raw.removeprefix("\ufeff"))
     manuscript = Manuscript(path, text)
     if header is not None:
+        manuscript.front_matter = True
         _read_front_matter(manuscript, header)
     found: dict[str, Image] = {}
     for name, line in _image_names(text):
@@ -132,9 +134,13 @@ def _read_front_matter(manuscript: Manuscript, header: str) -> None:
             return
         if not isinstance(node, yaml.MappingNode):
             raise FileError(path, node.start_mark.line + 2, "front matter", "expected `key: value` lines")
+        seen: dict[str, int] = {}
         for key_node, value_node in node.value:
             line = value_node.start_mark.line + 2  # the file's line: the block opens on line 1
             key = str(key_node.value)
+            if key in seen:  # YAML's loader would quietly keep the last
+                raise FileError(path, line, key, f"given twice (first on line {seen[key]}): keep one")
+            seen[key] = line
             try:
                 value = loader.construct_object(value_node, deep=True)
             except (ValueError, OverflowError) as exc:
@@ -180,8 +186,13 @@ def _value(path: Path, line: int, key: str, kind: str, value: Any) -> Any:
 
 
 def _text(path: Path, line: int, key: str, value: Any) -> str:
-    if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value).strip():
-        return str(value).strip()
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    if isinstance(value, str) or value is None:
+        raise FileError(path, line, key, "expected a string: it is empty (give one, or leave the key out)")
+    if isinstance(value, (bool, int, float, dt.date)):
+        # YAML reads `title: 1984` as a number and `lang: no` as false: say how to keep the text.
+        raise FileError(path, line, key, f"expected a string, not {type(value).__name__}: quote it")
     raise FileError(path, line, key, "expected a string")
 
 
