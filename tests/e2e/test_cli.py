@@ -86,12 +86,15 @@ def test_show_and_cancel_an_export_and_errors_are_one_line_with_what_to_do(
     missing = _bindery(stack, "books", "show", "0" * 20)
     assert missing.returncode == 1 and missing.stdout == ""
     assert missing.stderr.strip().splitlines() == [
-        "bindery: not_found: no such book or export (check the ids: no such book or export is yours)"
+        "bindery: not_found: no such book or export (check the book's id: `bindery books list` shows yours)"
     ]
     forged = _bindery(stack, "books", "show", book["id"], token="not-a-token")
     assert forged.returncode == 1 and forged.stderr.startswith("bindery: unauthorized: ")
     as_json = _bindery(stack, "books", "show", "0" * 20, "--json")
-    assert json.loads(as_json.stdout)["error"]["code"] == "not_found"
+    assert json.loads(as_json.stdout)["error"] == {
+        "code": "not_found",
+        "message": "no such book or export (check the book's id: `bindery books list` shows yours)",
+    }
 
 
 def test_each_terminal_transition_shows_as_one_event_in_the_stacks_log(

@@ -255,7 +255,7 @@ def test_an_api_without_a_scheme_or_an_empty_id_is_refused_before_anything_is_se
     monkeypatch.setenv("BINDERY_API", url)
     monkeypatch.setenv("BINDERY_TOKEN", "T")
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # urllib3's FutureWarning for a URL without a scheme
+        warnings.simplefilter("error", FutureWarning)  # urllib3's FutureWarning for a URL without a scheme
         status, out, err = _run(capsys, *argv)
     assert (status, out, script.seen) == (2, "", [])
     assert err.startswith(f"bindery: {message}"), err
@@ -378,3 +378,49 @@ def test_a_front_matter_key_not_read_is_a_note_not_an_error(
     script.answers = [(201, {}, BOOK)]
     status, _, err = _run(capsys, "books", "create", "x.md")
     assert (status, err) == (0, "bindery: note: x.md: front matter keys not read: foo\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "answer", "expected"),
+    [
+        (
+            ["batch", "show", "X"],
+            (404, "not_found", "no such batch"),
+            "not_found: no such batch (check the batch's id: `bindery batch list` shows yours)",
+        ),
+        (
+            ["webhooks", "redeliver", "W1", "D9"],
+            (404, "not_found", "no such delivery"),
+            "not_found: no such delivery (check the ids: `bindery webhooks deliveries ENDPOINT` lists its "
+            "deliveries)",
+        ),
+        (
+            ["webhooks", "show", "W1"],
+            (404, "not_found", "no such endpoint"),
+            "not_found: no such endpoint (check the endpoint's id: `bindery webhooks list` shows yours)",
+        ),
+        (
+            ["webhooks", "redeliver", "W1", "D1"],
+            (409, "endpoint_disabled", "the endpoint is disabled"),
+            "endpoint_disabled: the endpoint is disabled "
+            "(enable it first: `bindery webhooks edit W1 --enable`)",
+        ),
+    ],
+)
+def test_a_refusal_names_what_to_check_for_its_own_resource_and_json_does_not_repeat_the_code(
+    server: tuple[str, Script],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    argv: list[str],
+    answer: tuple[int, str, str],
+    expected: str,
+) -> None:
+    url, script = server
+    _env(monkeypatch, url, tmp_path)
+    status, code, message = answer
+    script.answers = [(status, {}, {"error": {"code": code, "message": message}})]
+    assert _run(capsys, *argv) == (1, "", f"bindery: {expected}\n")
+    script.answers = [(status, {}, {"error": {"code": code, "message": message}})]
+    failed, out, _ = _run(capsys, *argv, "--json")
+    assert (failed, json.loads(out)) == (1, {"error": {"code": code, "message": expected.split(": ", 1)[1]}})

@@ -91,7 +91,7 @@ def test_a_refusal_is_an_error_naming_its_code_and_what_to_do(server: tuple[str,
     assert (refused.value.status, refused.value.code) == (404, "not_found")
     assert (
         str(refused.value)
-        == "not_found: no such book or export (check the ids: no such book or export is yours)"
+        == "not_found: no such book or export (check the book's id: `bindery books list` shows yours)"
     )
     assert len(script.seen) == 1  # a 404 is not retried
 

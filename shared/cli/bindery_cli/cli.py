@@ -182,7 +182,13 @@ def _client_command(args: argparse.Namespace) -> int:
     except FileError as exc:
         return fail(args, str(exc), "invalid_file")
     except ApiError as exc:
-        message = f"{exc.code}: {exc.message}" + (f" ({exc.advice})" if exc.advice else "")
+        advice = (
+            exc.advice.replace(" ID ", f" {args.endpoint} ")
+            if getattr(args, "endpoint", None)
+            else exc.advice
+        )
+        message = exc.message + (f" ({advice})" if advice else "")
+        message = message if args.json else f"{exc.code}: {message}"  # under --json the code is its own field
         if exc.code == "checksum_mismatch":
             return fail(args, _noted(message, exc), exc.code, Exit.NOT_READY)
         return fail(args, _noted(message, exc), exc.code, Exit.API_ERROR)

@@ -30,7 +30,16 @@ import urllib3
 from urllib3.exceptions import HTTPError as TransportError
 from urllib3.util.retry import Retry
 
-from bindery_cli.answers import ADVICE, ApiError, Book, Export, ExportFailed, ExportPage, LocalFileError
+from bindery_cli.answers import (
+    ADVICE,
+    ApiError,
+    Book,
+    Export,
+    ExportFailed,
+    ExportPage,
+    LocalFileError,
+    not_found_advice,
+)
 from bindery_cli.downloads import keep_checked, part_path, stream_to
 
 # Re-exported: a caller imports what the client raises and returns from the client.
@@ -448,7 +457,10 @@ class Client:
         if method == "DELETE" and answer.status == 404 and answer.retries and answer.retries.history:
             return None  # an earlier try went through, its answer lost: what it deleted is gone, as asked
         if answer.status >= 400:
-            raise _api_error(answer.status, answer.data)
+            refused = _api_error(answer.status, answer.data)
+            if refused.code == "not_found":  # which id to check, and where to find the right one
+                refused = ApiError(refused.status, refused.code, refused.message, not_found_advice(path))
+            raise refused
         try:
             return json.loads(answer.data) if answer.data else None
         except ValueError:  # a 200 of some other server's page
