@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bindery_cli import cli
+from bindery_cli import cli, hooks
 from bindery_cli.client import Client
 from tests.unit.test_client import Script, server  # noqa: F401 (the fixture)
 
@@ -424,3 +424,46 @@ def test_a_refusal_names_what_to_check_for_its_own_resource_and_json_does_not_re
     script.answers = [(status, {}, {"error": {"code": code, "message": message}})]
     failed, out, _ = _run(capsys, *argv, "--json")
     assert (failed, json.loads(out)) == (1, {"error": {"code": code, "message": expected.split(": ", 1)[1]}})
+
+
+def test_events_shows_the_head_then_ends_with_the_cursor_to_pass_next(
+    server: tuple[str, Script],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    url, script = server
+    _env(monkeypatch, url, tmp_path)
+    event = {"cursor": "3", "created_at": "2026-12-03T14:00:00Z", "type": "bindery.export.ready", "data": {}}
+    script.answers = [(200, {}, {"events": [event], "next_cursor": "3", "head": "28"})]
+    status, out, _ = _run(capsys, "events", "--after", "2")
+    assert status == 0 and out.splitlines()[-2:] == ["head 28", "next: --after 3"]
+
+
+def test_follow_keeps_trying_while_the_api_does_not_answer_and_says_where_to_resume(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    event = {"cursor": "5", "created_at": "t", "type": "bindery.export.ready", "data": {}}
+    answers: list[Any] = [
+        ConnectionError("GET /events: no answer after 5 tries: refused"),
+        ConnectionError("GET /events: no answer after 5 tries: refused"),
+        {"events": [event], "next_cursor": "5", "head": "5"},
+    ]
+
+    class Feed:
+        def events(self, after: str | None, limit: int | None) -> Any:
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    waits: list[float] = []
+    cursor = hooks.Cursor("4")
+    with pytest.raises(KeyboardInterrupt), hooks._resumable(cursor):
+        for seen in hooks.follow(Feed(), cursor, sleep=waits.append):  # type: ignore[arg-type]
+            assert seen == event
+            raise KeyboardInterrupt  # Ctrl-C while the event is being shown
+    assert waits == [1.0, 2.0]  # backing off, not giving up
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "bindery: note: no answer from the API (refused): trying again in 1 s"
+    assert err[-2:] == ["bindery: note: the API answers again", "bindery: resume with --after 4"]
