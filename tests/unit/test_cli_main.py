@@ -467,3 +467,25 @@ def test_follow_keeps_trying_while_the_api_does_not_answer_and_says_where_to_res
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "bindery: note: no answer from the API (refused): trying again in 1 s"
     assert err[-2:] == ["bindery: note: the API answers again", "bindery: resume with --after 4"]
+
+
+def test_batch_wait_prints_its_id_and_on_ctrl_c_how_to_go_on(
+    server: tuple[str, Script],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    url, script = server
+    _env(monkeypatch, url, tmp_path)
+    target = {"export_id": "E1", "book_id": "B1", "format": "html", "state": "pending", "failure_code": None}
+    batch = {"id": "X1", "status": "running", "targets": [target], "targets_total": 1, "targets_done": 0}
+    script.answers = [(202, {}, batch), (200, {}, BOOK)]
+
+    def interrupted(*_: Any, **__: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Client, "wait_batch", interrupted)
+    status, out, err = _run(capsys, "batch", "create", "B1:html", "--wait")
+    assert (status, out) == (130, "")
+    assert err.splitlines()[0] == "bindery: batch X1 requested"
+    assert err.splitlines()[-1] == "bindery: interrupted: batch X1 goes on; `bindery batch show X1`"

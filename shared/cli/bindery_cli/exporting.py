@@ -257,10 +257,12 @@ def _wait_batch(client: Client, args: argparse.Namespace, batch: dict[str, Any])
                 shown.n = shown.total
             shown.set_postfix_str(target["failure_code"] or target["state"], refresh=True)
 
-    ended = client.wait_batch(batch["id"], on_progress=progress)
-    for shown in [overall, *bars]:
-        if shown is not None:
-            shown.close()
+    try:
+        ended = client.wait_batch(batch["id"], on_progress=progress)
+    finally:  # closed however the wait ends, so that a last line is a line of its own
+        for shown in [overall, *bars]:
+            if shown is not None:
+                shown.close()
     summary = _batch_line(ended)
     bundle = ended.get("bundle")
     if bundle is None or not bundle.get("download_url"):
