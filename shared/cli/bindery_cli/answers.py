@@ -4,6 +4,7 @@ an error that names its code and what a caller can do about it."""
 from __future__ import annotations
 
 import fnmatch
+import json
 from typing import Any, NotRequired, TypedDict
 
 # What a caller can do about each error code the API answers with.
@@ -125,3 +126,20 @@ def not_found_advice(path: str) -> str:
         if fnmatch.fnmatchcase(path.split("?", 1)[0], f"{pattern}*"):
             return advice
     return ADVICE["not_found"]
+
+
+NOT_BINDERY = "the answer is not Bindery's JSON (check --api)"
+
+
+def refusal(status: int, raw: bytes, path: str) -> ApiError:
+    """The error an answer of 400 or more to a request for `path` is."""
+    if status == 401:  # the gateway's own refusal: the request never reached Bindery
+        return ApiError(status, "unauthorized", "the API refused the token")
+    try:
+        error = json.loads(raw)["error"]
+        code, message = str(error["code"]), str(error["message"])
+    except (ValueError, KeyError, TypeError):
+        # Not Bindery's answer (another server at --api, a proxy's page): one line, not its HTML.
+        return ApiError(status, f"http_{status}", NOT_BINDERY)
+    # A not_found says which id to check, and where to find the right one.
+    return ApiError(status, code, message, not_found_advice(path) if code == "not_found" else None)

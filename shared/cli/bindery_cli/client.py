@@ -32,13 +32,14 @@ from urllib3.util.retry import Retry
 
 from bindery_cli.answers import (
     ADVICE,
+    NOT_BINDERY,
     ApiError,
     Book,
     Export,
     ExportFailed,
     ExportPage,
     LocalFileError,
-    not_found_advice,
+    refusal,
 )
 from bindery_cli.downloads import keep_checked, part_path, stream_to
 
@@ -66,7 +67,6 @@ def _fits_inline(manuscript: str) -> bool:
 
 RETRIED = frozenset({429, 503})
 SAFE_TO_REPEAT = frozenset({"GET", "HEAD", "DELETE"})  # and a create that carries its Idempotency-Key
-NOT_BINDERY = "the answer is not Bindery's JSON (check --api)"
 TERMINAL = frozenset({"ready", "failed", "cancelled", "expired"})
 BATCH_ENDED = frozenset({"done", "partial", "failed", "cancelled"})
 
@@ -457,10 +457,7 @@ class Client:
         if method == "DELETE" and answer.status == 404 and answer.retries and answer.retries.history:
             return None  # an earlier try went through, its answer lost: what it deleted is gone, as asked
         if answer.status >= 400:
-            refused = _api_error(answer.status, answer.data)
-            if refused.code == "not_found":  # which id to check, and where to find the right one
-                refused = ApiError(refused.status, refused.code, refused.message, not_found_advice(path))
-            raise refused
+            raise refusal(answer.status, answer.data, path)
         try:
             return json.loads(answer.data) if answer.data else None
         except ValueError:  # a 200 of some other server's page
@@ -489,14 +486,3 @@ def _id(value: str) -> str:
 def _query(**given: Any) -> str:
     query = urllib.parse.urlencode({k: v for k, v in given.items() if v is not None})
     return f"?{query}" if query else ""
-
-
-def _api_error(status: int, raw: bytes) -> ApiError:
-    if status == 401:  # the gateway's own refusal: the request never reached Bindery
-        return ApiError(status, "unauthorized", "the API refused the token")
-    try:
-        error = json.loads(raw)["error"]
-        return ApiError(status, str(error["code"]), str(error["message"]))
-    except (ValueError, KeyError, TypeError):
-        # Not Bindery's answer (another server at --api, a proxy's page): one line, not its HTML.
-        return ApiError(status, f"http_{status}", NOT_BINDERY)
