@@ -57,7 +57,7 @@ def test_create_export_wait_and_download_with_progress(stack: RunningStack, tmp_
     assert "building epub" in run.stderr and "downloading keeper.epub" in run.stderr  # the two bars
     with zipfile.ZipFile(out) as epub:
         assert epub.read("mimetype") == b"application/epub+zip"
-    assert not out.with_name(out.name + ".part").exists()
+    assert not list(tmp_path.glob("*.part"))
     # The file is checked against the SHA-256 the worker computed as it built it, and the user is told.
     digest = hashlib.sha256(out.read_bytes()).hexdigest()
     assert f"sha256 {digest}: checked" in run.stdout
@@ -86,12 +86,15 @@ def test_show_and_cancel_an_export_and_errors_are_one_line_with_what_to_do(
     missing = _bindery(stack, "books", "show", "0" * 20)
     assert missing.returncode == 1 and missing.stdout == ""
     assert missing.stderr.strip().splitlines() == [
-        "bindery: not_found: no such book or export (check the ids: no such book or export is yours)"
+        "bindery: not_found: no such book or export (check the book's id: `bindery books list` shows yours)"
     ]
     forged = _bindery(stack, "books", "show", book["id"], token="not-a-token")
     assert forged.returncode == 1 and forged.stderr.startswith("bindery: unauthorized: ")
     as_json = _bindery(stack, "books", "show", "0" * 20, "--json")
-    assert json.loads(as_json.stdout)["error"]["code"] == "not_found"
+    assert json.loads(as_json.stdout)["error"] == {
+        "code": "not_found",
+        "message": "no such book or export (check the book's id: `bindery books list` shows yours)",
+    }
 
 
 def test_each_terminal_transition_shows_as_one_event_in_the_stacks_log(
@@ -118,7 +121,7 @@ def test_a_cut_off_download_resumes_with_a_range_request_and_is_checked(
     whole file is checked against the SHA-256 the poll shows."""
     import urllib3
 
-    from bindery_cli.client import ApiError, Client
+    from bindery_cli.client import ApiError, Client, part_path
 
     client = Client(stack.api, stack.token)
     book = client.create_book("Long", MANUSCRIPT * 40)
@@ -130,17 +133,18 @@ def test_a_cut_off_download_resumes_with_a_range_request_and_is_checked(
     assert half.status == 206 and half.data == whole[: len(whole) // 2]
 
     out = tmp_path / "long.pdf"
+    part = part_path(out, digest)  # this very file's: another build's .part is never resumed
     # A first half that is not the file's: the client resumes after it (it does not fetch it again), so
     # the whole is wrong, the checksum says so, and nothing is kept.
-    out.with_name("long.pdf.part").write_bytes(b"\0" * (len(whole) // 2))
+    part.write_bytes(b"\0" * (len(whole) // 2))
     try:
         client.download(url, out, sha256=digest)
         raise AssertionError("a damaged download was kept")
     except ApiError as exc:
         assert exc.code == "checksum_mismatch"
-    assert not out.exists() and not out.with_name("long.pdf.part").exists()
+    assert not out.exists() and not part.exists()
     # The true first half, cut off: the resume fetches the rest, and the file checks out.
-    out.with_name("long.pdf.part").write_bytes(half.data)
+    part.write_bytes(half.data)
     fetched: list[int] = []
     size = client.download(url, out, sha256=digest, on_bytes=lambda done, total: fetched.append(done))
     assert size == len(whole) and out.read_bytes() == whole

@@ -152,6 +152,10 @@ def test_edit_update_assets_and_delete(stack: RunningStack, tmp_path: Path) -> N
     assert updated["title"] == "The Harbour Light" and updated["chapters_total"] == 2
     assert len(updated["assets"]) == 4 and updated["metadata"]["cover"] == "images/cover.jpg"
     assert updated["metadata"]["published"] == "2026-06-28"  # the front matter's date replaced the edit's
+    # The first file again: its front matter's metadata in place of the harbour's, not merged into it.
+    again = _json(_bindery(stack, "books", "update", book["id"], str(first), "--json"))
+    kept = {k: v for k, v in again["metadata"].items() if v not in (None, [])}
+    assert again["title"] == "Draft" and kept == {"language": "en"}, again["metadata"]  # en: the default
 
     deleted = _bindery(stack, "books", "delete", book["id"])
     assert deleted.returncode == 0 and deleted.stdout.strip() == f"deleted {book['id']}"

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bindery_cli.client import ApiError, Client
+from bindery_cli.client import ApiError, Client, LocalFileError, part_path
 
 RESET, STALL = -1, -2
 
@@ -49,7 +51,7 @@ def server() -> Iterator[tuple[str, Script]]:
             self.end_headers()
             self.wfile.write(payload)
 
-        do_GET = do_PUT = do_DELETE = do_POST
+        do_GET = do_PUT = do_DELETE = do_PATCH = do_POST
 
         def log_message(self, *_: Any) -> None:
             pass
@@ -89,7 +91,7 @@ def test_a_refusal_is_an_error_naming_its_code_and_what_to_do(server: tuple[str,
     assert (refused.value.status, refused.value.code) == (404, "not_found")
     assert (
         str(refused.value)
-        == "not_found: no such book or export (check the ids: no such book or export is yours)"
+        == "not_found: no such book or export (check the book's id: `bindery books list` shows yours)"
     )
     assert len(script.seen) == 1  # a 404 is not retried
 
@@ -166,3 +168,34 @@ def test_a_book_delete_of_nothing_is_still_404(server: tuple[str, Script]) -> No
     with pytest.raises(ApiError) as refused:
         Client(api, "tok", sleep=lambda _: None).delete_book("b1")
     assert refused.value.status == 404 and len(script.seen) == 1
+
+
+def test_a_part_left_by_another_build_is_not_resumed(server: tuple[str, Script], tmp_path: Path) -> None:
+    """A `.part` from an earlier build of the same name would be resumed into a file that fails its
+    checksum: only this file's own `.part` (named after its SHA-256) is resumed."""
+    url, script = server
+    whole = json.dumps("the new build").encode()
+    digest = hashlib.sha256(whole).hexdigest()
+    out = tmp_path / "T.html"
+    out.with_name("T.html.part").write_bytes(b"the old build's first half")
+    script.answers = [(200, {}, "the new build")]
+    assert Client(url, "t").download(f"{url}/file", out, sha256=digest) == len(whole)
+    assert out.read_bytes() == whole and "Range" not in script.seen[0][2]
+    # This file's own .part, cut off halfway: the rest is asked for and appended.
+    out.unlink()
+    part_path(out, digest).write_bytes(whole[:5])
+    script.answers = [(206, {}, "x")]  # the scripted server sends JSON: stand in for the rest by hand
+    with pytest.raises(ApiError) as mismatch:
+        Client(url, "t").download(f"{url}/file", out, sha256=digest)
+    assert script.seen[1][2]["Range"] == "bytes=5-" and mismatch.value.code == "checksum_mismatch"
+
+
+def test_a_file_that_cannot_be_written_is_a_local_error_naming_it(
+    server: tuple[str, Script], tmp_path: Path
+) -> None:
+    url, script = server
+    script.answers = [(200, {}, "file")]
+    out = tmp_path / "nodir" / "x.html"
+    with pytest.raises(LocalFileError) as raised:
+        Client(url, "t").download(f"{url}/file", out)
+    assert str(raised.value) == f"cannot write {out}.part: No such file or directory"

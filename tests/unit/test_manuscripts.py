@@ -71,7 +71,7 @@ def test_a_file_without_front_matter_is_all_text_and_has_no_title(tmp_path: Path
         ("title: [A, B]\n", "book.md:2: title: expected a string"),
         ("title: T\n\ndate: June 2026\n", "book.md:4: date: expected a date as YYYY-MM-DD, e.g. 2026-06-28"),
         ("subject:\n  - A\n  - {x: 1}\n", "book.md:3: subject: expected a string or a list of strings"),
-        ("title: T\nlang: \n", "book.md:3: lang: expected a string"),
+        ("title: T\nlang: \n", "book.md:3: lang: expected a string: it is empty"),
         ("- a list\n", "book.md:2: front matter: expected `key: value` lines"),
         ("title: T\n  bad: indent\n", "book.md:3: front matter: not YAML: mapping values are not allowed"),
         ("cover-image: gone.png\n", "book.md:2: cover-image: gone.png: no such file beside the manuscript"),
@@ -118,3 +118,60 @@ def test_a_file_that_is_not_utf8_or_not_there_is_refused_by_name(tmp_path: Path)
     assert _error(tmp_path / "missing.md") == (
         f"{tmp_path}/missing.md: cannot read it (No such file or directory): name a markdown file"
     )
+
+
+@pytest.mark.parametrize(
+    ("front", "expected"),
+    [
+        ("title: T\ndate: 2026-13-45\n", "book.md:3: date: 2026-13-45: no such value (month must"),
+        ("title: T\ndate: 2026-02-30\n", "book.md:3: date: 2026-02-30: no such value (day is out of range"),
+        ("title: T\ndate: '2026-02-30'\n", "book.md:3: date: 2026-02-30: no such day (YYYY-MM-DD)"),
+        ("title: T\n\x07\n", "book.md:3: front matter: not YAML: a control character, U+0007"),
+    ],
+)
+def test_an_impossible_date_or_a_control_character_is_a_file_error_not_a_crash(
+    tmp_path: Path, front: str, expected: str
+) -> None:
+    message = _error(_write(tmp_path, f"---\n{front}---\n# One\n"))
+    assert message.startswith(f"{tmp_path}/{expected}"), message
+
+
+def test_a_byte_order_mark_before_the_front_matter_is_not_text(tmp_path: Path) -> None:
+    path = tmp_path / "book.md"
+    path.write_bytes("\ufeff---\ntitle: T\n---\n# One\n".encode())
+    read = manuscripts.read(path)
+    assert (read.title, read.text) == ("T", "# One\n")
+
+
+def test_an_image_is_checked_by_its_bytes_before_anything_is_sent(tmp_path: Path) -> None:
+    """The API refuses an image whose bytes are not one (not_an_image) after the book is made: refused
+    here first, by the file's first bytes."""
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "bad.png").write_text("not an image\n")
+    (tmp_path / "images" / "photo.png").write_bytes(b"\xff\xd8\xff\xe0" + b"\0" * 16)
+    (tmp_path / "images" / "ok.webp").write_bytes(b"RIFF\0\0\0\0WEBPVP8 " + b"\0" * 16)
+    (tmp_path / "images" / "ok.gif").write_bytes(b"GIF89a" + b"\0" * 16)
+    path = _write(tmp_path, "---\ntitle: T\n---\n# One\n\n![a](images/ok.webp) ![b](images/ok.gif)\n")
+    assert [i.content_type for i in manuscripts.read(path).images] == ["image/webp", "image/gif"]
+    assert _error(_write(tmp_path, "# One\n\n![bad](images/bad.png)\n")) == (
+        f"{tmp_path}/book.md:3: image: images/bad.png: not a PNG, JPEG, GIF or WebP (by its bytes)"
+    )
+    assert _error(_write(tmp_path, "---\ncover-image: images/photo.png\n---\n")) == (
+        f"{tmp_path}/book.md:2: cover-image: images/photo.png: its bytes are a JPEG's, its name says PNG: "
+        "rename it"
+    )
+
+
+@pytest.mark.parametrize(
+    ("front", "expected"),
+    [
+        ("title: 123\n", "book.md:2: title: expected a string, not int: quote it"),
+        ("title: T\nlang: no\n", "book.md:3: lang: expected a string, not bool: quote it"),
+        ('title: ""\n', "book.md:2: title: expected a string: it is empty (give one, or leave the key out)"),
+        ("title: A\nauthor: B\ntitle: C\n", "book.md:4: title: given twice (first on line 2): keep one"),
+    ],
+)
+def test_a_title_that_is_no_string_is_empty_or_given_twice_is_refused(
+    tmp_path: Path, front: str, expected: str
+) -> None:
+    assert _error(_write(tmp_path, f"---\n{front}---\n# One\n")) == f"{tmp_path}/{expected}"

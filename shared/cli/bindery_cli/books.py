@@ -74,7 +74,7 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
         "update",
         parents=[common],
         help="a new manuscript from FILE (with If-Match of the revision read), its new images, and its "
-        "front matter's title and metadata",
+        "front matter's title and metadata in place of the book's (a field it leaves out is removed)",
     )
     update.add_argument("book")
     update.add_argument("file", type=Path)
@@ -112,9 +112,11 @@ def run(client: Client, args: argparse.Namespace) -> int:
         manuscript = manuscripts.read(args.file)
         _override(manuscript, args)
         _note_ignored(args, manuscript)
-        book = create(
-            client, manuscript, on_image=_image_bar(args, manuscript.images), on_bytes=_bytes_bar(args)
-        )
+        images = _ImageBar(args, manuscript.images)
+        try:
+            book = create(client, manuscript, on_image=images, on_bytes=_bytes_bar(args))
+        finally:
+            images.close()
         return out(args, book, _summary(book))
     if args.action == "list":
         return out_page(args, client.list_books(args.cursor, args.limit), "books", _summary, "no books")
@@ -129,8 +131,18 @@ def run(client: Client, args: argparse.Namespace) -> int:
     if args.action == "update":
         manuscript = manuscripts.read(args.file)
         _note_ignored(args, manuscript)
-        images = _image_bar(args, manuscript.images)
-        book = update(client, args.book, manuscript, on_image=images, on_bytes=_bytes_bar(args))
+        images = _ImageBar(args, [])
+        try:
+            book = update(
+                client,
+                args.book,
+                manuscript,
+                on_image=images,
+                on_fresh=images.start,
+                on_bytes=_bytes_bar(args),
+            )
+        finally:
+            images.close()
         return out(args, book, _summary(book))
     if args.action == "delete":
         client.delete_book(args.book)
@@ -145,6 +157,8 @@ def run(client: Client, args: argparse.Namespace) -> int:
     if args.assets == "add":
         if not args.file.is_file():
             return fail(args, f"{args.file}: no such file: name an image on this machine")
+        if problem := manuscripts.image_problem(args.file):
+            return fail(args, f"{args.file}: {problem}")
         name = args.name or args.file.name
         book = client.add_asset(args.book, name, args.file.read_bytes())
         return out(args, book, f"{name} added: {_summary(book)}")
@@ -165,10 +179,23 @@ def create(
     metadata = {k: v for k, v in manuscript.metadata.items() if k != "cover"}
     title = manuscript.title or manuscript.path.stem
     book = client.create_book(title, manuscript.text, metadata or None, on_bytes=on_bytes)
-    book = _upload(client, book, manuscript.images, on_image)
-    if manuscript.cover is not None:
-        cover = {"cover": manuscript.cover.name}
-        book = client.edit_book(book["id"], metadata=cover, if_revision=book["revision"])
+    made = book["id"]
+    try:
+        book = _upload(client, book, manuscript.images, on_image)
+        if manuscript.cover is not None:
+            cover = {"cover": manuscript.cover.name}
+            book = client.edit_book(made, metadata=cover, if_revision=book["revision"])
+    except Exception as exc:
+        # Half a book (some images, no cover) is worse than none: a rerun would make a second. Undo it.
+        try:
+            client.delete_book(made)
+        except Exception as again:  # whatever it was, the book is still there
+            exc.add_note(
+                f"the book {made} it made is left half-made ({again}): `bindery books delete {made}`"
+            )
+        else:
+            exc.add_note(f"the book {made} it made was deleted: nothing is left")
+        raise
     return book
 
 
@@ -178,24 +205,30 @@ def update(
     manuscript: Manuscript,
     *,
     on_image: Callable[[Image], None] | None = None,
+    on_fresh: Callable[[list[Image]], None] | None = None,
     on_bytes: Callable[[int, int], None] | None = None,
 ) -> Book:
     """The new manuscript, sent with If-Match of the revision read (a change made since is refused, never
-    overwritten); then each image that is new or changed in size; then the front matter's title and
-    metadata as a merge patch (a key the front matter leaves out stays as it is)."""
+    overwritten); then each image that is new or changed in size (on_fresh is told which); then the front
+    matter's title and metadata, in place of the book's: a field the front matter leaves out is removed
+    (null in the merge patch), and a title it leaves out stays. A file without front matter leaves the
+    title and metadata as they are."""
     book = client.get_book(book_id)
     held = {a["name"]: a["size_bytes"] for a in book.get("assets", [])}
+    had = set((book.get("metadata") or {}).keys()) & METADATA_FIELDS
     text = manuscript.text.encode("utf-8")
     book = client.replace_manuscript(book_id, text, if_revision=book["revision"], on_bytes=on_bytes)
     fresh = [i for i in manuscript.images if held.get(i.name) != i.path.stat().st_size]
+    if on_fresh is not None:
+        on_fresh(fresh)
     book = _upload(client, book, fresh, on_image)
-    if manuscript.title or manuscript.metadata:
-        book = client.edit_book(
-            book_id,
-            title=manuscript.title,
-            metadata=manuscript.metadata or None,
-            if_revision=book["revision"],
-        )
+    if manuscript.front_matter:
+        metadata: dict[str, Any] = {name: None for name in sorted(had - manuscript.metadata.keys())}
+        metadata |= manuscript.metadata
+        if manuscript.title or metadata:
+            book = client.edit_book(
+                book_id, title=manuscript.title, metadata=metadata or None, if_revision=book["revision"]
+            )
     return book
 
 
@@ -262,17 +295,30 @@ def _edit(client: Client, args: argparse.Namespace) -> int:
     return out(args, book, _summary(book))
 
 
-def _image_bar(args: argparse.Namespace, images: list[Image]) -> Callable[[Image], None] | None:
-    shown = bar(args, total=len(images), unit="image", desc="uploading images") if images else None
-    if shown is None:
-        return None
+class _ImageBar:
+    """A bar of the images uploaded (none under --json, or without images); closed when the last is up,
+    or by `close` when the command ends sooner, so that its error line starts a line of its own."""
 
-    def done(image: Image) -> None:
-        shown.update(1)
-        if shown.n == shown.total:
-            shown.close()
+    def __init__(self, args: argparse.Namespace, images: list[Image]):
+        self.args, self.shown = args, None
+        self.start(images)
 
-    return done
+    def start(self, images: list[Image]) -> None:
+        """The bar of these images (update's: only those it uploads, known once it has read the book)."""
+        self.close()
+        if images:
+            self.shown = bar(self.args, total=len(images), unit="image", desc="uploading images")
+
+    def __call__(self, image: Image) -> None:
+        if self.shown is not None:
+            self.shown.update(1)
+            if self.shown.n == self.shown.total:
+                self.close()
+
+    def close(self) -> None:
+        if self.shown is not None:
+            self.shown.close()
+            self.shown = None
 
 
 def _bytes_bar(args: argparse.Namespace) -> Callable[[int, int], None]:
@@ -295,7 +341,7 @@ def _bytes_bar(args: argparse.Namespace) -> Callable[[int, int], None]:
 def _note_ignored(args: argparse.Namespace, manuscript: Manuscript) -> None:
     if manuscript.ignored and not args.json:
         print(
-            f"bindery: {args.file}: front matter keys not read: {', '.join(manuscript.ignored)}",
+            f"bindery: note: {args.file}: front matter keys not read: {', '.join(manuscript.ignored)}",
             file=sys.stderr,
         )
 

@@ -16,7 +16,6 @@ API's error code and says what to do about it. The retries are urllib3's.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import mimetypes
@@ -31,10 +30,31 @@ import urllib3
 from urllib3.exceptions import HTTPError as TransportError
 from urllib3.util.retry import Retry
 
-from bindery_cli.answers import ADVICE, ApiError, Book, Export, ExportFailed, ExportPage
+from bindery_cli.answers import (
+    ADVICE,
+    NOT_BINDERY,
+    ApiError,
+    Book,
+    Export,
+    ExportFailed,
+    ExportPage,
+    LocalFileError,
+    refusal,
+)
+from bindery_cli.downloads import keep_checked, part_path, stream_to
 
 # Re-exported: a caller imports what the client raises and returns from the client.
-__all__ = ["ADVICE", "ApiError", "Book", "Client", "Export", "ExportFailed", "ExportPage"]
+__all__ = [
+    "ADVICE",
+    "ApiError",
+    "Book",
+    "Client",
+    "Export",
+    "ExportFailed",
+    "ExportPage",
+    "LocalFileError",
+    "part_path",
+]
 
 # The API takes a body of this many encoded bytes (bindery.api.INLINE_BODY_LIMIT), with room here for the
 # title and the JSON around the manuscript; a manuscript whose JSON is larger goes up as an upload.
@@ -56,6 +76,9 @@ class _Retry(Retry):
     Retry-After taken whole and capped at a minute."""
 
     sleeper: Callable[[float], None] = staticmethod(time.sleep)
+    # Told (seconds, status) before a wait the server asked for with Retry-After: a wait of up to a minute
+    # should not look like a hang.
+    on_wait: Callable[[float, int], None] | None = None
 
     def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
         # Only the statuses asked for: urllib3 would also resend any 413 or 503 carrying a Retry-After.
@@ -65,7 +88,10 @@ class _Retry(Retry):
 
     def sleep(self, response: Any = None) -> None:
         after = self.get_retry_after(response) if response is not None else None
-        self.sleeper(min(after if after is not None else self.get_backoff_time(), 60.0))
+        wait = min(after if after is not None else self.get_backoff_time(), 60.0)
+        if after is not None and self.on_wait is not None:
+            self.on_wait(wait, response.status)
+        self.sleeper(wait)
 
 
 class Client:
@@ -78,10 +104,13 @@ class Client:
         tries: int = 5,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        on_wait: Callable[[float, int], None] | None = None,
     ):
+        """`on_wait(seconds, status)` is told before each wait a Retry-After asked for (a 429, a 503)."""
         self.api, self.token = api.rstrip("/"), token
         self.timeout, self.tries, self.sleep, self.clock = timeout, tries, sleep, clock
-        self._retry = type("Retry", (_Retry,), {"sleeper": staticmethod(sleep)})
+        told = staticmethod(on_wait) if on_wait is not None else None
+        self._retry = type("Retry", (_Retry,), {"sleeper": staticmethod(sleep), "on_wait": told})
         self._pool = urllib3.PoolManager(timeout=urllib3.Timeout(connect=min(timeout, 10.0), read=timeout))
 
     def _retries(self, method: str, *, repeatable: bool) -> Retry:
@@ -272,15 +301,21 @@ class Client:
         on_bytes: Callable[[int, int | None], None] | None = None,
         sha256: str | None = None,
     ) -> int:
-        """Stream the file at a download link to `out` (via `<out>.part`, so a half file never appears
-        there). Calls on_bytes(done, total) as it goes. Returns the size.
+        """Stream the file at a download link to `out` (via a `.part` beside it, so a half file never
+        appears there). Calls on_bytes(done, total) as it goes. Returns the size.
 
-        A `.part` left by a download that was cut off is resumed with an HTTP Range request for the rest
-        (S3 answers 206); should the server send the whole file instead (200), it starts over. With
-        `sha256`, the whole file is checked against it once it is complete, and a mismatch raises
-        ApiError("checksum_mismatch") and keeps nothing."""
-        partial = out.with_name(out.name + ".part")
-        done = partial.stat().st_size if partial.exists() else 0
+        With `sha256`, the `.part` is named after it (`out.<first 12 hex>.part`): one left by a download of
+        this very file that was cut off is resumed with an HTTP Range request for the rest (S3 answers
+        206; should the server send the whole file instead, 200, it starts over), and one of another
+        build is never mistaken for it. The whole file is then checked, and a mismatch raises
+        ApiError("checksum_mismatch") and keeps nothing. Without `sha256` nothing tells a `.part` of this
+        file from another's, so it always starts over. A file here that cannot be written raises
+        LocalFileError naming it and the system's reason."""
+        partial = part_path(out, sha256)
+        try:
+            done = partial.stat().st_size if sha256 is not None and partial.is_file() else 0
+        except OSError as exc:
+            raise LocalFileError(partial, exc.strerror or str(exc)) from None
         headers = {"Range": f"bytes={done}-"} if done else {}
         answer = self._send("GET", url, repeatable=True, preload_content=False, headers=headers)
         try:
@@ -295,23 +330,10 @@ class Client:
                     done = 0  # not a resume: the whole file
                 length = int(answer.headers.get("Content-Length") or 0)
                 total = done + length if length else None
-                with partial.open("ab" if done else "wb") as sink:
-                    for chunk in answer.stream(256 * 1024):
-                        sink.write(chunk)
-                        done += len(chunk)
-                        if on_bytes is not None:
-                            on_bytes(done, total)
+                done = stream_to(answer, partial, done, total, on_bytes)
         finally:
             answer.release_conn()
-        if sha256 is not None:
-            digest = hashlib.sha256()
-            with partial.open("rb") as written:
-                while piece := written.read(1024 * 1024):
-                    digest.update(piece)
-            if digest.hexdigest() != sha256:
-                partial.unlink()
-                raise ApiError(0, "checksum_mismatch", f"the download's SHA-256 is not {sha256}: not kept")
-        partial.replace(out)
+        keep_checked(partial, out, sha256)
         return done
 
     # ---- batches and limits ----------------------------------------------------------------------
@@ -435,8 +457,11 @@ class Client:
         if method == "DELETE" and answer.status == 404 and answer.retries and answer.retries.history:
             return None  # an earlier try went through, its answer lost: what it deleted is gone, as asked
         if answer.status >= 400:
-            raise _api_error(answer.status, answer.data)
-        return json.loads(answer.data) if answer.data else None
+            raise refusal(answer.status, answer.data, path)
+        try:
+            return json.loads(answer.data) if answer.data else None
+        except ValueError:  # a 200 of some other server's page
+            raise ApiError(answer.status, f"http_{answer.status}", NOT_BINDERY) from None
 
 
 class _Counted(io.BytesIO):
@@ -461,13 +486,3 @@ def _id(value: str) -> str:
 def _query(**given: Any) -> str:
     query = urllib.parse.urlencode({k: v for k, v in given.items() if v is not None})
     return f"?{query}" if query else ""
-
-
-def _api_error(status: int, raw: bytes) -> ApiError:
-    if status == 401:  # the gateway's own refusal: the request never reached Bindery
-        return ApiError(status, "unauthorized", "the API refused the token")
-    try:
-        error = json.loads(raw)["error"]
-        return ApiError(status, str(error["code"]), str(error["message"]))
-    except (ValueError, KeyError, TypeError):
-        return ApiError(status, f"http_{status}", raw.decode("utf-8", errors="replace")[:200] or "no body")

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import secrets
+import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -164,27 +166,64 @@ def run_events(client: Client, args: argparse.Namespace) -> int:
     if not args.follow:
         page = client.events(args.after, args.limit)
         lines = [_event_line(e) for e in page["events"]] or ["no events"]
-        lines.append(f"next: --after {page['next_cursor']}  (head {page['head']})")
+        lines += [f"head {page['head']}", f"next: --after {page['next_cursor']}"]
         return out(args, page, "\n".join(lines))
-    for event in follow(client, args.after, every=args.every, limit=args.limit):
-        line(args, event, _event_line(event))
+    cursor = Cursor(args.after)
+    with _resumable(cursor):
+        for event in follow(client, cursor, every=args.every, limit=args.limit):
+            line(args, event, _event_line(event))
     return 0
+
+
+class Cursor:
+    """Where a follow has read up to: what `--after` resumes from."""
+
+    def __init__(self, after: str | None):
+        self.after = after
+
+
+@contextlib.contextmanager
+def _resumable(cursor: Cursor) -> Iterator[None]:
+    """However a follow ends (Ctrl-C, an error), the line that resumes it, on stderr."""
+    try:
+        yield
+    finally:
+        if cursor.after is not None:
+            print(f"bindery: resume with --after {cursor.after}", file=sys.stderr, flush=True)
 
 
 def follow(
     client: Client,
-    after: str | None,
+    cursor: Cursor,
     *,
     every: float = 1.0,
     limit: int | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Iterator[dict[str, Any]]:
-    """Every event after `after`, in order, then each new one as it arrives: the feed never skips, and a
-    page's `next_cursor` is never below the `after` it was read with, so none is seen twice."""
+    """Every event after the cursor, in order, then each new one as it arrives: the feed never skips, and
+    a page's `next_cursor` is never below the `after` it was read with, so none is seen twice. While the
+    API does not answer (stopped, restarting), it keeps trying, waiting longer each time (up to 30 s), with
+    a one-line note on stderr: Ctrl-C is what ends it."""
+    backoff = 0.0
     while True:
-        page = client.events(after, limit)
-        yield from page["events"]
-        after = page["next_cursor"]
+        try:
+            page = client.events(cursor.after, limit)
+        except (OSError, TimeoutError) as exc:
+            backoff = min(max(backoff * 2, every, 1.0), 30.0)
+            why = str(exc).split(": ", 2)[-1][:120]
+            print(
+                f"bindery: note: no answer from the API ({why}): trying again in {backoff:.0f} s",
+                file=sys.stderr,
+            )
+            sleep(backoff)
+            continue
+        if backoff:
+            print("bindery: note: the API answers again", file=sys.stderr)
+            backoff = 0.0
+        for event in page["events"]:
+            yield event
+            cursor.after = event.get("cursor", cursor.after)
+        cursor.after = page["next_cursor"]
         if not page["events"]:
             sleep(every)
 
@@ -207,12 +246,16 @@ def run_listen(client: Client, args: argparse.Namespace) -> int:
         "(verify with it; Ctrl-C stops)",
     )
     pool = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3.0, read=10.0), retries=False)
-    for event in follow(client, after, every=args.every):
-        if event["type"] not in kinds:
-            continue
-        status, error = forward(pool, signer, args.forward_to, event)
-        shown = f"{status}" if status else f"failed: {error}"
-        line(args, {"event": event, "status": status, "error": error}, f"{_event_line(event)}  -> {shown}")
+    cursor = Cursor(after)
+    with _resumable(cursor):
+        for event in follow(client, cursor, every=args.every):
+            if event["type"] not in kinds:
+                continue
+            status, error = forward(pool, signer, args.forward_to, event)
+            shown = f"{status}" if status else f"failed: {error}"
+            line(
+                args, {"event": event, "status": status, "error": error}, f"{_event_line(event)}  -> {shown}"
+            )
     return 0
 
 

@@ -81,6 +81,7 @@ class Manuscript:
     cover: Image | None = None
     images: list[Image] = field(default_factory=list)  # each once, the cover among them, in text order
     ignored: list[str] = field(default_factory=list)  # front matter keys Bindery does not read
+    front_matter: bool = False  # the file has one (books update takes its metadata in place of the book's)
 
 
 def read(path: Path) -> Manuscript:
@@ -93,9 +94,11 @@ def read(path: Path) -> Manuscript:
         raise FileError(
             path, 0, str(path), f"cannot read it ({exc.strerror}): name a markdown file"
         ) from None
-    header, text, first = _split(path, raw)
+    # A byte-order mark (Windows editors write one) would hide the front matter's opening `---`.
+    header, text, first = _split(path, raw.removeprefix("\ufeff"))
     manuscript = Manuscript(path, text)
     if header is not None:
+        manuscript.front_matter = True
         _read_front_matter(manuscript, header)
     found: dict[str, Image] = {}
     for name, line in _image_names(text):
@@ -119,17 +122,30 @@ def _split(path: Path, raw: str) -> tuple[str | None, str, int]:
 
 def _read_front_matter(manuscript: Manuscript, header: str) -> None:
     path = manuscript.path
-    loader = yaml.SafeLoader(header)
+    try:
+        loader = yaml.SafeLoader(header)
+    except yaml.reader.ReaderError as exc:  # a control character the reader refuses, before any line is read
+        line = header.count("\n", 0, exc.position) + 2
+        problem = f"not YAML: a control character, U+{int(exc.character):04X}"
+        raise FileError(path, line, "front matter", problem) from None
     try:
         node = loader.get_single_node()
         if node is None:
             return
         if not isinstance(node, yaml.MappingNode):
             raise FileError(path, node.start_mark.line + 2, "front matter", "expected `key: value` lines")
+        seen: dict[str, int] = {}
         for key_node, value_node in node.value:
             line = value_node.start_mark.line + 2  # the file's line: the block opens on line 1
             key = str(key_node.value)
-            value = loader.construct_object(value_node, deep=True)
+            if key in seen:  # YAML's loader would quietly keep the last
+                raise FileError(path, line, key, f"given twice (first on line {seen[key]}): keep one")
+            seen[key] = line
+            try:
+                value = loader.construct_object(value_node, deep=True)
+            except (ValueError, OverflowError) as exc:
+                # YAML reads 2026-13-45 as a date, and datetime refuses it: name the field, not a traceback.
+                raise FileError(path, line, key, f"{value_node.value}: no such value ({exc})") from None
             if key == "title":
                 manuscript.title = _text(path, line, key, value)
             elif key == "cover-image":
@@ -161,14 +177,22 @@ def _value(path: Path, line: int, key: str, kind: str, value: Any) -> Any:
         if isinstance(value, dt.date):
             return value.isoformat()
         if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
-            return value.strip()
+            try:
+                return dt.date.fromisoformat(value.strip()).isoformat()
+            except ValueError:
+                raise FileError(path, line, key, f"{value.strip()}: no such day (YYYY-MM-DD)") from None
         raise FileError(path, line, key, "expected a date as YYYY-MM-DD, e.g. 2026-06-28")
     return _text(path, line, key, value)
 
 
 def _text(path: Path, line: int, key: str, value: Any) -> str:
-    if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value).strip():
-        return str(value).strip()
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    if isinstance(value, str) or value is None:
+        raise FileError(path, line, key, "expected a string: it is empty (give one, or leave the key out)")
+    if isinstance(value, (bool, int, float, dt.date)):
+        # YAML reads `title: 1984` as a number and `lang: no` as false: say how to keep the text.
+        raise FileError(path, line, key, f"expected a string, not {type(value).__name__}: quote it")
     raise FileError(path, line, key, "expected a string")
 
 
@@ -183,7 +207,42 @@ def image(path: Path, name: str, line: int, where: str) -> Image:
     file = path.parent / pure
     if not file.is_file():
         raise FileError(path, line, where, f"{name}: no such file beside the manuscript ({file})")
+    if problem := image_problem(file, IMAGE_TYPES[pure.suffix.lower()]):
+        raise FileError(path, line, where, f"{name}: {problem}")
     return Image(name, file, line)
+
+
+# The first bytes of each type the API takes (it checks them too, after the book is made): by the bytes,
+# not the name, as the API does.
+MAGIC = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+}
+TYPE_NAMES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WebP"}
+
+
+def sniff(head: bytes) -> str | None:
+    """The image type the first bytes say, or None."""
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return next((kind for kind, starts in MAGIC.items() if head.startswith(starts)), None)
+
+
+def image_problem(file: Path, expected: str | None = None) -> str | None:
+    """Why the API would refuse this file as an image (not_an_image), or None: checked here, before the
+    book is made, so that a refusal cannot leave half a book."""
+    try:
+        with file.open("rb") as opened:
+            head = opened.read(16)
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror})"
+    found = sniff(head)
+    if found is None:
+        return "not a PNG, JPEG, GIF or WebP (by its bytes)"
+    if expected is not None and found != expected:
+        return f"its bytes are a {TYPE_NAMES[found]}'s, its name says {TYPE_NAMES[expected]}: rename it"
+    return None
 
 
 def _image_names(text: str) -> list[tuple[str, int]]:
