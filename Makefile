@@ -90,7 +90,7 @@ demo: $(VENV)/.installed
 	$(PY) -m bindery_local.demo
 
 # Every benchmark figure in one run, each beside its budget; writes docs/BENCHMARKS.md.
-bench: system-packages $(VENV)/.installed
+bench: system-packages $(VENV)/.installed $(DDB_STAMP)
 	$(PY) -m tests.bench
 
 # The reliability proofs; writes docs/RELIABILITY.md from what this run measured.
