@@ -33,8 +33,8 @@ def export_key(body: str) -> tuple[str, str]:
 
 
 def build_from_record(exports: Exports, record: SQSRecord) -> BuildOutcome:
-    """The build the record names. A record that names no export raises `BadMessage`, which the handler
-    drops (`bindery.queues`)."""
+    """What came of the build the record names. A record that names no export raises `BadMessage`, which the
+    handler drops (`bindery.queues`)."""
     book_id, export_id = export_key(record.body)
     logger.append_keys(export_id=export_id, book_id=book_id)
     try:
