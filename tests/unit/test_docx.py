@@ -1,0 +1,328 @@
+"""The docx, as the people who work on a book read it: every test book (and the illustrated, the Arabic
+and the hostile one) is built once, then LibreOffice converts them all to PDF in one run (every chapter's
+title in each PDF's text), pandoc reads each back (its AST of the document against its AST of the
+manuscript: chapters, headings, notes, images, tables, lists), and python-docx opens each with the named
+styles where they belong. The illustrated and Arabic books through the API (complete: false, missing
+images): tests/unit/test_illustrated.py; a batch with a docx target: tests/unit/test_batches.py."""
+
+from __future__ import annotations
+
+import io
+import re
+import unicodedata
+import zipfile
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import pytest
+
+from bindery.engine import FORMATS, Report, Source, Text, renderer_for
+from bindery.images import Asset
+from bindery.manuscript import cut_text
+from bindery.metadata import Metadata, merged
+from tests.books import BOOKS, SAMPLES
+from tests.books.illustrated import Illustrated, arabic, lighthouse
+from tests.docx_checks import MANUSCRIPT_DIALECT, document_text, libreoffice_to_pdf, pandoc_ast, shape
+from tests.validators import manuscript_text, pdftotext, text_characters
+
+HOSTILE = (
+    "# Hostile <w:p>\n\n"
+    '</w:t></w:r></w:p><w:p><w:r><w:t>injected</w:t></w:r></w:p> <?xml version="1.0"?> '
+    "<!DOCTYPE x [<!ENTITY e SYSTEM \"file:///etc/passwd\">]> &e; &amp; &#x41; &lt;w:br/&gt;\n\n"
+    "Controls: \x01\x02\x0b\x0c\x1f and \ufffe\uffff end. A ]]> and a \"quote\" and a 'tick'.\n\n"
+    + "- " * 50_000 + "deep\n\nAfter the deep list.\n\n"
+    + ">" * 50_000 + " quoted\n\nAfter the deep quote.\n\n"
+    "A note[^x].\n\n[^x]: <w:footnote w:id=\"5\"/> in a note.\n\n"
+    "[a link](javascript:alert(1)) and [another](https://example.org/?a=1&b=<2>)\n"
+)  # fmt: skip
+
+
+def _assets(spec: Illustrated) -> tuple[tuple[Asset, ...], dict[str, bytes]]:
+    from PIL import Image
+
+    assets, data = [], {}
+    for n, (name, (content_type, body)) in enumerate(spec.assets.items()):
+        width, height = Image.open(io.BytesIO(body)).size
+        assets.append(Asset(name, f"obj{n:04d}", content_type, width, height, len(body)))
+        data[name] = body
+    return tuple(assets), data
+
+
+def build(manuscript: str, title: str, path: Path, spec: Illustrated | None = None, **options: Any) -> Report:
+    sections = cut_text(manuscript)
+    metadata, assets, data = Metadata(), (), {}  # type: ignore[var-annotated]
+    if spec is not None:
+        metadata = merged(Metadata(), spec.metadata)
+        if "images/cover.jpg" in spec.assets:
+            metadata = replace(metadata, cover="images/cover.jpg")
+        assets, data = _assets(spec)
+    source = Source(
+        "abcdef0123456789abcd", title, 3, tuple(s.title for s, _ in sections), 1.8e9,
+        metadata=metadata, assets=assets, options=options, read_asset=lambda a: iter([data[a.name]]),
+    )  # fmt: skip
+    out = io.BytesIO()
+    chapters = [Text(n, s.title, text) for n, (s, text) in enumerate(sections, start=1)]
+    report = renderer_for("docx").render(source, chapters, out)
+    path.write_bytes(out.getvalue())
+    return report
+
+
+BUILDABLE = [name for name in BOOKS if name != "empty"]
+ALL = [*BUILDABLE, "illustrated", "arabic", "hostile"]
+
+
+def _spec(book: str) -> tuple[str, str, Illustrated | None]:
+    if book == "illustrated":
+        spec = lighthouse()
+        return spec.manuscript, spec.title, spec
+    if book == "arabic":
+        spec = arabic()
+        return spec.manuscript, spec.title, spec
+    if book == "hostile":
+        return HOSTILE, "Hostile", None
+    return BOOKS[book], f"The {book} book", None
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Report]]]:
+    folder = tmp_path_factory.mktemp("docx")
+    reports = {}
+    for book in ALL:
+        manuscript, title, spec = _spec(book)
+        reports[book] = build(manuscript, title, folder / f"{book}.docx", spec)
+    yield folder, reports
+
+
+@pytest.fixture(scope="module")
+def pdfs(built: tuple[Path, dict[str, Report]]) -> Path:
+    """Every book's PDF, from one LibreOffice run over them all."""
+    folder, _ = built
+    outdir = folder / "pdf"
+    run = libreoffice_to_pdf(sorted(folder.glob("*.docx")), outdir)
+    assert run.returncode == 0 and "Error" not in run.stderr, run.stdout + run.stderr
+    return outdir
+
+
+@pytest.mark.slow(25)
+@pytest.mark.parametrize("book", ALL)
+def test_libreoffice_converts_every_book_with_every_chapter_title_in_its_text(
+    book: str, built: tuple[Path, dict[str, Report]], pdfs: Path
+) -> None:
+    manuscript, _, _ = _spec(book)
+    assert (pdfs / f"{book}.pdf").exists(), sorted(p.name for p in pdfs.iterdir())
+    text = _folded(pdftotext(pdfs / f"{book}.pdf"))
+    for section, _ in cut_text(manuscript):
+        assert _folded(section.title) in text, section.title
+    for sample in SAMPLES.get(book, []):
+        assert _folded(sample) in text, sample
+
+
+def _folded(text: str) -> str:
+    """Text as pdftotext gives it back, and as it is compared: the bidi controls it adds left out, spaces
+    as one, compatibility forms folded, and a lam-alef ligature's two letters in one order (pdftotext
+    gives them in visual order)."""
+    text = unicodedata.normalize("NFKC", re.sub("[\u200e\u200f\u202a-\u202e]", "", text))
+    return re.sub("\u0644([\u0622\u0623\u0625\u0627])", "\\1\u0644", " ".join(text.split()))
+
+
+def _expected(book: str) -> Any:
+    """pandoc's reading of the manuscript, as the docx must show it: an image that is one of the book's
+    assets is a picture; any other is text (a missing one) or a link (one elsewhere)."""
+    manuscript, _, spec = _spec(book)
+    want = shape(pandoc_ast(None, MANUSCRIPT_DIALECT, manuscript))
+    assets = spec.assets if spec is not None else {}
+    want.images = [(alt, src) for alt, src in want.images if src in assets]
+    return want
+
+
+@pytest.mark.slow(10)
+@pytest.mark.parametrize("book", [b for b in ALL if b != "hostile"])
+def test_pandoc_reads_back_every_chapter_heading_note_image_table_and_list(
+    book: str, built: tuple[Path, dict[str, Report]]
+) -> None:
+    folder, _ = built
+    got = shape(pandoc_ast(folder / f"{book}.docx", "docx"))
+    want = _expected(book)
+    assert got.headings == want.headings
+    assert got.notes == want.notes
+    assert got.tables == want.tables
+    assert got.list_depth == want.list_depth
+    # The pictures, each with its alt text (the cover first, described as the cover).
+    _, title, spec = _spec(book)
+    cover = [f"The cover of {title}"] if spec is not None and "images/cover.jpg" in spec.assets else []
+    assert [alt for alt, _ in got.images] == cover + [alt for alt, _ in want.images]
+
+
+@pytest.mark.parametrize("book", ["features", "illustrated", "scripts"])
+def test_python_docx_opens_it_with_the_named_styles_where_they_belong(
+    book: str, built: tuple[Path, dict[str, Report]]
+) -> None:
+    import docx
+
+    folder, _ = built
+    document = docx.Document(str(folder / f"{book}.docx"))
+    styled = [(p.style.name if p.style is not None else "", p.text) for p in document.paragraphs]
+    manuscript, title, _ = _spec(book)
+    assert ("Title", title) in styled
+    chapters = [s.title for s, _ in cut_text(manuscript)]
+    assert [t for s, t in styled if s == "Heading 1"] == chapters
+    by_style: dict[str, list[str]] = {}
+    for style, text in styled:
+        by_style.setdefault(style, []).append(text)
+    # After a heading the first paragraph, then body text; every paragraph names a style, none is Normal.
+    assert "Normal" not in by_style
+    if book == "features":
+        assert by_style["First Paragraph"][0].startswith("Text with emphasis")
+        assert by_style["Heading 2"] == ["A second level"] and by_style["Heading 3"] == ["A third level"]
+        assert by_style["Block Text"] == ["A block quote, with emphasis, over two lines."]
+        assert by_style["Source Code"][0].startswith("def hello(name: str) -> str:")
+        assert by_style["List Paragraph"] == [
+            "a list item",
+            "another, with a nested list:",
+            "first",
+            "second",
+        ]
+        assert any(t.startswith("An unbroken word wider") for t in by_style["Body Text"])
+        (table,) = document.tables
+        assert table.style is not None and table.style.name == "Table"
+        assert [c.text for c in table.rows[0].cells] == ["column", "other", "number"]
+        assert table.rows[0]._tr.trPr.xml.count("tblHeader") == 1  # the header row repeats on each page
+        assert document.styles["Heading 1"].paragraph_format.page_break_before is True
+        assert document.core_properties.title == title and document.core_properties.language == "en"
+    if book == "illustrated":
+        assert by_style["Cover"] == [""] and styled[0][0] == "Cover"  # the cover is the first page
+        assert by_style["Caption"] == ["The harbour"]
+        props = document.core_properties
+        assert props.author == "Ada Lovelace; Grace Hopper" and props.language == "en-GB"
+        assert (
+            props.identifier == "urn:isbn:9780306406157" and props.subject == "Lighthouses; Maritime history"
+        )
+        assert props.comments == "A short illustrated history of a lighthouse and its keeper."
+    with zipfile.ZipFile(folder / f"{book}.docx") as package:
+        notes = package.read("word/footnotes.xml").decode()
+    for note_text in re.findall(r"<w:footnote w:id=\"[1-9]\d*\">(.*?)</w:footnote>", notes):
+        assert '<w:pStyle w:val="FootnoteText"/>' in note_text
+
+
+def _document(path: Path, part: str = "word/document.xml") -> str:
+    with zipfile.ZipFile(path) as package:
+        return package.read(part).decode()
+
+
+def test_the_pictures_are_the_assets_at_their_size_shrunk_to_the_text_width_with_their_alt_text(
+    built: tuple[Path, dict[str, Report]],
+) -> None:
+    from PIL import Image
+
+    folder, reports = built
+    spec = lighthouse()
+    # The image the book never got is named, with its chapter; the export is then incomplete.
+    report = reports["illustrated"]
+    assert report.notes.missing == [
+        {"chapter": 2, "chapter_title": "The Keeper", "name": "images/lost-survey.png"}
+    ]
+    assert report.notes.warnings == [{"code": "empty_alt", "chapter": 1, "name": "images/map.gif"}]
+    with zipfile.ZipFile(folder / "illustrated.docx") as package:
+        media = {n: package.read(n) for n in package.namelist() if n.startswith("word/media/")}
+    shown = {name: body for name, (_, body) in spec.assets.items()}
+    webp = shown.pop("images/harbour.webp")
+    assert sorted(b for b in media.values() if b in shown.values()) == sorted(shown.values())
+    (as_png,) = [b for b in media.values() if b not in shown.values()]  # Word reads no WebP
+    assert Image.open(io.BytesIO(as_png)).tobytes() == Image.open(io.BytesIO(webp)).convert("RGB").tobytes()
+    document = _document(folder / "illustrated.docx")
+    extents = [(int(cx), int(cy)) for cx, cy in re.findall(r'<wp:extent cx="(\d+)" cy="(\d+)"/>', document)]
+    descriptions = re.findall(r'<wp:docPr id="\d+" name="Picture \d+" descr="([^"]*)"/>', document)
+    assert descriptions == [
+        "The cover of The Lighthouse", "A rocky coast under a grey sky", "",
+        "Fishing boats in the harbour at dawn", "The keeper in his oilskins",
+        "A survey of the headland, in fine detail",
+    ]  # fmt: skip
+    # At its size (96 pixels an inch) when it fits: the map is 320 x 240 px, the keeper 300 x 450; the
+    # coast (640 px) and the survey (1600 px) are shrunk to the text width, their aspect kept.
+    assert extents[2] == (320 * 9525, 240 * 9525) and extents[4] == (300 * 9525, 450 * 9525)
+    width = (11906 - 2 * 1418) * 635
+    assert extents[1][0] == width and abs(extents[1][1] - width * 400 / 640) <= 1
+    assert extents[5][0] == width and abs(extents[5][1] - width * 1200 / 1600) <= 1
+    assert all(cx <= width for cx, _ in extents)
+    assert "[The lost survey of 1888]" in document_text(folder / "illustrated.docx")
+
+
+def test_languages_and_directions(built: tuple[Path, dict[str, Report]]) -> None:
+    folder, _ = built
+    styles = _document(folder / "arabic.docx", "word/styles.xml")
+    assert '<w:lang w:val="ar" w:bidi="ar"/>' in styles and "<w:pPrDefault><w:pPr><w:bidi/>" in styles
+    assert '<w:sectPr><w:pgSz w:w="11906" w:h="16838"/>' in _document(folder / "arabic.docx")
+    assert _document(folder / "arabic.docx").count("<w:bidi/></w:sectPr>") == 1
+    # A book in English with chapters in other scripts: each chapter tagged with its script's language, its
+    # Arabic and Hebrew paragraphs right to left, its CJK characters kept.
+    document = _document(folder / "scripts.docx")
+    chapters = document.split('<w:pStyle w:val="Heading1"/>')[1:]
+    langs = [sorted(set(re.findall(r"<w:lang [^>]*/>", chapter))) for chapter in chapters]
+    assert langs == [
+        ['<w:lang w:val="el"/>'], ['<w:lang w:val="ru"/>'], ['<w:lang w:eastAsia="ja"/>'],
+        ['<w:lang w:bidi="ar"/>'], ['<w:lang w:bidi="he"/>'], [],
+    ]  # fmt: skip
+    assert [chapter.count("<w:bidi/>") > 0 for chapter in chapters] == [
+        False,
+        False,
+        False,
+        True,
+        True,
+        False,
+    ]
+    assert "敏捷的棕色狐狸跳过了懒狗。いろはにほへと" in document_text(folder / "scripts.docx")
+    assert '<w:lang w:val="en"/>' in _document(folder / "scripts.docx", "word/styles.xml")
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_the_contents_field_reaches_toc_depth(depth: int, tmp_path: Path) -> None:
+    build(BOOKS["features"], "Depth", tmp_path / "d.docx", toc_depth=depth)
+    document = _document(tmp_path / "d.docx")
+    assert document.count("TOC \\o") == 1 and f'TOC \\o "1-{depth}" \\h \\z \\u' in document
+    assert FORMATS["docx"].options["toc_depth"].allowed == (1, 2, 3)
+    assert '<w:updateFields w:val="true"/>' in _document(tmp_path / "d.docx", "word/settings.xml")
+
+
+def test_a_hostile_manuscript_stays_text(built: tuple[Path, dict[str, Report]]) -> None:
+    folder, reports = built
+    assert reports["hostile"].skipped == []
+    text = document_text(folder / "hostile.docx")
+    for literal in (
+        "Hostile <w:p>",
+        '</w:t></w:r></w:p><w:p><w:r><w:t>injected</w:t></w:r></w:p> <?xml version="1.0"?>',
+        # (Markdown reads &amp; &#x41; &lt; and &gt; as the characters they name, and &e; as text.)
+        '<!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]> &e; & A <w:br/>',
+        "Controls: \ufffd\ufffd\ufffd\ufffd\ufffd and \ufffd\ufffd end. A ]]> and a \"quote\" and a 'tick'.",
+        "After the deep list.", "After the deep quote.", "quoted",
+        '<w:footnote w:id="5"/> in a note.', "[a link](javascript:alert(1))",
+    ):  # fmt: skip
+        assert literal in text, literal
+    document = _document(folder / "hostile.docx")
+    # Nothing of it became markup: the only paragraphs and notes are the writer's own.
+    assert "injected</w:t>" not in document and "&lt;w:t&gt;injected&lt;/w:t&gt;" in document
+    for part in ("word/document.xml", "word/footnotes.xml", "word/_rels/document.xml.rels"):
+        ElementTree.fromstring(_document(folder / "hostile.docx", part))  # well-formed, whatever it said
+    notes = _document(folder / "hostile.docx", "word/footnotes.xml")
+    assert re.findall(r"<w:footnote [^>]*>", notes) == [  # the two separators, and the manuscript's one note
+        '<w:footnote w:type="separator" w:id="-1">',
+        '<w:footnote w:type="continuationSeparator" w:id="0">',
+        '<w:footnote w:id="1">',
+    ]
+    assert "javascript:" not in _document(folder / "hostile.docx", "word/_rels/document.xml.rels")
+    assert 'Target="https://example.org/?a=1&amp;b=%3C2%3E"' in _document(
+        folder / "hostile.docx", "word/_rels/document.xml.rels"
+    )
+    # Word's nine list levels hold the deepest list; markdown's 20 are where nesting stops.
+    assert max(int(v) for v in re.findall(r'<w:ilvl w:val="(\d+)"/>', document)) == 8
+
+
+@pytest.mark.parametrize("book", ["features", "scripts"])
+def test_every_character_of_the_manuscript_is_in_the_document(
+    book: str, built: tuple[Path, dict[str, Report]]
+) -> None:
+    folder, _ = built
+    expected = text_characters(manuscript_text(BOOKS[book]))
+    assert expected - text_characters(document_text(folder / f"{book}.docx")) == {}
