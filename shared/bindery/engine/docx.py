@@ -51,7 +51,7 @@ BOOK_SCRIPT = {"ar": "ARABIC", "fa": "ARABIC", "ur": "ARABIC", "he": "HEBREW", "
                "ka": "GEORGIAN"}  # fmt: skip
 RTL_LANGUAGES = frozenset({"ar", "he"})
 CJK_LANGUAGES = frozenset({"zh", "ja", "ko"})
-SAMPLE = 2000  # letters a chapter's script is judged by
+SAMPLE = 500  # letters a chapter's script is judged by
 EMU_PER_PX = 9525  # an image's pixels at 96 per inch
 
 
@@ -60,9 +60,14 @@ def script_of(sample: str) -> str | None:
     counts: dict[str, int] = {}
     seen = 0
     for ch in sample:
-        if not ch.isalpha():
+        if ch < "\x80":  # ASCII: Latin, when a letter (the usual character, told without its name)
+            name = "LATIN" if ch.isalpha() else ""
+        elif ch.isalpha():
+            name = unicodedata.name(ch, "").split(" ", 1)[0]
+        else:
             continue
-        name = unicodedata.name(ch, "").split(" ", 1)[0]
+        if not name:
+            continue
         counts[name] = counts.get(name, 0) + 1
         seen += 1
         if seen >= SAMPLE:
