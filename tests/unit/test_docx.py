@@ -326,3 +326,35 @@ def test_every_character_of_the_manuscript_is_in_the_document(
     folder, _ = built
     expected = text_characters(manuscript_text(BOOKS[book]))
     assert expected - text_characters(document_text(folder / f"{book}.docx")) == {}
+
+
+def test_a_chapter_that_cannot_be_rendered_is_named_and_leaves_no_half_of_its_xml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bindery.engine import wordml
+
+    chapter = wordml.Writer.chapter
+
+    def half_then_fail(self: wordml.Writer, tokens: list[Any]) -> None:
+        chapter(self, tokens)  # the whole chapter written, its note and its list numbered...
+        if any(t.content == "Boom" for t in tokens):
+            self.out.body.append("<w:p><w:r><w:t>half")
+            raise ValueError("the writer fell over")  # ...and then lost
+
+    monkeypatch.setattr(wordml.Writer, "chapter", half_then_fail)
+    manuscript = (
+        "# One\n\n1. a[^n]\n\n[^n]: note one\n\n# Boom\n\n3. b[^m]\n\n[^m]: lost\n\n"
+        "# Three\n\nc[^k]\n\n[^k]: three\n"
+    )
+    report = build(manuscript, "Broken", tmp_path / "b.docx")
+    assert report.skipped == [{"ordinal": 2, "title": "Boom", "reason": "ValueError: the writer fell over"}]
+    document, notes = _document(tmp_path / "b.docx"), _document(tmp_path / "b.docx", "word/footnotes.xml")
+    for part in (document, notes, _document(tmp_path / "b.docx", "word/numbering.xml")):
+        ElementTree.fromstring(part)
+    assert "half" not in document and "This chapter could not be rendered." in document_text(
+        tmp_path / "b.docx"
+    )
+    # The notes of the chapters on either side are numbered as if the lost one had none.
+    assert re.findall(r'<w:footnoteReference w:id="(\d+)"/>', document) == ["1", "2"]
+    assert "lost" not in notes and '<w:footnote w:id="2">' in notes and "three" in notes
+    assert '<w:startOverride w:val="3"/>' not in _document(tmp_path / "b.docx", "word/numbering.xml")
