@@ -47,6 +47,12 @@ def test_examples_harbour_is_one_command_and_every_format_passes_its_checks(
 
     with zipfile.ZipFile(files["markdown"]) as bundle:
         assert sorted(bundle.namelist()) == sorted(["manuscript.md", *names])
+    with zipfile.ZipFile(files["docx"]) as docx:
+        media = [n for n in docx.namelist() if n.startswith("word/media/")]
+        document = docx.read("word/document.xml").decode()
+    # Each image stored once; shown on the cover page, then wherever the text shows one (the cover too).
+    assert len(media) == 4 and document.count("<wp:docPr ") == 5, media
+    assert '<w:pStyle w:val="Cover"/>' in document.split("<w:drawing>", 1)[0]
     report = epubcheck(files["epub"])
     assert "0 fatals / 0 errors / 0 warnings" in report, report[-2000:]
     violations, _ = ace(files["epub"], tmp_path / "ace")
@@ -58,12 +64,6 @@ def test_examples_harbour_is_one_command_and_every_format_passes_its_checks(
     assert re.search(r'<item [^>]*properties="cover-image"', opf), opf[:2000]
     placed = {(int(r["width"]), int(r["height"])) for r in pdfimages(files["pdf"]) if r["type"] == "image"}
     assert {(a["width"], a["height"]) for a in book["assets"]} <= placed, placed
-    with zipfile.ZipFile(files["docx"]) as docx:
-        media = [n for n in docx.namelist() if n.startswith("word/media/")]
-        document = docx.read("word/document.xml").decode()
-    # Each image stored once; shown on the cover page, then wherever the text shows one (the cover too).
-    assert len(media) == 4 and document.count("<wp:docPr ") == 5, media
-    assert '<w:pStyle w:val="Cover"/>' in document.split("<w:drawing>", 1)[0]
 
 
 def test_a_title_keeps_its_letters_in_the_file_name_and_the_content_disposition(
