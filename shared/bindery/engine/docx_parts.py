@@ -76,9 +76,11 @@ IMAGE_RELATIONSHIP = f"{R}/image"
 LINK_RELATIONSHIP = f"{R}/hyperlink"
 
 # Word asks to update the fields (the table of contents) when the file is opened; notes are numbered
-# through the book, and the two notes with ids -1 and 0 are the separators Word draws above them.
+# through the book, and the two notes with ids -1 and 0 are the separators Word draws above them. (Each
+# part's elements are in the order its schema gives: Word refuses a file whose parts are out of order,
+# where LibreOffice and pandoc read on.)
 SETTINGS = (
-    HEAD + f'<w:settings xmlns:w="{W}"><w:updateFields w:val="true"/><w:defaultTabStop w:val="709"/>'
+    HEAD + f'<w:settings xmlns:w="{W}"><w:defaultTabStop w:val="709"/><w:updateFields w:val="true"/>'
     '<w:footnotePr><w:footnote w:id="-1"/><w:footnote w:id="0"/></w:footnotePr>'
     '<w:compat><w:compatSetting w:name="compatibilityMode" w:uri="http://schemas.microsoft.com/office/word"'
     ' w:val="15"/></w:compat></w:settings>'
@@ -198,7 +200,7 @@ def styles(language: str, rtl: bool, cjk: bool) -> str:
             "Subtitle",
             '<w:pPr><w:spacing w:after="240"/><w:jc w:val="center"/>'
             '</w:pPr><w:rPr><w:sz w:val="32"/><w:szCs w:val="32"/></w:rPr>',
-            "Title",
+            "Normal",
             "Normal",
         ),
         _heading(1, 40, True),
@@ -286,7 +288,7 @@ def styles(language: str, rtl: bool, cjk: bool) -> str:
             "paragraph",
             "TOCHeading",
             "TOC Heading",
-            '<w:pPr><w:keepNext/><w:spacing w:before="480" '
+            '<w:pPr><w:keepNext/><w:pageBreakBefore/><w:spacing w:before="480" '
             'w:after="240"/></w:pPr><w:rPr><w:b/><w:bCs/><w:sz w:val="32"/><w:szCs w:val="32"/></w:rPr>',
             "Normal",
             "TOC1",
