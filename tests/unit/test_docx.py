@@ -26,6 +26,7 @@ from bindery.metadata import Metadata, merged
 from tests.books import BOOKS, SAMPLES
 from tests.books.illustrated import Illustrated, arabic, lighthouse
 from tests.docx_checks import MANUSCRIPT_DIALECT, document_text, libreoffice_to_pdf, pandoc_ast, shape
+from tests.unit.conftest import Stack
 from tests.validators import manuscript_text, pdftotext, text_characters
 
 HOSTILE = (
@@ -355,3 +356,16 @@ def test_a_chapter_that_cannot_be_rendered_is_named_and_leaves_no_half_of_its_xm
     assert re.findall(r'<w:footnoteReference w:id="(\d+)"/>', document) == ["1", "2"]
     assert "lost" not in notes and '<w:footnote w:id="2">' in notes and "three" in notes
     assert '<w:startOverride w:val="3"/>' not in _document(tmp_path / "b.docx", "word/numbering.xml")
+
+
+def test_a_book_too_large_for_a_docx_fails_early_and_never_reaches_the_engine(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bindery.engine import docx
+
+    assert docx.RENDERER.max_manuscript_bytes == 100 * 1024 * 1024
+    monkeypatch.setattr(docx.RENDERER, "max_manuscript_bytes", 10)
+    monkeypatch.setattr(docx.RENDERER, "render", lambda *a: pytest.fail("the engine was called"))
+    book = stack.create_book("# Long enough\n\nto be over ten bytes\n")
+    export_id = stack.submit(book, "docx").body["id"]
+    assert stack.exports.build(book, export_id) == "failed:too_large_for_format"

@@ -38,6 +38,11 @@ from bindery.metadata import package_identifier
 
 COPY_CHUNK = 1024 * 1024
 DEFLATE = zipfile.ZIP_DEFLATED
+# The largest manuscript a docx is built from. Its body is one part, and a part must stay under zipfile's
+# 2 GiB without Zip64, which pandoc cannot read: the XML is 2 to 6 times the manuscript (a book of short
+# paragraphs, lists or tables the most), so 100 MiB leaves room for 20 times. It is also about what the
+# worker builds in half its timeout (1.2 s a MB here, 50 MB in 43 s: tests/bench/docx_probe.py).
+MAX_MANUSCRIPT_BYTES = 100 * 1024 * 1024
 
 # The language a chapter in another script than the book's is most likely written in, by script; a
 # script with many languages (Latin) names none, and such a chapter keeps the book's.
@@ -149,6 +154,8 @@ def _copy(spool: IO[bytes], entry: IO[bytes]) -> None:
 
 
 class DocxRenderer:
+    max_manuscript_bytes = MAX_MANUSCRIPT_BYTES
+
     def __init__(self) -> None:
         self._md = markup.parser()
 
