@@ -1,7 +1,7 @@
 """docx: a Word document that Word, LibreOffice and pandoc read as the book, for the people who work on it
 (a copy-editor, a translator, a production team) in a word processor.
 
-Its structure is Word's own: every paragraph names a style (`docx_parts.STYLES`), notes are footnotes,
+Its structure is Word's own: every paragraph names a style (`docx_parts.styles`), notes are footnotes,
 lists are Word numbering nested as in the manuscript, a table's header row repeats on every page it runs
 onto, each chapter starts a page (its `heading 1` style breaks the page), and a table-of-contents field
 lists the chapters, and to `toc_depth` their headings, which Word fills in with page numbers when the file
@@ -16,8 +16,9 @@ what the chapters add to other parts (their notes, their lists' numbering, their
 spooled to temporary files and copied into the package once the body is done. Memory holds one chapter,
 or one piece of one image, however long the book.
 
-Written by hand, not with python-docx: python-docx builds the whole document as an lxml tree in memory
-and has no footnotes, so it would cost the layer 2.5 MB and still leave the notes to be written by hand.
+Written by hand, not with python-docx (measured by tests/bench/docx_probe.py): python-docx builds the whole
+document as an lxml tree in memory and has no footnotes API, so it would cost the layer 2.5 MB and a cold
+import of about 146 ms (these modules: 48 KB, about 5 ms) and still leave the notes to be written by hand.
 """
 
 from __future__ import annotations

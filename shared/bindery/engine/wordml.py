@@ -130,6 +130,7 @@ class Writer:
         self.lang = lang  # a <w:lang/> every run of the chapter carries, when its language is not the book's
         self.notes: dict[int, int] = {}  # markdown-it's note id in this chapter -> Word's
         self._first = True  # the next body paragraph is the first after a heading
+        self._noted = True  # the note being written shows its number (False until its first paragraph)
 
     # ---- blocks -------------------------------------------------------------------------------------
 
@@ -354,8 +355,6 @@ class Writer:
         rtl = direction(sample) == "rtl"
         bidi = "" if rtl == self.base_rtl else "<w:bidi/>" if rtl else '<w:bidi w:val="0"/>'
         return f'<w:p><w:pPr><w:pStyle w:val="{style}"/>{extra}{bidi}{align}</w:pPr>{runs}</w:p>'
-
-    _noted = True
 
 
 def _plain(token: Token) -> str:
