@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The system packages the tests need besides Python's (`make test` runs this first): the JDK for DynamoDB
 # Local, npm for the node tools, the validators real readers trust (epubcheck, qpdf, poppler's pdftotext,
-# unzip) and Chromium (Ace's checks, the Swagger UI test). Each is installed only when missing; where that
-# cannot be done here (not root, or no apt-get), it stops at once with the one command that installs them.
+# unzip; LibreOffice and pandoc for the docx) and Chromium (Ace's checks, the Swagger UI test). Each is
+# installed only when missing; where that cannot be done here (not root, or no apt-get), it stops at once
+# with the one command that installs them.
 set -euo pipefail
 
 need=()
@@ -13,6 +14,8 @@ command -v qpdf >/dev/null || need+=(qpdf)
 command -v unzip >/dev/null || need+=(unzip)
 command -v pdftotext >/dev/null || need+=(poppler-utils)
 command -v chromium >/dev/null || need+=(chromium)
+command -v soffice >/dev/null || need+=(libreoffice-writer-nogui)
+command -v pandoc >/dev/null || need+=(pandoc)
 ((${#need[@]})) || exit 0
 
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

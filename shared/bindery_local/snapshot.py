@@ -40,6 +40,7 @@ for _module in (
     "bindery.engine.figures",
     "bindery.engine.html",
     "bindery.engine.epub",
+    "bindery.engine.docx",
 ):
     importlib.import_module(_module)
 importlib.import_module("boto3.s3.transfer")

@@ -35,7 +35,7 @@ def test_examples_harbour_is_one_command_and_every_format_passes_its_checks(
     assert book["chapters_total"] == 2
 
     files = {}
-    for fmt in ("markdown", "html", "epub", "pdf"):
+    for fmt in ("markdown", "html", "epub", "pdf", "docx"):
         ready = _json(_bindery(stack, "export", book["id"], "-f", fmt, "--wait", "--json", cwd=tmp_path))
         assert ready["state"] == "ready" and ready["complete"] is True, ready
         assert not ready.get("missing_images"), ready
@@ -47,6 +47,12 @@ def test_examples_harbour_is_one_command_and_every_format_passes_its_checks(
 
     with zipfile.ZipFile(files["markdown"]) as bundle:
         assert sorted(bundle.namelist()) == sorted(["manuscript.md", *names])
+    with zipfile.ZipFile(files["docx"]) as docx:
+        media = [n for n in docx.namelist() if n.startswith("word/media/")]
+        document = docx.read("word/document.xml").decode()
+    # Each image stored once; shown on the cover page, then wherever the text shows one (the cover too).
+    assert len(media) == 4 and document.count("<wp:docPr ") == 5, media
+    assert '<w:pStyle w:val="Cover"/>' in document.split("<w:drawing>", 1)[0]
     report = epubcheck(files["epub"])
     assert "0 fatals / 0 errors / 0 warnings" in report, report[-2000:]
     violations, _ = ace(files["epub"], tmp_path / "ace")

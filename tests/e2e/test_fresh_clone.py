@@ -28,7 +28,7 @@ import requests
 from tests.e2e.stack import auth
 from tests.servers import ROOT, free_port
 
-FORMATS = ("markdown", "html", "epub", "pdf")
+FORMATS = ("markdown", "html", "epub", "pdf", "docx")
 START_SECONDS = 900  # a bound on making the .venv and starting, not a timing: pip may find no cache
 # The variables a run inside `make test` or an activated venv would otherwise pass to the clone's make.
 NOT_PASSED = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
@@ -154,6 +154,10 @@ def _export_with_the_readme_session(session: str, fmt: str, work: Path) -> None:
     elif fmt == "epub":
         with zipfile.ZipFile(io.BytesIO(data)) as epub:
             assert epub.read("mimetype") == b"application/epub+zip"
+    elif fmt == "docx":
+        with zipfile.ZipFile(io.BytesIO(data)) as docx:
+            body = docx.read("word/document.xml").decode()
+        assert '<w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t xml:space="preserve">Hello</w:t>' in body
     else:
         with pikepdf.open(io.BytesIO(data)) as pdf:
             assert len(pdf.pages) >= 4  # a title page, an imprint, the contents and two chapters

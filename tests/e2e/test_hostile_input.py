@@ -118,7 +118,7 @@ def _cases() -> list[tuple[str, str, str, dict[str, str], Any, int, str | None]]
         ("format a list", "POST", exp, {}, '{"format": ["html"]}', 400, "invalid_format"),
         ("extra field", "POST", exp, {}, '{"format": "html", "extra": 1}', 400, "unknown_field"),
         ("forged owner", "POST", exp, {}, '{"format": "html", "owner": "mallory"}', 400, "unknown_field"),
-        ("unknown format", "POST", exp, {}, '{"format": "docx"}', 422, "unknown_format"),
+        ("unknown format", "POST", exp, {}, '{"format": "odt"}', 422, "unknown_format"),
         ("empty format", "POST", exp, {}, '{"format": ""}', 422, "unknown_format"),
         (
             "1 MB export request",

@@ -18,7 +18,7 @@ from tests.unit.conftest import Stack
 from tests.unit.test_illustrated import add_asset
 
 # markdown is the cut, copied; "images" is a markdown export of a book with images, a zip rendered here.
-FORMATS = ("html", "epub", "pdf", "markdown", "images", "bundle")
+FORMATS = ("html", "epub", "pdf", "docx", "markdown", "images", "bundle")
 
 
 def _sha256(data: bytes) -> str:

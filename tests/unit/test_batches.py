@@ -101,7 +101,7 @@ def test_a_target_on_a_book_not_yours_is_a_404_for_the_whole_batch_and_writes_no
     [
         ([], 400, "invalid_field", "non-empty array"),
         ("html", 400, "invalid_field", "non-empty array"),
-        ([{"book_id": "B", "format": "docx"}], 422, "unknown_format", "exports[0]: unknown format"),
+        ([{"book_id": "B", "format": "odt"}], 422, "unknown_format", "exports[0]: unknown format"),
         ([{"book_id": "B", "format": "html"}, {"book_id": "B"}], 400, "invalid_format", "exports[1]: format"),
         ([{"book_id": "B", "format": "html", "colour": 1}], 400, "invalid_field", "exports[0]: a target"),
         ([{"book_id": "B", "format": "html", "options": {"x": 1}}], 422, "unknown_option", "exports[0]"),
@@ -482,3 +482,30 @@ def test_an_empty_file_leaves_the_unlink_queue_like_any_other(stack: Stack) -> N
     stack.clock.advance(stack.exports.settings.link_ttl_seconds)
     assert stack.gc()["unlinked"] == 1
     assert stack.gc()["unlinked"] == 0  # it left the queue: no run finds it again
+
+
+def test_a_batch_with_a_docx_target_builds_it_and_bundles_it_as_a_word_document(
+    stack: Stack, two_books: Any
+) -> None:
+    import io
+    import zipfile
+
+    a, b = two_books
+    batch = _batch(
+        stack, _create(stack, [{"book_id": a, "format": "docx"}, {"book_id": b, "format": "epub"}]).body["id"]
+    )
+    _build_all(stack, batch)
+    done = _batch(stack, batch["id"])
+    assert (done["status"], done["ended"]) == ("done", {"ready": 2, "failed": 0, "cancelled": 0})
+    polled = stack.poll(a, done["targets"][0]["export_id"]).body
+    assert polled["format"] == "docx" and polled["complete"] is True
+    assert polled["download_name"].endswith(".docx")
+    assert stack.build(done["id"], done["bundle"]["id"])["batchItemFailures"] == []
+    archive = zipfile.ZipFile(io.BytesIO(_bundle_bytes(stack, batch["id"])))
+    manifest = json.loads(archive.read("manifest.json"))["files"]
+    (entry,) = [f for f in manifest if f["format"] == "docx"]
+    assert entry["name"].endswith(".docx")
+    word = zipfile.ZipFile(io.BytesIO(archive.read(entry["name"])))
+    document = word.read("word/document.xml").decode()
+    for title in ("One", "Two"):  # book a's chapters, each a heading 1
+        assert f'<w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t xml:space="preserve">{title}</w:t>' in document

@@ -75,10 +75,10 @@ sys.exit(cli.main(sys.argv[1:]))
     assert "Traceback" not in token.stderr
     # A usage mistake is one line too, naming where the help is.
     wrong = subprocess.run(
-        [sys.executable, "-c", blocked, "export", "B", "-f", "docx"], capture_output=True, text=True
+        [sys.executable, "-c", blocked, "export", "B", "-f", "odt"], capture_output=True, text=True
     )
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1
-    assert wrong.stderr.startswith("bindery export: argument --format/-f: invalid choice: 'docx'")
+    assert wrong.stderr.startswith("bindery export: argument --format/-f: invalid choice: 'odt'")
     assert wrong.stderr.endswith("(see bindery export -h)\n")
 
 

@@ -186,9 +186,9 @@ def test_a_create_that_fails_after_the_book_was_made_deletes_it_and_says_so(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["export", "X", "-f", "docx"], "bindery export: argument --format/-f: invalid choice: 'docx'"),
+        (["export", "X", "-f", "odt"], "bindery export: argument --format/-f: invalid choice: 'odt'"),
         (["books", "list", "--limit", "abc"], "bindery books list: argument --limit: invalid int value"),
-        (["batch", "create", "X:docx"], "X:docx: no format 'docx': one of markdown, html, epub, pdf"),
+        (["batch", "create", "X:odt"], "X:odt: no format 'odt': one of markdown, html, epub, pdf, docx"),
     ],
 )
 def test_under_json_an_argument_mistake_is_json_on_stdout_and_nothing_is_sent(

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from bindery.engine import FORMATS, Source, Text, renderer_for
 from bindery.manuscript import cut_text, normalise
 from tests.books import BOOKS, SAMPLES
+from tests.docx_checks import document_text
 from tests.validators import (
     Word,
     ace,
@@ -142,11 +143,14 @@ def _manuscript(title: str, lines: list[tuple[str, int, str, int]]) -> str:
 
 def _read(fmt: str, path: Path) -> str:
     """The text a reader of the format finds: the markdown itself, the HTML's or the EPUB's documents'
-    text, or what pdftotext reads (-raw: as set, or it drops a hyphen that ends a line)."""
+    text, the docx's body and notes, or what pdftotext reads (-raw: as set, or it drops a hyphen that ends
+    a line)."""
     if fmt == "markdown":
         return path.read_text()
     if fmt == "pdf":
         return pdftotext(path, "-raw")
+    if fmt == "docx":
+        return document_text(path)
     if fmt == "epub":
         with zipfile.ZipFile(path) as z:
             documents = [z.read(n).decode() for n in z.namelist() if n.endswith(".xhtml")]
@@ -232,5 +236,5 @@ def test_markdown_is_the_manuscript_normalised(book: str, tmp_path: Path) -> Non
 
 
 def test_every_format_is_registered_with_its_own_module() -> None:
-    assert sorted(FORMATS) == ["epub", "html", "markdown", "pdf"]
-    assert {FORMATS[f].extension for f in FORMATS} == {"epub", "html", "md", "pdf"}
+    assert sorted(FORMATS) == ["docx", "epub", "html", "markdown", "pdf"]
+    assert {FORMATS[f].extension for f in FORMATS} == {"docx", "epub", "html", "md", "pdf"}

@@ -25,7 +25,7 @@ from tests.books.illustrated import Illustrated, arabic, lighthouse
 from tests.unit.conftest import Reply, Stack
 from tests.validators import ace, epubcheck, pdfimages, pdfinfo, pdftotext, qpdf_check, structure_problems
 
-FORMATS = ("html", "epub", "pdf", "markdown")
+FORMATS = ("html", "epub", "pdf", "markdown", "docx")  # the docx's own checks: tests/unit/test_docx.py
 
 
 def add_asset(

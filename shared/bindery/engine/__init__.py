@@ -45,6 +45,12 @@ FORMATS: dict[str, Format] = {
     "pdf": Format(
         "bindery.engine.pdf", "pdf", "application/pdf", {"page_size": PAGE_SIZE, "toc_depth": TOC_DEPTH}
     ),
+    "docx": Format(
+        "bindery.engine.docx",
+        "docx",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        {"toc_depth": TOC_DEPTH},
+    ),
 }
 # A format whose file is packaged with its images as a zip (a markdown manuscript and its images/).
 ZIP = Format("", "zip", "application/zip")

@@ -13,7 +13,7 @@ ADVICE = {
     "not_found": "check the ids: `bindery books list` shows your books",
     "too_many_live_exports": "wait for one of your pending exports to finish, or cancel one",
     "manuscript_too_large": "the most a manuscript may be is 500 MB",
-    "unknown_format": "use one of: markdown, html, epub, pdf",
+    "unknown_format": "use one of: markdown, html, epub, pdf, docx",
     "revision_mismatch": "the book changed since you read it: fetch it again and retry",
     "idempotency_key_reused": "this Idempotency-Key was used for another request: use a fresh key",
     "concurrent_replacement": "the book kept changing under this request: try again",

@@ -17,7 +17,7 @@ from bindery_cli.output import Exit, bar, fail, out, out_page
 
 STDOUT = Path("-")  # `--out -`: the file on stdout, the summary on stderr
 
-FORMATS = ["markdown", "html", "epub", "pdf"]
+FORMATS = ["markdown", "html", "epub", "pdf", "docx"]
 
 
 def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def add_parsers(commands: Any, common: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a format option: page_size=a4 (pdf), toc_depth=2 (html, epub, pdf)",
+        help="a format option: page_size=a4 (pdf), toc_depth=2 (html, epub, pdf, docx)",
     )
 
     exports = commands.add_parser("exports", help="list, show and cancel exports").add_subparsers(

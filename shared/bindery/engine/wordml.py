@@ -1,0 +1,399 @@
+"""A chapter of Markdown as WordprocessingML (the XML inside a docx), in which the manuscript is only data.
+
+Every piece of the author's text reaches the XML through `text()`, which escapes `&`, `<` and `>` and
+replaces each character XML 1.0 forbids (most C0 controls, U+FFFE, U+FFFF) with U+FFFD: raw XML, `<w:p>`
+and entities in a manuscript are characters in the document, never markup. Nothing here recurses over
+the manuscript's nesting: blocks are walked as markdown-it's flat token stream (which `markup.parser`
+already stops nesting at 20), inline formatting is a set of flags, and Word's nine list levels take any
+deeper list at the ninth.
+
+The writer names styles, never fonts or sizes: a heading is `Heading1`, a quote `BlockText`, code
+`SourceCode`, a note's text `FootnoteText` (their look is in `docx_parts.STYLES`), so an editor restyles
+the whole book by editing one style. What a chapter adds to the package beyond its body (its notes, the
+numbering of its ordered lists, the targets of its links, the images it shows) is collected in the
+`Chapter` and committed by the renderer only once the whole chapter has been written.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html import escape
+
+from markdown_it.token import Token
+
+from bindery.engine.figures import Figures
+from bindery.images import Asset
+
+# The characters outside XML 1.0's Char production (C0 controls but tab and line feeds, lone surrogates,
+# U+FFFE and U+FFFF) each become U+FFFD. (Named as the few it forbids: the class of all it allows takes
+# 20 ms to compile, at every cold start.)
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_SAFE_SCHEMES = ("http://", "https://", "mailto:")  # a link that leaves the book; the rest stay text
+MAX_LEVEL = 8  # Word's list levels are 0 to 8
+TEXT_W = 9070  # the text block's width in twips (docx_parts: A4 less its margins), which tables share
+
+
+def text(value: str) -> str:
+    """`value` as XML character data (or an attribute's value): only ever characters."""
+    return escape(_NOT_XML.sub("\ufffd", value), quote=True)
+
+
+def direction(sample: str) -> str:
+    """`rtl` when the first strongly directional character is right to left (as dir="auto" reads it)."""
+    for ch in sample:
+        kind = unicodedata.bidirectional(ch)
+        if kind in ("R", "AL"):
+            return "rtl"
+        if kind == "L":
+            return "ltr"
+    return "ltr"
+
+
+@dataclass
+class Chapter:
+    """One chapter's XML and what it adds to the package, its ids taken from the document's `Counters`."""
+
+    body: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    lists: list[tuple[int, int, int]] = field(default_factory=list)  # (num id, level, start)
+    links: list[tuple[str, str]] = field(default_factory=list)  # (relationship id, target)
+
+
+@dataclass
+class Counters:
+    """Ids that run through the whole document."""
+
+    note: int = 0
+    num: int = 2  # 1 is the bullet list's; each ordered list gets its own, to start at its own number
+    link: int = 0
+    picture: int = 1
+
+
+@dataclass
+class _Run:
+    """The inline state a run is written in."""
+
+    bold: int = 0
+    italic: int = 0
+    strike: int = 0
+    link: str | None = None  # the relationship id of the link being written, if any
+
+
+def paragraph(style: str, runs: str, *, rtl: bool = False, extra: str = "") -> str:
+    bidi = "<w:bidi/>" if rtl else ""
+    return f'<w:p><w:pPr><w:pStyle w:val="{style}"/>{extra}{bidi}</w:pPr>{runs}</w:p>'
+
+
+def run(value: str, props: str = "") -> str:
+    """A run of plain text: tabs as Word's tabs, line feeds as breaks, spaces kept."""
+    if not value:
+        return ""
+    rpr = f"<w:rPr>{props}</w:rPr>" if props else ""
+    if "\n" not in value and "\t" not in value:  # the usual run: one piece of text
+        return f'<w:r>{rpr}<w:t xml:space="preserve">{text(value)}</w:t></w:r>'
+    pieces = []
+    for n, line in enumerate(value.split("\n")):
+        if n:
+            pieces.append("<w:br/>")
+        for m, part in enumerate(line.split("\t")):
+            if m:
+                pieces.append("<w:tab/>")
+            if part:
+                pieces.append(f'<w:t xml:space="preserve">{text(part)}</w:t>')
+    return f"<w:r>{rpr}{''.join(pieces)}</w:r>"
+
+
+Image = Callable[[Asset, str], str]  # (an asset, its alt text) -> the run that shows it
+
+
+class Writer:
+    """Writes one chapter's tokens as WordprocessingML into a `Chapter`."""
+
+    def __init__(
+        self,
+        chapter: Chapter,
+        counters: Counters,
+        figures: Figures,
+        image: Image,
+        *,
+        base_rtl: bool,
+        lang: str = "",
+    ) -> None:
+        self.out = chapter
+        self.counters = counters
+        self.figures = figures
+        self.image = image
+        self.base_rtl = base_rtl
+        self.lang = lang  # a <w:lang/> every run of the chapter carries, when its language is not the book's
+        self.notes: dict[int, int] = {}  # markdown-it's note id in this chapter -> Word's
+        self._first = True  # the next body paragraph is the first after a heading
+        self._noted = True  # the note being written shows its number (False until its first paragraph)
+
+    # ---- blocks -------------------------------------------------------------------------------------
+
+    def chapter(self, tokens: list[Token]) -> None:
+        # Word numbers notes in the order their references come, as markdown-it does: map them first.
+        for token in tokens:
+            for child in token.children or ():
+                if child.type == "footnote_ref" and child.meta["id"] not in self.notes:
+                    self.counters.note += 1
+                    self.notes[child.meta["id"]] = self.counters.note
+        self.blocks(tokens, 0, len(tokens), self.out.body, note=False)
+
+    def blocks(self, tokens: list[Token], start: int, end: int, out: list[str], *, note: bool) -> None:
+        quote = 0
+        lists: list[tuple[int, bool]] = []  # (num id, first paragraph of the item still to come)
+        cells: list[str] | None = None  # the row being gathered
+        table: list[tuple[bool, list[str]]] = []  # (header row?, cells)
+        head = False
+        i = start
+        while i < end:
+            token = tokens[i]
+            kind = token.type
+            if kind == "heading_open":
+                level = min(int(token.tag[1]), 6)
+                runs = self.inline(tokens[i + 1], note=note)
+                out.append(self._para(f"Heading{level}", runs, tokens[i + 1].content))
+                self._first = True
+                i += 3
+                continue
+            if kind == "paragraph_open":
+                inline = tokens[i + 1]
+                alone = _image_alone(inline)
+                if note:
+                    style = "FootnoteText"
+                elif lists:
+                    style = "ListParagraph"
+                elif quote:
+                    style = "BlockText"
+                elif alone is not None:
+                    style = "Figure"
+                else:
+                    style = "FirstParagraph" if self._first else "BodyText"
+                extra = ""
+                if lists and lists[-1][1]:
+                    extra = f'<w:numPr><w:ilvl w:val="{min(len(lists) - 1, MAX_LEVEL)}"/>'
+                    extra += f'<w:numId w:val="{lists[-1][0]}"/></w:numPr>'
+                    lists[-1] = (lists[-1][0], False)
+                runs = self.inline(inline, note=note)
+                if note and not self._noted:  # the note's number, at the head of its first paragraph
+                    self._noted = True
+                    runs = self._note_mark() + run(" ") + runs
+                out.append(self._para(style, runs, inline.content, extra=extra))
+                if alone is not None and alone.attrGet("title"):
+                    title = str(alone.attrGet("title"))
+                    out.append(self._para("Caption", self._text(title), title))
+                if not (lists or quote or note):
+                    self._first = False
+                i += 3
+                continue
+            if kind in ("th_open", "td_open"):
+                inline = tokens[i + 1]
+                assert cells is not None
+                props = _align(str(token.attrGet("style") or ""))
+                cells.append(
+                    self._para("Compact", self.inline(inline, note=note), inline.content, align=props)
+                )
+                i += 3
+                continue
+            if kind in ("fence", "code_block"):
+                code = token.content[:-1] if token.content.endswith("\n") else token.content
+                out.append(paragraph("SourceCode", run(code, '<w:rStyle w:val="VerbatimChar"/>' + self.lang)))
+                self._first = False
+            elif kind == "html_block":  # raw HTML is text, as in every format
+                out.append(self._para("BodyText", self._text(token.content.rstrip("\n")), token.content))
+            elif kind == "hr":
+                out.append(paragraph("HorizontalRule", ""))
+                self._first = True
+            elif kind == "blockquote_open":
+                quote += 1
+            elif kind == "blockquote_close":
+                quote -= 1
+                self._first = True
+            elif kind in ("bullet_list_open", "ordered_list_open"):
+                if kind == "bullet_list_open":
+                    num = 1
+                else:
+                    self.counters.num += 1
+                    num = self.counters.num
+                    start_at = int(token.attrGet("start") or 1)
+                    self.out.lists.append((num, min(len(lists), MAX_LEVEL), start_at))
+                lists.append((num, False))
+            elif kind in ("bullet_list_close", "ordered_list_close"):
+                lists.pop()
+                self._first = not lists
+            elif kind == "list_item_open":
+                lists[-1] = (lists[-1][0], True)
+            elif kind == "table_open":
+                table = []
+            elif kind == "thead_open":
+                head = True
+            elif kind == "thead_close":
+                head = False
+            elif kind == "tr_open":
+                cells = []
+            elif kind == "tr_close":
+                assert cells is not None
+                table.append((head, cells))
+                cells = None
+            elif kind == "table_close":
+                out.append(_table(table))
+                self._first = True
+            elif kind == "footnote_block_open":
+                self.footnotes(tokens, i)
+                return
+            i += 1
+
+    def footnotes(self, tokens: list[Token], start: int) -> None:
+        """Each note of the chapter as a Word footnote, its paragraphs in FootnoteText."""
+        i = start
+        while i < len(tokens):
+            token = tokens[i]
+            if token.type == "footnote_open":
+                close = next(j for j in range(i, len(tokens)) if tokens[j].type == "footnote_close")
+                number = self.notes.get(token.meta["id"])
+                if number is not None:  # markdown-it lists only the notes cited; this is one
+                    body: list[str] = []
+                    self._noted = False
+                    self.blocks(tokens, i + 1, close, body, note=True)
+                    if not self._noted:  # a note with no paragraph of its own still shows its number
+                        body.insert(0, paragraph("FootnoteText", self._note_mark()))
+                    self.out.notes.append(f'<w:footnote w:id="{number}">{"".join(body)}</w:footnote>')
+                i = close
+            i += 1
+
+    # ---- inline -------------------------------------------------------------------------------------
+
+    def inline(self, token: Token, *, note: bool = False) -> str:
+        state = _Run()
+        out: list[str] = []
+        for child in token.children or ():
+            kind = child.type
+            if kind in ("text", "text_special", "html_inline"):
+                out.append(self._styled(child.content, state))
+            elif kind == "code_inline":
+                out.append(self._styled(child.content, state, '<w:rStyle w:val="VerbatimChar"/>'))
+            elif kind == "softbreak":
+                out.append(self._styled(" ", state))
+            elif kind == "hardbreak":
+                out.append(self._wrap("<w:r><w:br/></w:r>", state))
+            elif kind in ("strong_open", "strong_close"):
+                state.bold += 1 if kind.endswith("open") else -1
+            elif kind in ("em_open", "em_close"):
+                state.italic += 1 if kind.endswith("open") else -1
+            elif kind in ("s_open", "s_close"):
+                state.strike += 1 if kind.endswith("open") else -1
+            elif kind == "link_open":
+                href = str(child.attrGet("href") or "")
+                if href.startswith(_SAFE_SCHEMES) and state.link is None:
+                    self.counters.link += 1
+                    state.link = f"rIdL{self.counters.link}"
+                    self.out.links.append((state.link, href))
+            elif kind == "link_close":
+                state.link = None
+            elif kind == "image":
+                out.append(self._figure(child, state))
+            elif kind == "footnote_ref":
+                out.append(self._note_ref(child, note))
+        return "".join(out)
+
+    def _figure(self, token: Token, state: _Run) -> str:
+        alt = _plain(token)
+        src = str(token.attrGet("src") or "")
+        found = self.figures.resolve(src, alt)
+        if isinstance(found, Asset):
+            return self.image(found, alt)
+        # Missing (named in the build's notes), or not one of the book's: its alt text, never a fetch; an
+        # image elsewhere is a link to it.
+        if found is None and src.startswith(_SAFE_SCHEMES) and state.link is None:
+            self.counters.link += 1
+            rel = f"rIdL{self.counters.link}"
+            self.out.links.append((rel, src))
+            linked = _Run(state.bold, state.italic, state.strike, rel)
+            return self._styled(f"[{alt or 'image'}]", linked)
+        return self._styled(f"[{alt or (found if isinstance(found, str) else '') or 'image'}]", state)
+
+    def _note_ref(self, token: Token, in_note: bool) -> str:
+        number = self.notes.get(token.meta["id"])
+        if number is None:
+            return ""
+        props = f'<w:rPr><w:rStyle w:val="FootnoteReference"/>{self.lang}</w:rPr>'
+        if in_note or token.meta.get("subId", 0):
+            # Word cites a note once, and never from inside a note: a second citation is its number.
+            return f"<w:r>{props}<w:t>{number}</w:t></w:r>"
+        return f'<w:r>{props}<w:footnoteReference w:id="{number}"/></w:r>'
+
+    def _note_mark(self) -> str:
+        return '<w:r><w:rPr><w:rStyle w:val="FootnoteReference"/></w:rPr><w:footnoteRef/></w:r>'
+
+    def _text(self, value: str) -> str:
+        return self._styled(value, _Run())
+
+    def _styled(self, value: str, state: _Run, style: str = "") -> str:
+        props = style
+        props += "<w:b/>" if state.bold else ""
+        props += "<w:i/>" if state.italic else ""
+        props += "<w:strike/>" if state.strike else ""
+        if state.link is not None and not style:
+            props = '<w:rStyle w:val="Hyperlink"/>' + props
+        if direction(value) == "rtl":
+            props += "<w:rtl/>"
+        props += self.lang
+        return self._wrap(run(value, props), state)
+
+    @staticmethod
+    def _wrap(runs: str, state: _Run) -> str:
+        if state.link is None or not runs:
+            return runs
+        return f'<w:hyperlink r:id="{state.link}">{runs}</w:hyperlink>'
+
+    def _para(self, style: str, runs: str, sample: str, *, extra: str = "", align: str = "") -> str:
+        # A paragraph set against the book's direction says so; the rest take the document's default.
+        rtl = direction(sample) == "rtl"
+        bidi = "" if rtl == self.base_rtl else "<w:bidi/>" if rtl else '<w:bidi w:val="0"/>'
+        return f'<w:p><w:pPr><w:pStyle w:val="{style}"/>{extra}{bidi}{align}</w:pPr>{runs}</w:p>'
+
+
+def _plain(token: Token) -> str:
+    """The text of an inline token or an image, as a reader hears it."""
+    parts: list[str] = []
+    for child in token.children or ():
+        if child.type in ("text", "text_special", "code_inline", "html_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        elif child.type == "image":
+            parts.append(_plain(child))
+    return "".join(parts)
+
+
+def _image_alone(inline: Token) -> Token | None:
+    children = [c for c in inline.children or () if not (c.type == "text" and not c.content.strip())]
+    return children[0] if len(children) == 1 and children[0].type == "image" else None
+
+
+def _align(style: str) -> str:
+    found = re.search(r"text-align:(left|center|right)", style)
+    if found is None:
+        return ""
+    return f'<w:jc w:val="{ {"left": "left", "center": "center", "right": "right"}[found.group(1)] }"/>'
+
+
+def _table(rows: list[tuple[bool, list[str]]]) -> str:
+    """A table in the `Table` style; its header rows repeat at the top of every page it runs onto."""
+    columns = max((len(cells) for _, cells in rows), default=1)
+    grid = f'<w:gridCol w:w="{TEXT_W // columns}"/>' * columns
+    out = [
+        '<w:tbl><w:tblPr><w:tblStyle w:val="Table"/><w:tblW w:w="5000" w:type="pct"/>'
+        '<w:tblLook w:firstRow="1" w:lastRow="0" w:firstColumn="0" w:lastColumn="0" w:noHBand="0" '
+        f'w:noVBand="1"/></w:tblPr><w:tblGrid>{grid}</w:tblGrid>'
+    ]
+    for header, cells in rows:
+        cells = cells + [paragraph("Compact", "")] * (columns - len(cells))
+        props = "<w:trPr><w:tblHeader/></w:trPr>" if header else ""
+        out.append(f"<w:tr>{props}" + "".join(f"<w:tc>{cell}</w:tc>" for cell in cells) + "</w:tr>")
+    out.append("</w:tbl>")
+    return "".join(out)
