@@ -77,8 +77,8 @@ def measure() -> None:
         )
         _record_growth(runs)
         out, err = pdf_run.communicate()
-        if pdf_run.returncode:
-            raise RuntimeError(err[-2000:])
+        if pdf_run.returncode:  # the probe's last line says how its build ended (exit 1: not ready)
+            raise RuntimeError(err[-2000:] + out[-500:])
         _record_largest_pdf(json.loads(out.strip().splitlines()[-1]), runs["pdf", "small"], pdf_mb)
         against_pandoc.measure(aws, table, Path(tmp))
 
