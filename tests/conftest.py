@@ -8,11 +8,19 @@ import botocore.session
 import pynamodb.connection.base
 import pytest
 
-from bindery_local.aws import records_are_not_copied
+from bindery_local.aws import (
+    dynamodb_answers_are_dumped_as_they_are,
+    records_are_not_copied,
+    streams_read_the_live_table,
+    transactions_undo_their_own_items,
+)
 from bindery_local.context import LambdaContext
 
 # In-process moto too: without it every transaction copies each stream record its table ever wrote.
 records_are_not_copied()
+transactions_undo_their_own_items()
+dynamodb_answers_are_dumped_as_they_are()
+streams_read_the_live_table()
 
 # PynamoDB gives every connection a new botocore session, which reads botocore's service models from disk
 # again: a fifth of the fault matrix's time went to that, once per stack (in Lambda a process makes one).

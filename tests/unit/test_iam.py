@@ -31,6 +31,7 @@ from functions.webhook_ingest import app as webhook_ingest
 from functions.webhook_sender import app as webhook_sender
 from functions.webhook_sweep import app as webhook_sweep
 from tests.events import bus_event, ingest_event_for, sample, send_event_for
+from tests.faults.workloads import Run
 from tests.figures import record
 from tests.iam import (
     FUNCTIONS,
@@ -45,7 +46,6 @@ from tests.iam import (
     simulate,
 )
 from tests.unit.conftest import Stack
-from tests.unit.test_fault_matrix import Run
 
 TABLE_ARN = _table_arn("")
 BUCKET_ARN = _object_arn("").rstrip("/")

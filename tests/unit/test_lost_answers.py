@@ -20,8 +20,8 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 from bindery.states import Queue, State
 from bindery.storage import Export, Revoked
 from tests.calls import recording
+from tests.faults.oracle import artifact_of
 from tests.unit.conftest import Reply, Stack
-from tests.unit.test_fault_matrix import artifact_of
 
 
 @pytest.fixture(autouse=True)

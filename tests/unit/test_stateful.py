@@ -31,10 +31,11 @@ from bindery.objects import artifact_key
 from bindery.storage import Claimed
 from tests.calls import READ_ONLY, recording
 from tests.conftest import FakeClock, FakeContext
+from tests.faults.injector import KINDS, Crash, Injector, injector
+from tests.faults.workloads import Run
 from tests.figures import record
 from tests.invariants import violations
 from tests.unit.conftest import Stack, _new_stack, drop_table
-from tests.unit.test_fault_matrix import KINDS, Crash, Injector, Run, injector
 
 SOAK = int(os.environ.get("BINDERY_SOAK", "1"))
 SHARDS = 4
