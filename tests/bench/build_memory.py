@@ -2,8 +2,8 @@
 
 A build's peak RSS does not grow with the book (a 200 MB book against a 2 MB one, an illustrated book
 against the same, the largest docx against a 2 MB one), the largest manuscript the API takes is cut within
-its limit, and the largest PDF and docx build within the worker's memory and time. Then the comparisons against pandoc and WeasyPrint
-(tests/bench/against_pandoc.py), on the same servers.
+its limit, and the largest PDF and docx build within the worker's memory and time. Then the comparisons
+against pandoc and WeasyPrint (tests/bench/against_pandoc.py), on the same servers.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def _largest_docx_book(aws: Aws, table: str, tmp: Path) -> tuple[str, float]:
 
 
 def _record_largest_docx(runs: dict[tuple[str, str], dict[str, Any]], docx_mb: float) -> None:
-    """The largest docx against the small book's: its memory does not grow, and it builds in the worker's time."""
+    """The largest docx against the small book's: its memory does not grow; it builds in the worker's time."""
     a, b = runs["docx", "small"], runs["docx", "largest"]
     ratio = b["peak_rss"] / a["peak_rss"]
     record(
