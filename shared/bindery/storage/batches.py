@@ -20,7 +20,7 @@ from bindery.faults import StorageError, translate_faults
 from bindery.limits import Limits
 from bindery.states import BatchStatus, Queue
 from bindery.storage.caps import shard_refused, take_shards, under_budget
-from bindery.storage.conditions import Refused, Tx, update_if
+from bindery.storage.conditions import ItemRefused, Tx, update_if
 from bindery.storage.exports import ExportRows
 from bindery.storage.idempotency import key_seen
 from bindery.storage.table import (
@@ -230,7 +230,8 @@ class BatchRows(ExportRows):
         """An ended batch's links end now: `revoked_at` records when, and the row's `transition` names the
         one event that says so (`bindery.batch.revoked`). The batch joins the `batch` queue, so the sweep ends
         its targets' links and its bundle's should the caller's process die before it has."""
-        with contextlib.suppress(Refused):  # refused: revoked already (perhaps by this very write, resent)
+        # Refused: revoked already (perhaps by this very write, resent).
+        with contextlib.suppress(ItemRefused):
             update_if(
                 self.client,
                 self.m.batch,
@@ -250,7 +251,8 @@ class BatchRows(ExportRows):
     def batch_cleared(self, caller: str, batch_id: str, now: float) -> None:
         """A cancelled (or revoked) batch whose every target has ended leaves the `batch` queue, and is kept
         as long as any ended batch is (TTL; a settled batch keeps the TTL its settle gave it)."""
-        with contextlib.suppress(Refused):  # refused: neither cancelled nor revoked, so it stays where it is
+        # Refused: neither cancelled nor revoked, so it stays where it is.
+        with contextlib.suppress(ItemRefused):
             update_if(
                 self.client,
                 self.m.batch,
@@ -273,7 +275,7 @@ class BatchRows(ExportRows):
 
     def defer_batch(self, caller: str, batch_id: str, now: float) -> None:
         """A running batch whose targets have not all ended: look again later."""
-        with contextlib.suppress(Refused):  # refused: it left the queue meanwhile (settled)
+        with contextlib.suppress(ItemRefused):  # refused: it left the queue meanwhile (settled)
             update_if(
                 self.client,
                 self.m.batch,

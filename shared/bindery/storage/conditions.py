@@ -1,8 +1,8 @@
 """Conditional writes: the named transaction and the single-item refusal, and how each refusal is read.
 
 A refused condition is decoded in one of two ways, and only here: a transaction's by the names its items
-were given (:class:`Tx`, :class:`Refusal`), and a single item's write as :class:`Refused`, carrying the old
-item an update refused (:func:`update_if`, :func:`put_if`).
+were given (:class:`Tx`, :class:`TxRefused`), and a single item's write as :class:`ItemRefused`, carrying
+the old item an update refused (:func:`update_if`, :func:`put_if`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ _CONDITION_FAILED = "ConditionalCheckFailed"
 
 
 @dataclass(frozen=True)
-class Refusal:
+class TxRefused:
     """A transaction that DynamoDB cancelled because conditions failed: each item's reason, by the name
     the transaction gave the item (None: that item's condition held)."""
 
@@ -87,8 +87,8 @@ class Tx:
     def _add(self, kind: str, name: str, add: Callable[[TransactWrite], None]) -> None:
         self._items[kind].append((name, add))
 
-    def commit(self, connection: Any) -> Refusal | None:
-        """Run it; None when it committed, a Refusal when conditions refused it.
+    def commit(self, connection: Any) -> TxRefused | None:
+        """Run it; None when it committed, a TxRefused when conditions refused it.
 
         Each try carries a fresh ClientRequestToken: should DynamoDB apply a try and its answer be lost,
         botocore resends that try, and DynamoDB answers the resend with the first one's success rather
@@ -115,7 +115,7 @@ class Tx:
                 # Throttled, timed out, or cancelled for anything but our conditions: not a refusal.
                 if len(reasons) != len(names) or not codes or codes != {_CONDITION_FAILED}:
                     raise StorageError(f"TransactWriteItems: {exc}") from exc
-                return Refusal(dict(zip(names, reasons, strict=True)))
+                return TxRefused(dict(zip(names, reasons, strict=True)))
         raise AssertionError("unreachable")
 
 
@@ -126,7 +126,10 @@ def future_value(future: Any) -> Any:
         return None
 
 
-class Refused(Exception):
+class ItemRefused(Exception):
+    """A single item's write refused by its condition; `old` is the item as it was (None: absent, or a put,
+    which asks for no old item)."""
+
     def __init__(self, old: Any):
         self.old = old
 
@@ -134,7 +137,7 @@ class Refused(Exception):
 def update_if(
     client: Any, model: type[M], hash_key: str, range_key: str, actions: list[Any], condition: Condition
 ) -> M:
-    """UpdateItem returning the new item, or raising :class:`Refused` carrying the OLD item.
+    """UpdateItem returning the new item, or raising :class:`ItemRefused` carrying the OLD item.
 
     PynamoDB's ``Model.update`` does not ask for ``ReturnValuesOnConditionCheckFailure``, so PynamoDB builds
     the request (the same public builder its transactions use) and botocore's `client` sends it. The loser
@@ -148,18 +151,18 @@ def update_if(
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
             raw = exc.response.get("Item")
-            raise Refused(model.from_raw_data(raw) if raw else None) from exc
+            raise ItemRefused(model.from_raw_data(raw) if raw else None) from exc
         raise  # not a refusal: the Store's translation makes it a StorageError
     return model.from_raw_data(data["Attributes"])
 
 
 def put_if(item: Model, condition: Condition) -> None:
-    """PutItem under `condition`, raising :class:`Refused` when the condition refuses it."""
+    """PutItem under `condition`, raising :class:`ItemRefused` when the condition refuses it."""
     try:
         item.save(condition=condition)
     except PutError as exc:
         if exc.cause_response_code == "ConditionalCheckFailedException":
-            raise Refused(None) from exc
+            raise ItemRefused(None) from exc
         raise  # not a refusal: the Store's translation makes it a StorageError
 
 

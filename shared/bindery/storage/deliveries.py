@@ -22,7 +22,7 @@ from typing import Any
 from bindery.faults import translate_faults
 from bindery.states import DELIVERY_ENDED, NO_ANSWER_RECORDED, DeliveryState, Queue
 from bindery.storage.conditions import (
-    Refused,
+    ItemRefused,
     Tx,
     update_if,
 )
@@ -231,7 +231,7 @@ class DeliveryRows(Rows):
                 & (DeliveryItem.attempt == d.attempt)
                 & (DeliveryItem.redeliveries == d.redeliveries),
             )
-        except Refused:
+        except ItemRefused:
             return False
         return True
 

@@ -18,13 +18,15 @@ from pynamodb.transactions import TransactGet
 from bindery.faults import StorageError, translate_faults
 from bindery.limits import Limits, shard_of
 from bindery.states import Cancel, Queue, State
+from bindery.storage import lifecycle
 from bindery.storage.caps import take_shards, under_budget
 from bindery.storage.conditions import (
     Tx,
     future_value,
 )
-from bindery.storage.endings import EndingRows, end_actions, end_pending, revoke_actions
+from bindery.storage.endings import EndingRows
 from bindery.storage.idempotency import KeyRows, key_seen
+from bindery.storage.lifecycle import Applied
 from bindery.storage.table import (
     CAP_PK,
     BookItem,
@@ -205,60 +207,33 @@ class ExportRows(KeyRows, EndingRows):
         had already ended; nothing to do) or NotFound. A pending export costs one transaction. A ready one
         costs a second, because only the first one's ALL_OLD tells us the row was ready, not pending.
         """
-
-        def build(slot: Slot) -> Tx:
-            tx = Tx()
-            tx.check("book", self.m.book, book_pk(book_id), "BOOK", BookItem.owner == owner)
-            end_pending(
-                tx,
-                self.m,
-                slot,
-                end_actions(State.CANCELLED, now),
-                # `state = pending` refuses a row the worker finished or the sweep ended meanwhile. Only the
-                # owner can submit and a book never changes hands, so the live set this row occupies is the
-                # owner's; the second guard says so rather than assuming it.
-                (ExportItem.state == State.PENDING.value) & (ExportItem.counted_against == owner),
-                ending=State.CANCELLED,
-            )
-            return tx
-
-        refused = self.commit_ending(build, Slot(book_id, export_id, owner), now)
-        if refused is None:
-            return Cancel.CANCELLED
-        old = refused.old(ExportItem, "export")
-        if refused.failed("book") or old is None or expired_ttl(old.ttl, now):
+        outcome = self.end(lifecycle.cancel(Slot(book_id, export_id, owner), owner, now), now)
+        if "book" in outcome.failed:
             return NotFound()
-        if old.state == State.CANCELLED.value and old.finished_at == now:
-            return Cancel.CANCELLED  # this cancel's own earlier try, whose answer was lost
+        if isinstance(outcome, Applied):
+            return Cancel.CANCELLED  # now, or by this cancel's own earlier try, its answer lost
+        old = outcome.row
+        if old is None or expired_ttl(old.ttl, now):
+            return NotFound()
         if old.state == State.EXPIRED.value and old.queue == Queue.UNLINK.value and old.paths:
             # Revoked (or lapsed) already, its bytes not yet deleted: a cancel that revoked it and could not
             # delete them, retried, deletes them now rather than leave a URL handed out earlier working.
             return Revoked(book_id, export_id, frozenset(old.paths))
         if old.state != State.READY.value:
             return Cancel.ENDED
-        return self._revoke(old, now, owner=owner)
+        return self._revoke(outcome.slot, frozenset(old.paths or ()), now, owner=owner)
 
-    def _revoke(self, seen: ExportItem, now: float, *, owner: str | None) -> Revoked | Cancel:
+    def _revoke(
+        self, slot: Slot, paths: frozenset[str], now: float, *, owner: str | None
+    ) -> Revoked | Cancel:
         """ready -> expired now, the row keeping its paths so that the unlink (done at once by the caller,
         and by the GC should that fail) can find them."""
-        tx = Tx()
-        if owner is not None:
-            tx.check("book", self.m.book, seen.pk, "BOOK", BookItem.owner == owner)
-        # `state = ready`: the GC may have expired it first, and then there is nothing to revoke.
-        tx.update(
-            "export",
-            self.m.export(seen.pk, seen.sk),
-            revoke_actions(now),
-            ExportItem.state == State.READY.value,
-            old=True,
-        )
-        refused = tx.commit(self._connection())
-        if refused is None:
-            return Revoked(seen.book_id, seen.export_id, frozenset(seen.paths or ()))
-        old = refused.old(ExportItem, "export")
-        if old is not None and old.state == State.EXPIRED.value and old.expires_at == now:
-            return Revoked(old.book_id, old.export_id, frozenset(old.paths or ()))  # our own lost answer
-        return Cancel.ENDED
+        outcome = self.transition(lifecycle.revoke(slot, now, owner=owner))
+        if not isinstance(outcome, Applied):
+            return Cancel.ENDED
+        # The paths as the row was seen ready, or (this write's own lost answer) as the refusal shows them.
+        seen = paths if outcome.row is None else frozenset(outcome.row.paths or ())
+        return Revoked(slot.book_id, slot.export_id, seen)
 
     def book_exports(self, book_id: str) -> Iterator[Export]:
         """Every export of a book, read consistently: a purge must see a finish that committed before it."""
@@ -275,31 +250,14 @@ class ExportRows(KeyRows, EndingRows):
         A write refused because the row moved on (a finish or a cancel landed between the read and the
         write) is tried again on the row as the refusal shows it (ALL_OLD, so no second read). True: ended,
         now or before. False: it kept moving; the purge marker stays and the GC tries again."""
-        pk, sk = book_pk(export.book_id), export_sk(export.id)
         state = export.state
         for _ in range(4):
             if state == State.READY:
-                seen = self.m.export(
-                    pk, sk, book_id=export.book_id, export_id=export.id, paths=set(export.paths) or None
-                )
-                outcome = self._revoke(seen, now, owner=None)
+                outcome = self._revoke(export.slot, export.paths, now, owner=None)
                 if isinstance(outcome, Revoked):
                     return outcome
             elif state == State.PENDING:
-
-                def build(slot: Slot) -> Tx:
-                    tx = Tx()
-                    end_pending(
-                        tx,
-                        self.m,
-                        slot,
-                        end_actions(State.CANCELLED, now),
-                        ExportItem.state == State.PENDING.value,
-                        ending=State.CANCELLED,
-                    )
-                    return tx
-
-                if self.commit_ending(build, export.slot, now) is None:
+                if isinstance(self.end(lifecycle.purge(export.slot, now), now), Applied):
                     return True
             else:
                 return True

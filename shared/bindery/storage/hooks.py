@@ -19,7 +19,7 @@ from pynamodb.expressions.condition import size
 from bindery.faults import translate_faults
 from bindery.states import Queue
 from bindery.storage.conditions import (
-    Refused,
+    ItemRefused,
     Tx,
     update_if,
 )
@@ -135,7 +135,7 @@ class EndpointRows(Rows):
                 # PATCH resent after its answer was lost sets the same values again.
                 EndpointItem.state == ACTIVE,
             )
-        except Refused:
+        except ItemRefused:
             return None
         return _to_endpoint(item)
 
@@ -192,7 +192,7 @@ class EndpointRows(Rows):
                 # the secrets is no longer what is stored.
                 (EndpointItem.secrets == _secrets_json(endpoint.secrets)) & (EndpointItem.state == ACTIVE),
             )
-        except Refused as refused:
+        except ItemRefused as refused:
             old = refused.old
             if old is not None and old.secrets == _secrets_json(kept):
                 return _to_endpoint(old)  # our own rotation, applied, its answer lost
@@ -232,7 +232,7 @@ class EndpointRows(Rows):
                 ],
                 enabled if reason else enabled & (EndpointItem.fails_in_row >= after),
             )
-        except Refused:
+        except ItemRefused:
             return False
         return True
 
@@ -262,9 +262,9 @@ class EndpointRows(Rows):
                 & (EndpointItem.n_queued == 0)
                 & (EndpointItem.n_in_flight == 0),
             )
-        except Refused:
+        except ItemRefused:
             later = now + self.settings.webhook_lease_seconds
-            with contextlib.suppress(Refused):
+            with contextlib.suppress(ItemRefused):
                 update_if(
                     self.client,
                     self.fm.endpoint,

@@ -25,7 +25,7 @@ class Slot(NamedTuple):
     bundle: bool = False
     # Whether the row took its place in the global cap and counts its bytes in its caller's usage: every
     # row since those limits were (it carries `caller_class`); a row from before them took neither.
-    counted: bool = True
+    in_caps: bool = True
 
 
 @dataclass(frozen=True)
@@ -107,8 +107,8 @@ class Export:
 
     @property
     def slot(self) -> Slot:
-        bundle, counted = self.format == BUNDLE, self.caller_class is not None
-        return Slot(self.book_id, self.id, self.counted_against, self.batch_id, bundle, counted)
+        bundle, in_caps = self.format == BUNDLE, self.caller_class is not None
+        return Slot(self.book_id, self.id, self.counted_against, self.batch_id, bundle, in_caps)
 
 
 @dataclass(frozen=True)
