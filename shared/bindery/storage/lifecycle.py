@@ -132,7 +132,7 @@ LIFECYCLE: dict[Step | str, Rule] = {
     Step.SWEEP: Rule(
         "pending",
         "failed",
-        "the stale sweep",
+        "the sweep, its clock run out",
         "state = pending AND due_at ≤ now AND attempt = seen",
         "failed with this finished_at",
     ),
@@ -161,6 +161,11 @@ LIFECYCLE: dict[Step | str, Rule] = {
         "out of the queue with this ttl",
     ),
 }
+
+
+def recognitions() -> list[str]:
+    """The lifecycle's rows of ARCHITECTURE's lost-answer table: each step, and what it recognises."""
+    return [f"| {step} | {rule.recognised} |" for step, rule in LIFECYCLE.items()]
 
 
 def diagram() -> str:
