@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from bindery.batches import settle_batch
 from tests.calls import recording
 from tests.unit.conftest import Stack
 
@@ -425,7 +426,7 @@ def test_an_ended_batch_keeps_its_ending_under_every_later_write(stack: Stack, h
     stack.clock.advance(1)
     for target in made["targets"]:
         stack.build(target["book_id"], target["export_id"])
-    assert stack.store.settle_batch("user-alice", made["id"], stack.clock()) is None
+    assert settle_batch(stack.store, "user-alice", made["id"], stack.clock()) is None
     for _ in range(2):
         assert stack.http("DELETE", f"/batches/{made['id']}").status == 204
         stack.clock.advance(120)

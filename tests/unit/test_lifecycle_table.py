@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bindery.images import Notes
 from bindery.states import FailureCode, State
-from bindery.storage import lifecycle
+from bindery.storage import lifecycle, steps
 from bindery.storage.lifecycle import LIFECYCLE, NOTHING_TO_RECOGNISE, Step, Transition
 from bindery.storage.types import Export, Slot
 
@@ -38,10 +38,10 @@ def _every_transition() -> list[Transition]:
     export = Export("e", "b", "html", State.PENDING, 1.0, "alice", attempt=2, caller_class="standard")
     slot = export.slot
     return [
-        lifecycle.claim(slot, "k", 5.0, lease_seconds=330, grace=30, most=3),
-        lifecycle.progress(export, 1, 2),
-        lifecycle.give_back(export, 5.0),
-        lifecycle.finish(
+        steps.claim(slot, "k", 5.0, lease_seconds=330, grace=30, most=3),
+        steps.progress(export, 1, 2),
+        steps.give_back(export, 5.0),
+        steps.finish(
             export,
             path="k",
             size_bytes=1,
@@ -53,14 +53,14 @@ def _every_transition() -> list[Transition]:
             sha256=None,
             package=None,
         ),
-        lifecycle.fail(export, FailureCode.RENDER_FAILED, 5.0),
-        lifecycle.abandon(export, 5.0),
-        lifecycle.cancel(slot, "alice", 5.0),
-        lifecycle.sweep(slot, 2, FailureCode.WORKER_LOST, 5.0),
-        lifecycle.purge(slot, 5.0),
-        lifecycle.revoke(slot, 5.0, owner="alice"),
-        lifecycle.expire(slot, 5.0),
-        lifecycle.forget(slot, had_path=True, published=1, ttl=9.0),
+        steps.fail(export, FailureCode.RENDER_FAILED, 5.0),
+        steps.abandon(export, 5.0),
+        steps.cancel(slot, "alice", 5.0),
+        steps.sweep(slot, 2, FailureCode.WORKER_LOST, 5.0),
+        steps.purge(slot, 5.0),
+        steps.revoke(slot, 5.0, owner="alice"),
+        steps.expire(slot, 5.0),
+        steps.forget(slot, had_path=True, published=1, ttl=9.0),
     ]
 
 
@@ -90,7 +90,7 @@ def test_only_pending_rows_endings_move_counts_and_each_ends_in_its_tables_state
 
 def test_a_refusal_is_read_as_its_own_write_only_when_every_mark_is_on_the_row() -> None:
     export = Export("e", "b", "html", State.PENDING, 1.0, "alice", attempt=2, caller_class="standard")
-    fail = lifecycle.fail(export, FailureCode.RENDER_FAILED, 5.0)
+    fail = steps.fail(export, FailureCode.RENDER_FAILED, 5.0)
 
     class Row:
         attempt, state, failure_code, finished_at = 2, "failed", "render_failed", 5.0
@@ -101,4 +101,4 @@ def test_a_refusal_is_read_as_its_own_write_only_when_every_mark_is_on_the_row()
     assert fail.recognises(Row())  # type: ignore[arg-type]
     assert not fail.recognises(Later())  # type: ignore[arg-type]
     assert not fail.recognises(None)
-    assert not lifecycle.purge(Slot("b", "e", "alice"), 5.0).recognises(Row())  # type: ignore[arg-type]
+    assert not steps.purge(Slot("b", "e", "alice"), 5.0).recognises(Row())  # type: ignore[arg-type]

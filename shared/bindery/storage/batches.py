@@ -2,8 +2,9 @@
 
 A batch's row lives under its caller (CALLER#<sub> / BATCH#<id>), so another caller's id reads as a missing
 one by its key alone. Its targets are ordinary export rows that name it (`batch_id`); the write that ends
-each one moves the batch's counts (`bindery.storage.endings.end_pending`), and the last ending ends the
-batch (`EndingRows.settle_batch`), with the `batch` queue of `by_due` as the backstop.
+each one moves the batch's counts (`bindery.storage.endings`), and the batch service ends the batch after
+the last one (`bindery.batches.settle_batch`, with the `batch` queue of `by_due` as the backstop): it
+decides how the batch ended and what its bundle is, and :meth:`BatchRows.end_batch` writes it.
 """
 
 from __future__ import annotations
@@ -166,6 +167,43 @@ class BatchRows(ExportRows):
         except DoesNotExist:
             return None
         return None if expired_ttl(item.ttl, now) else item
+
+    def read_batch_row(self, caller: str, batch_id: str) -> Batch | None:
+        """The batch's row alone, read consistently (one GetItem): the counts its settlement decides from."""
+        try:
+            return _to_batch(self.m.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True))
+        except DoesNotExist:
+            return None
+
+    def end_batch(self, batch: Batch, status: BatchStatus, bundle: Export | None, now: float) -> bool:
+        """End a running batch as `status`, with its bundle's pending row when it has one (made by the batch
+        service), and give back its place among its caller's live batches, in one write. False: it had
+        ended already (another settle won, or this one's own resend, its answer lost)."""
+        caller = batch.caller
+        tx = Tx()
+        bundle_id = []
+        if bundle is not None:
+            # One zip of its ready files: a row of its own, which the stream makes a build message of.
+            tx.put("bundle", self.pending_row(bundle, caller, None, now))
+            bundle_id = [BatchItem.bundle_id.set(bundle.id)]
+        tx.update(
+            "batch",
+            self.m.batch(caller_pk(caller), batch_sk(batch.id)),
+            [
+                *bundle_id,
+                BatchItem.status.set(status.value),
+                BatchItem.transition.set(f"bindery.batch.{status.value}"),
+                BatchItem.finished_at.set(now),
+                BatchItem.queue.remove(),
+                BatchItem.due_at.remove(),
+                BatchItem.ttl.set(now + self.settings.ended_retention_seconds),
+            ],
+            # `status = running` lets a batch end once (two last endings, a sweep and a worker, race to it);
+            # `targets_done = total` re-checks in the write what the read saw.
+            (BatchItem.status == BatchStatus.RUNNING.value) & (BatchItem.targets_done == batch.targets_total),
+        )
+        tx.update("live", self.m.live(caller_pk(caller), "LIVE"), [LiveItem.batch_ids.delete({batch.id})])
+        return tx.commit(self._connection()) is None
 
     def list_batches(
         self, caller: str, *, limit: int, start_after: str | None, now: float

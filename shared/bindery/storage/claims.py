@@ -3,7 +3,7 @@ as the attempt that holds it (finish, fail, or abandon when its book went).
 
 The attempt number a claim hands out is a fencing token: every later write of the attempt is conditional on
 `attempt = mine`, so a late attempt can neither publish, fail, nor delete another attempt's work. Each write
-is a step of `bindery.storage.lifecycle`, committed by its one `transition()`; here each outcome is read.
+is a step of `bindery.storage.steps`, committed by its one `transition()`; here each outcome is read.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from typing import Any
 from bindery.faults import translate_faults
 from bindery.images import Notes
 from bindery.states import ClaimRefusal, Ending, FailureCode, State
-from bindery.storage import lifecycle
-from bindery.storage.endings import EndingRows
+from bindery.storage import steps
+from bindery.storage.endings import LifecycleRows
 from bindery.storage.lifecycle import Applied, Outcome
 from bindery.storage.table import to_export
 from bindery.storage.types import Claimed, ClaimRefused, Export, Slot
 
 
 @translate_faults
-class ClaimRows(EndingRows):
+class ClaimRows(LifecycleRows):
     def claim_build(self, book_id: str, export_id: str, path: str, now: float) -> Claimed | ClaimRefused:
         """The seed's StampExportStart, with retries: take the build exclusively for one lease.
 
@@ -33,7 +33,7 @@ class ClaimRows(EndingRows):
         so an attempt that dies mid-upload leaves bytes that a row still names and the unlink will find.
         """
         s = self.settings
-        step = lifecycle.claim(
+        step = steps.claim(
             Slot(book_id, export_id, ""),
             path,
             now,
@@ -71,7 +71,7 @@ class ClaimRows(EndingRows):
         """pending -> ready. "refused": the row was ended (or re-claimed) meanwhile, and the caller must
         remove the artifact this attempt wrote, because no row will ever publish it. "book_deleted": the
         book went while the attempt built; the row is still the attempt's to end."""
-        step = lifecycle.finish(
+        step = steps.finish(
             export,
             path=path,
             size_bytes=size_bytes,
@@ -83,24 +83,24 @@ class ClaimRows(EndingRows):
             sha256=sha256,
             package=package,
         )
-        return _ending(self.end(step, now))
+        return _ending(self.transition(step))
 
     def fail_export(self, export: Export, code: FailureCode, now: float) -> bool:
         """pending -> failed, by the attempt that holds the build. False: it was not ours to fail."""
-        return _ending(self.end(lifecycle.fail(export, code, now), now)) == Ending.ENDED
+        return _ending(self.transition(steps.fail(export, code, now))) == Ending.ENDED
 
     def cancel_attempt(self, export: Export, now: float) -> bool:
         """pending -> cancelled by the attempt that holds it: its book was deleted under it."""
-        return _ending(self.end(lifecycle.abandon(export, now), now)) == Ending.ENDED
+        return _ending(self.transition(steps.abandon(export, now))) == Ending.ENDED
 
     def record_progress(self, export: Export, done: int, total: int) -> None:
         """Chapters done out of total, for the poll. A refused write means the row moved on: nothing to do."""
-        self.transition(lifecycle.progress(export, done, total))
+        self.transition(steps.progress(export, done, total))
 
     def release_claim(self, export: Export, now: float) -> None:
         """Give the lease back after a transient failure, so a redelivery may retry at once. A refused
         write means the row moved on, or a retry claimed it since: nothing to give back."""
-        self.transition(lifecycle.give_back(export, now))
+        self.transition(steps.give_back(export, now))
 
 
 def _ending(outcome: Outcome) -> Ending:

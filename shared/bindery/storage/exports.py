@@ -18,15 +18,15 @@ from pynamodb.transactions import TransactGet
 from bindery.faults import StorageError, translate_faults
 from bindery.limits import Limits, shard_of
 from bindery.states import Cancel, Queue, State
-from bindery.storage import lifecycle
+from bindery.storage import steps
 from bindery.storage.caps import take_shards, under_budget
 from bindery.storage.conditions import (
     Tx,
     future_value,
 )
-from bindery.storage.endings import EndingRows
+from bindery.storage.endings import LifecycleRows
 from bindery.storage.idempotency import KeyRows, key_seen
-from bindery.storage.lifecycle import Applied
+from bindery.storage.lifecycle import Applied, ended_target
 from bindery.storage.table import (
     CAP_PK,
     BookItem,
@@ -43,7 +43,9 @@ from bindery.storage.table import (
 from bindery.storage.types import (
     Accepted,
     Book,
+    Cancelled,
     CancelOutcome,
+    EndedTarget,
     Export,
     Holdings,
     NotFound,
@@ -57,7 +59,7 @@ from bindery.storage.types import (
 
 
 @translate_faults
-class ExportRows(KeyRows, EndingRows):
+class ExportRows(KeyRows, LifecycleRows):
     def submit_export(
         self,
         export: Export,
@@ -203,37 +205,46 @@ class ExportRows(KeyRows, EndingRows):
     def cancel_export(self, book_id: str, export_id: str, owner: str, now: float) -> CancelOutcome:
         """pending -> cancelled, with the live set shrinking in the same write; or ready -> expired at once.
 
-        Returns CANCELLED, a Revoked (a ready link ended now: its bytes are to go at once), ENDED (it
-        had already ended; nothing to do) or NotFound. A pending export costs one transaction. A ready one
-        costs a second, because only the first one's ALL_OLD tells us the row was ready, not pending.
+        Returns Cancelled (CANCELLED; or ENDED: it had already ended, nothing to do), a Revoked (a ready
+        link ended now: its bytes are to go at once) or NotFound; a batch's target says so (`target`), for
+        its batch to be settled. A pending export costs one transaction. A ready one costs a second, because
+        only the first one's ALL_OLD tells us the row was ready, not pending.
         """
-        outcome = self.end(lifecycle.cancel(Slot(book_id, export_id, owner), owner, now), now)
+        outcome = self.transition(steps.cancel(Slot(book_id, export_id, owner), owner, now))
         if "book" in outcome.failed:
             return NotFound()
+        target = ended_target(outcome)
         if isinstance(outcome, Applied):
-            return Cancel.CANCELLED  # now, or by this cancel's own earlier try, its answer lost
+            return Cancelled(Cancel.CANCELLED, target)  # now, or by this cancel's own earlier try
         old = outcome.row
         if old is None or expired_ttl(old.ttl, now):
             return NotFound()
         if old.state == State.EXPIRED.value and old.queue == Queue.UNLINK.value and old.paths:
             # Revoked (or lapsed) already, its bytes not yet deleted: a cancel that revoked it and could not
             # delete them, retried, deletes them now rather than leave a URL handed out earlier working.
-            return Revoked(book_id, export_id, frozenset(old.paths))
+            return Revoked(book_id, export_id, frozenset(old.paths), target)
         if old.state != State.READY.value:
-            return Cancel.ENDED
-        return self._revoke(outcome.slot, frozenset(old.paths or ()), now, owner=owner)
+            return Cancelled(Cancel.ENDED, target)
+        revoked = self._revoke(outcome.slot, frozenset(old.paths or ()), now, owner=owner, target=target)
+        return Cancelled(Cancel.ENDED, target) if revoked is None else revoked
 
     def _revoke(
-        self, slot: Slot, paths: frozenset[str], now: float, *, owner: str | None
-    ) -> Revoked | Cancel:
+        self,
+        slot: Slot,
+        paths: frozenset[str],
+        now: float,
+        *,
+        owner: str | None,
+        target: EndedTarget | None = None,
+    ) -> Revoked | None:
         """ready -> expired now, the row keeping its paths so that the unlink (done at once by the caller,
-        and by the GC should that fail) can find them."""
-        outcome = self.transition(lifecycle.revoke(slot, now, owner=owner))
+        and by the GC should that fail) can find them. None: not ready any more (the GC expired it first)."""
+        outcome = self.transition(steps.revoke(slot, now, owner=owner))
         if not isinstance(outcome, Applied):
-            return Cancel.ENDED
+            return None
         # The paths as the row was seen ready, or (this write's own lost answer) as the refusal shows them.
         seen = paths if outcome.row is None else frozenset(outcome.row.paths or ())
-        return Revoked(slot.book_id, slot.export_id, seen)
+        return Revoked(slot.book_id, slot.export_id, seen, target)
 
     def book_exports(self, book_id: str) -> Iterator[Export]:
         """Every export of a book, read consistently: a purge must see a finish that committed before it."""
@@ -253,11 +264,11 @@ class ExportRows(KeyRows, EndingRows):
         state = export.state
         for _ in range(4):
             if state == State.READY:
-                outcome = self._revoke(export.slot, export.paths, now, owner=None)
-                if isinstance(outcome, Revoked):
-                    return outcome
+                revoked = self._revoke(export.slot, export.paths, now, owner=None)
+                if revoked is not None:
+                    return revoked
             elif state == State.PENDING:
-                if isinstance(self.end(lifecycle.purge(export.slot, now), now), Applied):
+                if isinstance(self.transition(steps.purge(export.slot, now)), Applied):
                     return True
             else:
                 return True

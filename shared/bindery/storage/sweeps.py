@@ -16,10 +16,10 @@ from pynamodb.exceptions import DoesNotExist
 
 from bindery.faults import translate_faults
 from bindery.states import FailureCode, Queue, State
-from bindery.storage import lifecycle
+from bindery.storage import steps
 from bindery.storage.conditions import ItemRefused, put_if
-from bindery.storage.endings import EndingRows
-from bindery.storage.lifecycle import Applied
+from bindery.storage.endings import LifecycleRows
+from bindery.storage.lifecycle import Applied, ended_target
 from bindery.storage.table import (
     AUDIT_PK,
     CURSOR_PK,
@@ -29,13 +29,13 @@ from bindery.storage.table import (
     expired_ttl,
     export_sk,
 )
-from bindery.storage.types import Due, Slot
+from bindery.storage.types import Due, Slot, Swept
 
 AUDIT_RETENTION_SECONDS = 90 * 86_400
 
 
 @translate_faults
-class SweepRows(EndingRows):
+class SweepRows(LifecycleRows):
     def due(self, queue: Queue, now: float, limit: int) -> list[Due]:
         """Rows waiting in `queue` whose time has come; the sparse index holds only waiting rows."""
         found = []
@@ -57,7 +57,7 @@ class SweepRows(EndingRows):
         `path` is KEPT. Clearing it in the same write would make the unlink a one-shot act: a failed delete
         would leave bytes no row could ever name again. :meth:`forget_paths` drops it after the unlink.
         """
-        return isinstance(self.transition(lifecycle.expire(due.slot, now)), Applied)
+        return isinstance(self.transition(steps.expire(due.slot, now)), Applied)
 
     def forget_paths(self, book_id: str, export_id: str, now: float) -> bool:
         """The bytes are gone; the row stops naming them and may now be deleted by TTL, 30 days on. The
@@ -76,7 +76,7 @@ class SweepRows(EndingRows):
         # the budget has no `caller_class`, and its finish added nothing).
         published = int(seen.size_bytes or 0) if seen.path and seen.caller_class is not None else 0
         ttl = now + self.settings.ended_retention_seconds
-        step = lifecycle.forget(
+        step = steps.forget(
             Slot(book_id, export_id, seen.counted_against),
             had_path=bool(seen.path),
             published=published,
@@ -84,12 +84,12 @@ class SweepRows(EndingRows):
         )
         return isinstance(self.transition(step), Applied)
 
-    def fail_stale(self, due: Due, now: float) -> FailureCode | None:
-        """The seed's FailStalePendingExports, with its two clocks kept in one attribute (`lifecycle.sweep`).
+    def fail_stale(self, due: Due, now: float) -> Swept:
+        """The seed's FailStalePendingExports, with its two clocks kept in one attribute (`steps.sweep`).
         The code is chosen from what the index showed, and the write's `attempt = seen` pins it."""
         code = FailureCode.WORKER_LOST if due.attempt > 0 else FailureCode.QUEUE_TIMEOUT
-        outcome = self.end(lifecycle.sweep(due.slot, due.attempt, code, now), now)
-        return code if isinstance(outcome, Applied) else None
+        outcome = self.transition(steps.sweep(due.slot, due.attempt, code, now))
+        return Swept(code if isinstance(outcome, Applied) else None, ended_target(outcome))
 
     def orphan_cursor(self) -> tuple[int, str]:
         """(pass, key): the reconciliation resumes after `key` in pass `pass` (0, "" before any run)."""
