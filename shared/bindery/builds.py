@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from bindery import engine
 from bindery.batches import after_ending, settle_batch
 from bindery.common import Parts
-from bindery.faults import AWS_ERRORS
+from bindery.faults import translated
 from bindery.limits import CallerClass
 from bindery.objects import artifact_key, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
@@ -194,12 +194,10 @@ class Builds(Parts):
         body = self.objects.open(cut_key(book.id, book.cut))
         position = 0
         for done, chapter in enumerate(chapters, start=1):
-            try:
+            with translated("reading the manuscript"):
                 if chapter.offset > position:
                     body.read(chapter.offset - position)
                 data = body.read(chapter.size_bytes)
-            except AWS_ERRORS as exc:
-                raise StorageError(f"reading the manuscript: {exc}") from exc
             position = chapter.offset + chapter.size_bytes
             yield engine.Text(chapter.ordinal, chapter.title, data.decode("utf-8", errors="replace"))
             progress.chapter_done(done)

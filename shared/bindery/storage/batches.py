@@ -14,10 +14,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist
 from pynamodb.expressions.condition import size
 
-from bindery.faults import StorageError, translate_faults
+from bindery.faults import StorageError, item_or_none, translate_faults
 from bindery.limits import Limits
 from bindery.states import BatchStatus, Queue
 from bindery.storage.caps import shard_refused, take_shards, under_budget
@@ -162,18 +161,17 @@ class BatchRows(ExportRows):
         return batch, targets, rows.get(batch.bundle_id) if batch.bundle_id is not None else None
 
     def _batch_item(self, caller: str, batch_id: str, now: float) -> BatchItem | None:
-        try:
-            item = self.m.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True)
-        except DoesNotExist:
-            return None
-        return None if expired_ttl(item.ttl, now) else item
+        item = item_or_none(
+            lambda: self.m.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True)
+        )
+        return None if item is None or expired_ttl(item.ttl, now) else item
 
     def read_batch_row(self, caller: str, batch_id: str) -> Batch | None:
         """The batch's row alone, read consistently (one GetItem): the counts its settlement decides from."""
-        try:
-            return _to_batch(self.m.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True))
-        except DoesNotExist:
-            return None
+        item = item_or_none(
+            lambda: self.m.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True)
+        )
+        return None if item is None else _to_batch(item)
 
     def end_batch(self, batch: Batch, status: BatchStatus, bundle: Export | None, now: float) -> bool:
         """End a running batch as `status`, with its bundle's pending row when it has one (made by the batch

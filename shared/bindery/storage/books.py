@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pynamodb.exceptions import DoesNotExist
-
 from bindery import images
-from bindery.faults import StorageError, translate_faults
+from bindery.faults import StorageError, item_or_none, translate_faults
 from bindery.states import Queue
 from bindery.storage.conditions import (
     Tx,
@@ -242,10 +240,8 @@ class BookRows(KeyRows):
 
     def read_book(self, book_id: str) -> Book | None:
         """The book, whoever owns it. Callers' reads go through :meth:`read_book_for_owner`."""
-        try:
-            return to_book(self.m.book.get(book_pk(book_id), "BOOK", consistent_read=True))
-        except DoesNotExist:
-            return None
+        item = item_or_none(lambda: self.m.book.get(book_pk(book_id), "BOOK", consistent_read=True))
+        return None if item is None else to_book(item)
 
     def read_book_for_owner(self, book_id: str, owner: str) -> Book | None:
         book = self.read_book(book_id)

@@ -14,14 +14,19 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from botocore.exceptions import ClientError
 from pynamodb.constants import ALL_NEW, ALL_OLD
-from pynamodb.exceptions import CancellationReason, DoesNotExist, PutError, TransactWriteError
+from pynamodb.exceptions import CancellationReason
 from pynamodb.expressions.condition import Condition
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from bindery.faults import StorageError
+from bindery.faults import (
+    ConditionFailed,
+    StorageError,
+    TransactionCancelled,
+    conditional,
+    item_or_none,
+)
 
 M = TypeVar("M", bound=Model)
 
@@ -102,12 +107,10 @@ class Tx:
         names = [name for name, _ in ordered]
         for n in range(_TRANSACTION_RETRIES):
             try:
-                with TransactWrite(connection=connection, client_request_token=uuid.uuid4().hex) as tx:
-                    for _, add in ordered:
-                        add(tx)
+                conditional(lambda: self._run(ordered, connection), "TransactWriteItems")
                 return None
-            except TransactWriteError as exc:
-                reasons = exc.cancellation_reasons
+            except TransactionCancelled as exc:
+                reasons = exc.reasons
                 codes = {r.code for r in reasons if r is not None}
                 if "TransactionConflict" in codes and n < _TRANSACTION_RETRIES - 1:
                     time.sleep(random.uniform(0, 0.01 * (2**n)))
@@ -118,12 +121,16 @@ class Tx:
                 return TxRefused(dict(zip(names, reasons, strict=True)))
         raise AssertionError("unreachable")
 
+    @staticmethod
+    def _run(ordered: list[tuple[str, Callable[[TransactWrite], None]]], connection: Any) -> None:
+        with TransactWrite(connection=connection, client_request_token=uuid.uuid4().hex) as tx:
+            for _, add in ordered:
+                add(tx)
+
 
 def future_value(future: Any) -> Any:
-    try:
-        return future.get()
-    except DoesNotExist:
-        return None
+    """A transactional read's item, or None when there is none."""
+    return item_or_none(future.get)
 
 
 class ItemRefused(Exception):
@@ -147,23 +154,18 @@ def update_if(
         actions, condition, return_values_on_condition_failure=ALL_OLD
     )
     try:
-        data = client.update_item(**request, ReturnValues=ALL_NEW)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-            raw = exc.response.get("Item")
-            raise ItemRefused(model.from_raw_data(raw) if raw else None) from exc
-        raise  # not a refusal: the Store's translation makes it a StorageError
+        data = conditional(lambda: client.update_item(**request, ReturnValues=ALL_NEW), "UpdateItem")
+    except ConditionFailed as refused:
+        raise ItemRefused(model.from_raw_data(refused.item) if refused.item else None) from refused
     return model.from_raw_data(data["Attributes"])
 
 
 def put_if(item: Model, condition: Condition) -> None:
     """PutItem under `condition`, raising :class:`ItemRefused` when the condition refuses it."""
     try:
-        item.save(condition=condition)
-    except PutError as exc:
-        if exc.cause_response_code == "ConditionalCheckFailedException":
-            raise ItemRefused(None) from exc
-        raise  # not a refusal: the Store's translation makes it a StorageError
+        conditional(lambda: item.save(condition=condition), "PutItem")
+    except ConditionFailed as refused:
+        raise ItemRefused(None) from refused
 
 
 def chunks(items: Iterable[Any], n: int) -> Iterator[list[Any]]:

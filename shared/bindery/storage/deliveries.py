@@ -19,7 +19,7 @@ from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
-from bindery.faults import translate_faults
+from bindery.faults import item_or_none, translate_faults
 from bindery.states import DELIVERY_ENDED, NO_ANSWER_RECORDED, DeliveryState, Queue
 from bindery.storage.conditions import (
     ItemRefused,
@@ -89,11 +89,9 @@ class DeliveryRows(Rows):
         return Created.EXISTS if refused.failed("delivery") else Created.NOT_ELIGIBLE
 
     def read_delivery(self, endpoint_id: str, seq: int) -> Delivery | None:
-        try:
-            item = self.fm.delivery.get(hook_pk(endpoint_id), delivery_sk(seq), consistent_read=True)
-        except self.fm.delivery.DoesNotExist:
-            return None
-        return to_delivery(item)
+        key = hook_pk(endpoint_id), delivery_sk(seq)
+        item = item_or_none(lambda: self.fm.delivery.get(*key, consistent_read=True))
+        return None if item is None else to_delivery(item)
 
     def claim_delivery(self, d: Delivery, token: str, now: float, budget: int) -> Delivery | None:
         """Take the delivery's next attempt, under `budget` (the delivery's, or one more where the attempt

@@ -11,11 +11,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist
 from pynamodb.expressions.condition import size
 from pynamodb.transactions import TransactGet
 
-from bindery.faults import StorageError, translate_faults
+from bindery.faults import StorageError, item_or_none, translate_faults
 from bindery.limits import Limits, shard_of
 from bindery.states import Cancel, Queue, State
 from bindery.storage import steps
@@ -143,11 +142,9 @@ class ExportRows(KeyRows, LifecycleRows):
 
     def holdings(self, caller: str, *, consistent: bool = True) -> Holdings:
         """What the caller holds at once (one read of its live item)."""
-        try:
-            item = self.m.live.get(caller_pk(caller), "LIVE", consistent_read=consistent)
-        except DoesNotExist:
-            item = None
-        return _holdings(item)
+        return _holdings(
+            item_or_none(lambda: self.m.live.get(caller_pk(caller), "LIVE", consistent_read=consistent))
+        )
 
     def shard_room(self) -> dict[int, int]:
         """How many more live exports each of the global cap's shards takes now (one BatchGetItem); what a
@@ -281,17 +278,13 @@ class ExportRows(KeyRows, LifecycleRows):
         return False
 
     def _read_export(self, book_id: str, export_id: str) -> Export | None:
-        try:
-            return to_export(self.m.export.get(book_pk(book_id), export_sk(export_id), consistent_read=True))
-        except DoesNotExist:
-            return None
+        key = book_pk(book_id), export_sk(export_id)
+        item = item_or_none(lambda: self.m.export.get(*key, consistent_read=True))
+        return None if item is None else to_export(item)
 
     def live_ids(self, caller: str) -> frozenset[str]:
-        try:
-            item = self.m.live.get(caller_pk(caller), "LIVE", consistent_read=True)
-        except DoesNotExist:
-            return frozenset()
-        return frozenset(item.live_ids or ())
+        item = item_or_none(lambda: self.m.live.get(caller_pk(caller), "LIVE", consistent_read=True))
+        return frozenset() if item is None else frozenset(item.live_ids or ())
 
     def all_exports(self) -> Iterator[Export]:
         """Every export row, by Scan. For tests and operators only; no request path calls it."""

@@ -15,7 +15,7 @@ import random
 import time
 from typing import Any
 
-from bindery.faults import StorageError, translate_faults
+from bindery.faults import StorageError, item_or_none, translate_faults
 from bindery.storage.conditions import (
     Tx,
 )
@@ -115,11 +115,8 @@ class FeedRows(Rows):
 
     def feed_head(self, caller: str) -> int:
         """The last sequence number given out in `caller`'s feed (0: none yet), read consistently."""
-        try:
-            item = self.fm.head.get(feed_pk(caller), HEAD_SK, consistent_read=True)
-        except self.fm.head.DoesNotExist:
-            return 0
-        return int(item.head)
+        item = item_or_none(lambda: self.fm.head.get(feed_pk(caller), HEAD_SK, consistent_read=True))
+        return 0 if item is None else int(item.head)
 
     def events_since(self, caller: str, after: int, limit: int, now: float) -> FeedPage:
         """Up to `limit` events after the cursor `after`, oldest first. Writes nothing.

@@ -16,7 +16,7 @@ from typing import Any
 
 from pynamodb.expressions.condition import size
 
-from bindery.faults import translate_faults
+from bindery.faults import item_or_none, translate_faults
 from bindery.states import Queue
 from bindery.storage.conditions import (
     ItemRefused,
@@ -76,11 +76,9 @@ class EndpointRows(Rows):
     def read_endpoint(self, caller: str, endpoint_id: str) -> Endpoint | None:
         """The caller's endpoint, or None: another caller's id is looked up under this caller's key, so it
         is simply not there, exactly as a missing one."""
-        try:
-            item = self.fm.endpoint.get(caller_pk(caller), endpoint_sk(endpoint_id), consistent_read=True)
-        except self.fm.endpoint.DoesNotExist:
-            return None
-        return None if item.state != ACTIVE else _to_endpoint(item)
+        key = caller_pk(caller), endpoint_sk(endpoint_id)
+        item = item_or_none(lambda: self.fm.endpoint.get(*key, consistent_read=True))
+        return None if item is None or item.state != ACTIVE else _to_endpoint(item)
 
     def list_endpoints(self, caller: str, limit: int, after: str | None) -> tuple[list[Endpoint], str | None]:
         """The caller's active endpoints, oldest first (ids are time-ordered), a page at a time: one more

@@ -12,9 +12,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist
-
-from bindery.faults import translate_faults
+from bindery.faults import item_or_none, translate_faults
 from bindery.states import FailureCode, Queue, State
 from bindery.storage import steps
 from bindery.storage.conditions import ItemRefused, put_if
@@ -66,11 +64,12 @@ class SweepRows(LifecycleRows):
 
         Only after the unlink, or the retry of a failed unlink would have nothing left to find.
         """
-        try:
-            # The one read: which caller's usage the published bytes count in, and how many. Neither
-            # changes once the row has ended, and the write's condition holds the row to that.
-            seen = self.m.export.get(book_pk(book_id), export_sk(export_id), consistent_read=True)
-        except DoesNotExist:
+        # The one read: which caller's usage the published bytes count in, and how many. Neither
+        # changes once the row has ended, and the write's condition holds the row to that.
+        seen = item_or_none(
+            lambda: self.m.export.get(book_pk(book_id), export_sk(export_id), consistent_read=True)
+        )
+        if seen is None:
             return False
         # What a finish added to the usage: the bytes it published, if the row counts them (a row from before
         # the budget has no `caller_class`, and its finish added nothing).
@@ -93,11 +92,8 @@ class SweepRows(LifecycleRows):
 
     def orphan_cursor(self) -> tuple[int, str]:
         """(pass, key): the reconciliation resumes after `key` in pass `pass` (0, "" before any run)."""
-        try:
-            item = self.m.cursor.get(CURSOR_PK, "CURSOR", consistent_read=True)
-        except DoesNotExist:
-            return 0, ""
-        return int(item.pass_no), item.after
+        item = item_or_none(lambda: self.m.cursor.get(CURSOR_PK, "CURSOR", consistent_read=True))
+        return (0, "") if item is None else (int(item.pass_no), item.after)
 
     def set_orphan_cursor(self, pass_no: int, after: str) -> bool:
         """Record how far a run read. A position at or before the recorded one is left alone (seed 004's
