@@ -14,7 +14,7 @@ from tests.unit.conftest import Stack
 
 def _table(stack: Stack) -> list[dict[str, Any]]:
     return sorted(
-        (item.attribute_values for item in stack.store.m.item.scan()), key=lambda v: (v["pk"], v["sk"])
+        (item.attribute_values for item in stack.store.models.item.scan()), key=lambda v: (v["pk"], v["sk"])
     )
 
 
@@ -73,7 +73,7 @@ def _batch(stack: Stack, batch_id: str) -> dict[str, Any]:
 
 
 def _batch_row(stack: Stack, batch_id: str) -> dict[str, Any]:
-    rows = (i.attribute_values for i in stack.store.m.item.scan())
+    rows = (i.attribute_values for i in stack.store.models.item.scan())
     return next(v for v in rows if v["sk"] == f"BATCH#{batch_id}")
 
 

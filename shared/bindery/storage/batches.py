@@ -64,7 +64,7 @@ class BatchRows(ExportRows):
         keys = [(book_pk(b), "BOOK") for b in book_ids]
         owned = {
             item.pk.removeprefix("BOOK#")
-            for item in self.m.book.batch_get(keys, consistent_read=True)
+            for item in self.models.book.batch_get(keys, consistent_read=True)
             if item.owner == caller
         }
         return owned == book_ids
@@ -88,7 +88,7 @@ class BatchRows(ExportRows):
         if idempotency is not None:
             key = idempotency[:2]
             self.take_key(tx, key, idempotency[2], now, export_id=batch.id)
-        row = self.m.batch(
+        row = self.models.batch(
             caller_pk(caller),
             batch_sk(batch.id),
             batch_id=batch.id,
@@ -115,13 +115,13 @@ class BatchRows(ExportRows):
         # The cap on live batches is checked against the set it counts, in the write that grows it.
         tx.update(
             "live",
-            self.m.live(caller_pk(caller), "LIVE"),
+            self.models.live(caller_pk(caller), "LIVE"),
             [LiveItem.batch_ids.add({batch.id})],
             (LiveItem.batch_ids.does_not_exist() | (size(LiveItem.batch_ids) < limits.live_batches))
             & under_budget(limits),
             old=True,
         )
-        take_shards(tx, self.m, self.settings, shards)
+        take_shards(tx, self.models, self.settings, shards)
         refused = tx.commit(self._connection())
         if refused is None:
             return BatchCreated(batch.id)
@@ -156,20 +156,20 @@ class BatchRows(ExportRows):
         keys = [(book_pk(t.book_id), export_sk(t.export_id)) for t in batch.targets]
         if batch.bundle_id is not None:
             keys.append((book_pk(batch.id), export_sk(batch.bundle_id)))
-        rows = {i.export_id: to_export(i) for i in self.m.export.batch_get(keys, consistent_read=True)}
+        rows = {i.export_id: to_export(i) for i in self.models.export.batch_get(keys, consistent_read=True)}
         targets = [rows[t.export_id] for t in batch.targets if t.export_id in rows]
         return batch, targets, rows.get(batch.bundle_id) if batch.bundle_id is not None else None
 
     def _batch_item(self, caller: str, batch_id: str, now: float) -> BatchItem | None:
         item = item_or_none(
-            lambda: self.m.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True)
+            lambda: self.models.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True)
         )
         return None if item is None or expired_ttl(item.ttl, now) else item
 
     def read_batch_row(self, caller: str, batch_id: str) -> Batch | None:
         """The batch's row alone, read consistently (one GetItem): the counts its settlement decides from."""
         item = item_or_none(
-            lambda: self.m.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True)
+            lambda: self.models.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True)
         )
         return None if item is None else _to_batch(item)
 
@@ -186,7 +186,7 @@ class BatchRows(ExportRows):
             bundle_id = [BatchItem.bundle_id.set(bundle.id)]
         tx.update(
             "batch",
-            self.m.batch(caller_pk(caller), batch_sk(batch.id)),
+            self.models.batch(caller_pk(caller), batch_sk(batch.id)),
             [
                 *bundle_id,
                 BatchItem.status.set(status.value),
@@ -200,7 +200,9 @@ class BatchRows(ExportRows):
             # `targets_done = total` re-checks in the write what the read saw.
             (BatchItem.status == BatchStatus.RUNNING.value) & (BatchItem.targets_done == batch.targets_total),
         )
-        tx.update("live", self.m.live(caller_pk(caller), "LIVE"), [LiveItem.batch_ids.delete({batch.id})])
+        tx.update(
+            "live", self.models.live(caller_pk(caller), "LIVE"), [LiveItem.batch_ids.delete({batch.id})]
+        )
         return tx.commit(self._connection()) is None
 
     def list_batches(
@@ -210,7 +212,7 @@ class BatchRows(ExportRows):
         last_key = None
         if start_after is not None:
             last_key = {"pk": {"S": caller_pk(caller)}, "sk": {"S": batch_sk(start_after)}}
-        results = self.m.batch.query(
+        results = self.models.batch.query(
             caller_pk(caller),
             BatchItem.sk.startswith("BATCH#"),
             scan_index_forward=False,
@@ -234,7 +236,7 @@ class BatchRows(ExportRows):
         tx = Tx()
         tx.update(
             "batch",
-            self.m.batch(caller_pk(caller), batch_sk(batch_id)),
+            self.models.batch(caller_pk(caller), batch_sk(batch_id)),
             [
                 BatchItem.status.set(BatchStatus.CANCELLED.value),
                 BatchItem.transition.set("bindery.batch.cancelled"),
@@ -251,7 +253,9 @@ class BatchRows(ExportRows):
             & (BatchItem.status == BatchStatus.RUNNING.value),
             old=True,
         )
-        tx.update("live", self.m.live(caller_pk(caller), "LIVE"), [LiveItem.batch_ids.delete({batch_id})])
+        tx.update(
+            "live", self.models.live(caller_pk(caller), "LIVE"), [LiveItem.batch_ids.delete({batch_id})]
+        )
         refused = tx.commit(self._connection())
         if refused is not None:
             old = refused.old(BatchItem, "batch")
@@ -270,7 +274,7 @@ class BatchRows(ExportRows):
         with contextlib.suppress(ItemRefused):
             update_if(
                 self.client,
-                self.m.batch,
+                self.models.batch,
                 caller_pk(caller),
                 batch_sk(batch_id),
                 [
@@ -291,7 +295,7 @@ class BatchRows(ExportRows):
         with contextlib.suppress(ItemRefused):
             update_if(
                 self.client,
-                self.m.batch,
+                self.models.batch,
                 caller_pk(caller),
                 batch_sk(batch_id),
                 [
@@ -306,7 +310,9 @@ class BatchRows(ExportRows):
         """(caller, batch id) of batches the sweep is to look at now."""
         return [
             (item.pk.removeprefix("CALLER#"), item.sk.removeprefix("BATCH#"))
-            for item in self.m.batch.by_due.query(Queue.BATCH.value, BatchesDue.due_at <= now, limit=limit)
+            for item in self.models.batch.by_due.query(
+                Queue.BATCH.value, BatchesDue.due_at <= now, limit=limit
+            )
         ]
 
     def defer_batch(self, caller: str, batch_id: str, now: float) -> None:
@@ -314,7 +320,7 @@ class BatchRows(ExportRows):
         with contextlib.suppress(ItemRefused):  # refused: it left the queue meanwhile (settled)
             update_if(
                 self.client,
-                self.m.batch,
+                self.models.batch,
                 caller_pk(caller),
                 batch_sk(batch_id),
                 [BatchItem.due_at.set(now + BATCH_CHECK_SECONDS)],
@@ -323,7 +329,7 @@ class BatchRows(ExportRows):
 
     def all_batches(self) -> Iterator[Batch]:
         """Every batch row, by Scan. For tests and operators only."""
-        for item in self.m.batch.scan(BatchItem.sk.startswith("BATCH#")):
+        for item in self.models.batch.scan(BatchItem.sk.startswith("BATCH#")):
             yield _to_batch(item)
 
 

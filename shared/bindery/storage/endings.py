@@ -53,7 +53,7 @@ class LifecycleRows(Rows):
     def _update(self, t: Transition) -> Outcome:
         key = book_pk(t.slot.book_id), export_sk(t.slot.export_id)
         try:
-            row = update_if(self.client, self.m.export, *key, list(t.writes), t.guard)
+            row = update_if(self.client, self.models.export, *key, list(t.writes), t.guard)
         except ItemRefused as refused:
             if t.recognises(refused.old):
                 return Applied(t.step, t.slot, refused.old)
@@ -64,11 +64,11 @@ class LifecycleRows(Rows):
         slot = t.slot
         tx = Tx()
         if t.book is not None:
-            tx.check("book", self.m.book, book_pk(slot.book_id), "BOOK", t.book)
+            tx.check("book", self.models.book, book_pk(slot.book_id), "BOOK", t.book)
         guard = t.guard if t.ends is None else t.guard & _kind(slot)
         tx.update(
             "export",
-            self.m.export(book_pk(slot.book_id), export_sk(slot.export_id)),
+            self.models.export(book_pk(slot.book_id), export_sk(slot.export_id)),
             list(t.writes),
             guard,
             old=True,
@@ -76,7 +76,7 @@ class LifecycleRows(Rows):
         if t.ends is not None:
             self._end_counts(tx, slot, t.ends, t.published)
         if t.usage_back:
-            live = self.m.live(caller_pk(slot.counted_against), "LIVE")
+            live = self.models.live(caller_pk(slot.counted_against), "LIVE")
             tx.update("live", live, [LiveItem.usage.add(-t.usage_back)])
         refused = tx.commit(self._connection())
         if refused is None:
@@ -97,7 +97,7 @@ class LifecycleRows(Rows):
         - its slot in the global cap's shard ("shard"), named by its id;
         - `published`: the bytes a finish publishes, added to the caller's usage (and the batch's bytes).
         """
-        live = self.m.live(caller_pk(slot.counted_against), "LIVE")
+        live = self.models.live(caller_pk(slot.counted_against), "LIVE")
         if not slot.in_caps:
             # A row from before the caps took no slot of the global cap and counted no bytes: it gives none
             # back and adds none (its live-set slot is the one count it has).
@@ -117,10 +117,14 @@ class LifecycleRows(Rows):
                 _ENDING_COUNT[ending].add(1),
                 *([BatchItem.bytes.add(published)] if published else []),
             ]
-            tx.update("batch", self.m.batch(caller_pk(slot.counted_against), batch_sk(slot.batch_id)), counts)
+            tx.update(
+                "batch", self.models.batch(caller_pk(slot.counted_against), batch_sk(slot.batch_id)), counts
+            )
             if usage:
                 tx.update("live", live, usage)
-        tx.update("shard", self.m.shard(CAP_PK, shard_sk(shard_of(slot.export_id))), [ShardItem.n.add(-1)])
+        tx.update(
+            "shard", self.models.shard(CAP_PK, shard_sk(shard_of(slot.export_id))), [ShardItem.n.add(-1)]
+        )
 
 
 _ENDING_COUNT = {

@@ -78,7 +78,7 @@ class ExportRows(KeyRows, LifecycleRows):
         tx = Tx()
         # The caller must own the book. Nothing else about the book can refuse an export (the canon: the
         # request is always accepted, and its outcome is the export's own).
-        tx.check("book", self.m.book, book_pk(export.book_id), "BOOK", BookItem.owner == caller)
+        tx.check("book", self.models.book, book_pk(export.book_id), "BOOK", BookItem.owner == caller)
         key = None
         if idempotency is not None:
             key = idempotency[:2]
@@ -90,13 +90,13 @@ class ExportRows(KeyRows, LifecycleRows):
         # concurrent submits can never leave more than cap live, nor a caller over its budget start more.
         tx.update(
             "live",
-            self.m.live(caller_pk(caller), "LIVE"),
+            self.models.live(caller_pk(caller), "LIVE"),
             [LiveItem.live_ids.add({export.id})],
             (LiveItem.live_ids.does_not_exist() | (size(LiveItem.live_ids) < limits.live_exports))
             & under_budget(limits),
             old=True,
         )
-        take_shards(tx, self.m, self.settings, {shard_of(export.id): 1})
+        take_shards(tx, self.models, self.settings, {shard_of(export.id): 1})
         refused = tx.commit(self._connection())
         if refused is None:
             return Accepted(export)
@@ -122,7 +122,7 @@ class ExportRows(KeyRows, LifecycleRows):
 
     def pending_row(self, export: Export, caller: str, key_digest: str | None, now: float) -> ExportItem:
         """A new export's row: pending, waiting for the stale sweep until a worker claims it."""
-        return self.m.export(
+        return self.models.export(
             book_pk(export.book_id),
             export_sk(export.id),
             export_id=export.id,
@@ -143,7 +143,7 @@ class ExportRows(KeyRows, LifecycleRows):
     def holdings(self, caller: str, *, consistent: bool = True) -> Holdings:
         """What the caller holds at once (one read of its live item)."""
         return _holdings(
-            item_or_none(lambda: self.m.live.get(caller_pk(caller), "LIVE", consistent_read=consistent))
+            item_or_none(lambda: self.models.live.get(caller_pk(caller), "LIVE", consistent_read=consistent))
         )
 
     def shard_room(self) -> dict[int, int]:
@@ -152,7 +152,7 @@ class ExportRows(KeyRows, LifecycleRows):
         caps = self.settings.shard_caps
         taken = {k: 0 for k in range(len(caps))}
         keys = [(CAP_PK, shard_sk(k)) for k in taken]
-        for item in self.m.shard.batch_get(keys, consistent_read=True):
+        for item in self.models.shard.batch_get(keys, consistent_read=True):
             taken[int(item.sk.removeprefix("SHARD#"))] = int(item.n or 0)
         return {k: caps[k] - taken[k] for k in taken}
 
@@ -164,8 +164,8 @@ class ExportRows(KeyRows, LifecycleRows):
         caller's live item too: every submit and ending of the caller's writes it, and a transactional
         read of an item a transaction is writing is cancelled: the poll would fail under its own load.)"""
         with TransactGet(connection=self._connection()) as tx:
-            book_f = tx.get(self.m.book, book_pk(book_id), "BOOK")
-            export_f = tx.get(self.m.export, book_pk(book_id), export_sk(export_id))
+            book_f = tx.get(self.models.book, book_pk(book_id), "BOOK")
+            export_f = tx.get(self.models.export, book_pk(book_id), export_sk(export_id))
         book_item = future_value(book_f)
         export_item = future_value(export_f)
         if book_item is None or export_item is None or book_item.owner != owner:
@@ -184,7 +184,7 @@ class ExportRows(KeyRows, LifecycleRows):
         last_key = None
         if start_after is not None:
             last_key = {"pk": {"S": book_pk(book_id)}, "sk": {"S": export_sk(start_after)}}
-        results = self.m.export.query(
+        results = self.models.export.query(
             book_pk(book_id),
             ExportItem.sk.startswith("EXPORT#"),
             scan_index_forward=False,
@@ -245,7 +245,7 @@ class ExportRows(KeyRows, LifecycleRows):
 
     def book_exports(self, book_id: str) -> Iterator[Export]:
         """Every export of a book, read consistently: a purge must see a finish that committed before it."""
-        for item in self.m.export.query(
+        for item in self.models.export.query(
             book_pk(book_id), ExportItem.sk.startswith("EXPORT#"), consistent_read=True
         ):
             yield to_export(item)
@@ -279,16 +279,16 @@ class ExportRows(KeyRows, LifecycleRows):
 
     def _read_export(self, book_id: str, export_id: str) -> Export | None:
         key = book_pk(book_id), export_sk(export_id)
-        item = item_or_none(lambda: self.m.export.get(*key, consistent_read=True))
+        item = item_or_none(lambda: self.models.export.get(*key, consistent_read=True))
         return None if item is None else to_export(item)
 
     def live_ids(self, caller: str) -> frozenset[str]:
-        item = item_or_none(lambda: self.m.live.get(caller_pk(caller), "LIVE", consistent_read=True))
+        item = item_or_none(lambda: self.models.live.get(caller_pk(caller), "LIVE", consistent_read=True))
         return frozenset() if item is None else frozenset(item.live_ids or ())
 
     def all_exports(self) -> Iterator[Export]:
         """Every export row, by Scan. For tests and operators only; no request path calls it."""
-        for item in self.m.export.scan(ExportItem.sk.startswith("EXPORT#")):
+        for item in self.models.export.scan(ExportItem.sk.startswith("EXPORT#")):
             yield to_export(item)
 
 

@@ -28,7 +28,7 @@ class KeyRows(Rows):
         """Add to `tx` the put that takes the key, by the name "key", keeping the answer a replay gets.
         `key` is (the key's digest, the request's hash); `export_id` is the export it made, if any."""
         digest, request_hash = key
-        item = self.m.idem(
+        item = self.models.idem(
             f"IDEM#{digest}",
             "IDEM",
             export_id=export_id,

@@ -37,7 +37,7 @@ class SweepRows(LifecycleRows):
     def due(self, queue: Queue, now: float, limit: int) -> list[Due]:
         """Rows waiting in `queue` whose time has come; the sparse index holds only waiting rows."""
         found = []
-        for item in self.m.export.by_due.query(queue.value, ByDue.due_at <= now, limit=limit):
+        for item in self.models.export.by_due.query(queue.value, ByDue.due_at <= now, limit=limit):
             found.append(
                 Due(
                     slot=Slot(item.book_id, item.export_id, item.counted_against),
@@ -67,7 +67,7 @@ class SweepRows(LifecycleRows):
         # The one read: which caller's usage the published bytes count in, and how many. Neither
         # changes once the row has ended, and the write's condition holds the row to that.
         seen = item_or_none(
-            lambda: self.m.export.get(book_pk(book_id), export_sk(export_id), consistent_read=True)
+            lambda: self.models.export.get(book_pk(book_id), export_sk(export_id), consistent_read=True)
         )
         if seen is None:
             return False
@@ -92,7 +92,7 @@ class SweepRows(LifecycleRows):
 
     def orphan_cursor(self) -> tuple[int, str]:
         """(pass, key): the reconciliation resumes after `key` in pass `pass` (0, "" before any run)."""
-        item = item_or_none(lambda: self.m.cursor.get(CURSOR_PK, "CURSOR", consistent_read=True))
+        item = item_or_none(lambda: self.models.cursor.get(CURSOR_PK, "CURSOR", consistent_read=True))
         return (0, "") if item is None else (int(item.pass_no), item.after)
 
     def set_orphan_cursor(self, pass_no: int, after: str) -> bool:
@@ -105,7 +105,7 @@ class SweepRows(LifecycleRows):
             | ((CursorItem.pass_no == pass_no) & (CursorItem.after < after))
         )
         try:
-            put_if(self.m.cursor(CURSOR_PK, "CURSOR", pass_no=pass_no, after=after), newer)
+            put_if(self.models.cursor(CURSOR_PK, "CURSOR", pass_no=pass_no, after=after), newer)
         except ItemRefused:
             # Also what a resend of this very write gets, once its first try was applied and its answer
             # lost: the position is then the recorded one, which is what this write meant; no caller acts
@@ -122,7 +122,7 @@ class SweepRows(LifecycleRows):
             if len(parts) == 4:
                 wanted.setdefault((book_pk(parts[1]), export_sk(parts[2])), []).append(key)
         named: set[str] = set()
-        for item in self.m.export.batch_get(list(wanted)):
+        for item in self.models.export.batch_get(list(wanted)):
             if expired_ttl(item.ttl, now):
                 continue
             names = set(item.paths or ()) | ({item.path} if item.path else set())
@@ -130,7 +130,7 @@ class SweepRows(LifecycleRows):
         return named
 
     def record_audit(self, counts: dict[str, Any], now: float) -> None:
-        self.m.audit(
+        self.models.audit(
             AUDIT_PK,
             f"{now:017.6f}#{uuid.uuid4().hex[:8]}",
             ran_at=now,
@@ -142,5 +142,5 @@ class SweepRows(LifecycleRows):
         """The last `limit` GC runs, newest first."""
         return [
             {"ran_at": item.ran_at, **json.loads(item.counts)}
-            for item in self.m.audit.query(AUDIT_PK, scan_index_forward=False, limit=limit)
+            for item in self.models.audit.query(AUDIT_PK, scan_index_forward=False, limit=limit)
         ]

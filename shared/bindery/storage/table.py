@@ -385,10 +385,10 @@ class Rows:
     """What every aggregate's rows share: the settings, and the Store's own models on its one connection."""
 
     settings: Settings
-    m: Models
+    models: Models
 
     def _connection(self) -> Any:
-        return self.m.export._get_connection().connection
+        return self.models.export._get_connection().connection
 
     # The botocore client PynamoDB talks through; tests hang call counters and fault hooks on it.
     @property
