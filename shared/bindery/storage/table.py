@@ -186,7 +186,7 @@ class BatchItem(Item):
     counted_against = UnicodeAttribute()
     targets = UnicodeAttribute()  # JSON: [{"export_id", "book_id", "format"}], in the request's order
     targets_total = NumberAttribute()
-    # Moved only by the write that ends a target (`bindery.storage.endings.end_pending`): exactly once each.
+    # Moved only by the write that ends a target (`transition()`, `bindery.storage.endings`): once each.
     targets_done = NumberAttribute(default=0)
     n_ready = NumberAttribute(default=0)
     n_failed = NumberAttribute(default=0)
