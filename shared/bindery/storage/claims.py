@@ -34,7 +34,8 @@ class ClaimRows(LifecycleRows):
         """
         s = self.settings
         step = steps.claim(
-            Slot(book_id, export_id, ""),
+            # Only the row's key: a claim moves no count, so whose live set it counts in is not asked.
+            Slot(book_id, export_id, counted_against=""),
             path,
             now,
             lease_seconds=s.lease_seconds,
