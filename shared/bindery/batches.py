@@ -35,14 +35,19 @@ from bindery.limits import MAX_BATCH_SHARDS, CallerClass, Limits
 from bindery.observability import logger, metrics, state_change
 from bindery.states import BatchStatus, Cancel, State
 from bindery.storage import (
+    BUNDLE,
     Batch,
     BatchCreated,
+    EndedTarget,
     Export,
     KeyReused,
+    NotFound,
     OverBudget,
     Replayed,
     Revoked,
     ShardFull,
+    StorageError,
+    Store,
     Target,
     TooManyBatches,
 )
@@ -74,6 +79,48 @@ def plan_shards(room: dict[int, int], n: int) -> dict[int, int] | None:
         plan[k] = min(room[k], left)
         left -= plan[k]
     return plan if left <= 0 else None
+
+
+def settled_status(batch: Batch) -> BatchStatus:
+    """How a batch whose every target has ended ended: done (all ready), failed (none), or partial."""
+    if batch.n_ready == batch.targets_total:
+        return BatchStatus.DONE
+    return BatchStatus.FAILED if batch.n_ready == 0 else BatchStatus.PARTIAL
+
+
+def settle_batch(store: Store, caller: str, batch_id: str, now: float) -> BatchStatus | None:
+    """End a batch whose every target has ended, as `settled_status` says, with its bundle (one zip of its
+    ready files, a pending export of its own) when a target was ready; its place among the caller's live
+    batches is given back in the same write. The status it ended with, or None when it has not ended
+    (targets still pending) or had ended already. Called after every target's ending, and by the batch
+    sweep, its backstop."""
+    batch = store.read_batch_row(caller, batch_id)
+    if batch is None or batch.status != BatchStatus.RUNNING or batch.targets_done < batch.targets_total:
+        return None
+    status = settled_status(batch)
+    bundle = None
+    if batch.n_ready:
+        bundle = Export(
+            id=new_id(now),
+            book_id=batch.id,  # a bundle's row lives under its batch's id, as its book
+            format=BUNDLE,
+            state=State.PENDING,
+            requested_at=now,
+            counted_against=caller,
+            caller_class=batch.caller_class,
+        )
+    return status if store.end_batch(batch, status, bundle, now) else None
+
+
+def after_ending(store: Store, target: EndedTarget | None, now: float) -> None:
+    """What an export's ending sets off: a batch's target that has ended may have ended its batch. The
+    target's ending stands whatever happens here; should this fail, the batch sweep settles the batch."""
+    if target is None:
+        return
+    try:
+        settle_batch(store, target.caller, target.batch_id, now)
+    except StorageError:
+        logger.warning("batch left to the sweep to settle", extra={"batch_id": target.batch_id})
 
 
 class BatchRequests(Parts):
@@ -212,7 +259,9 @@ class BatchRequests(Parts):
                 with contextlib.suppress(errors.NotFound):  # its book was deleted: the purge ends its exports
                     self.cancel(batch.caller, target.book_id, target.export_id)
             else:
-                self.store.cancel_export(target.book_id, target.export_id, batch.caller, now)
+                cancelled = self.store.cancel_export(target.book_id, target.export_id, batch.caller, now)
+                if not isinstance(cancelled, NotFound):
+                    after_ending(self.store, cancelled.target, now)
         found = self.store.read_batch(batch.caller, batch.id, self.clock())
         if found is not None and all(e.state != State.PENDING for e in found[1]):
             self.store.batch_cleared(batch.caller, batch.id, now)
@@ -234,7 +283,7 @@ class BatchRequests(Parts):
                 if batch.status == BatchStatus.CANCELLED or batch.revoked_at is not None:
                     self.end_targets(batch, unlink=False)
                     counts["cleared"] += 1
-                elif self.store.settle_batch(caller, batch_id, now) is not None:
+                elif settle_batch(self.store, caller, batch_id, now) is not None:
                     counts["settled"] += 1
                 else:
                     self.store.defer_batch(caller, batch_id, now)

@@ -12,13 +12,14 @@ import time
 from collections.abc import Iterator
 
 from bindery import engine
+from bindery.batches import after_ending, settle_batch
 from bindery.common import Parts
-from bindery.faults import AWS_ERRORS
+from bindery.faults import translated
 from bindery.limits import CallerClass
 from bindery.objects import artifact_key, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
 from bindery.states import BuildOutcome, ClaimRefusal, Ending, FailureCode
-from bindery.storage import BUNDLE, Book, Chapter, Claimed, Export, StorageError
+from bindery.storage import BUNDLE, Book, Chapter, Claimed, EndedTarget, Export, StorageError
 
 PROGRESS_SECONDS = 3.0
 
@@ -50,7 +51,7 @@ class Builds(Parts):
                 # answered: maybe between the ending and its batch's settlement, a write of its own. The
                 # redelivery settles it now rather than leaving it to the batch sweep, minutes later
                 # (settle_batch changes nothing while a target is pending, or once the batch has ended).
-                self.store.settle_batch(ended.counted_against, ended.batch_id, now)
+                settle_batch(self.store, ended.counted_against, ended.batch_id, now)
             return BuildOutcome.refused(outcome.reason)
         export = outcome.export
         state_change(export.id, book_id, "export claimed", attempt=export.attempt)
@@ -70,7 +71,7 @@ class Builds(Parts):
         book = self.store.read_book(book_id)
         if book is None:
             # The book was deleted after this export was accepted: it goes with its book.
-            ended = self.store.cancel_attempt(export, self.clock())
+            ended = self._abandon(export)
             return BuildOutcome.CANCELLED_BOOK_DELETED if ended else BuildOutcome.CANCEL_REFUSED
         if not book.chapter_count:
             # A book with nothing cut has nothing to build from: never send it to the engine.
@@ -132,13 +133,15 @@ class Builds(Parts):
             built_revision=book.revision,
             now=self.clock(),
         )
+        if ending != Ending.BOOK_DELETED:  # then the row is still pending, and still this attempt's
+            self._after_ending(export)
         if ending != Ending.ENDED:
             # The row was ended meanwhile (cancelled, or swept), or its book was deleted: no row will
             # publish these bytes, so this attempt removes what it wrote rather than leave it for
             # reconciliation. (A finish whose own first try went through, answer lost, is "ended".)
             self.objects.delete([path])
             if ending == Ending.BOOK_DELETED:
-                ended = self.store.cancel_attempt(export, self.clock())
+                ended = self._abandon(export)
                 state_change(export.id, book_id, "book deleted during the build; artifact removed")
                 return BuildOutcome.CANCELLED_BOOK_DELETED if ended else BuildOutcome.CANCEL_REFUSED
             state_change(export.id, book_id, "finish refused; artifact removed", attempt=export.attempt)
@@ -175,6 +178,7 @@ class Builds(Parts):
         ending = self.store.finish_export(
             bundle, path=path, size_bytes=size, built_revision=0, sha256=writer.sha256, now=self.clock()
         )
+        self._after_ending(bundle)
         if ending != Ending.ENDED:
             self.objects.delete([path])  # its batch was cancelled meanwhile: no row will publish these bytes
             return BuildOutcome.FINISH_REFUSED
@@ -190,22 +194,33 @@ class Builds(Parts):
         body = self.objects.open(cut_key(book.id, book.cut))
         position = 0
         for done, chapter in enumerate(chapters, start=1):
-            try:
+            with translated("reading the manuscript"):
                 if chapter.offset > position:
                     body.read(chapter.offset - position)
                 data = body.read(chapter.size_bytes)
-            except AWS_ERRORS as exc:
-                raise StorageError(f"reading the manuscript: {exc}") from exc
             position = chapter.offset + chapter.size_bytes
             yield engine.Text(chapter.ordinal, chapter.title, data.decode("utf-8", errors="replace"))
             progress.chapter_done(done)
 
     def _fail(self, export: Export, code: FailureCode) -> BuildOutcome:
-        if self.store.fail_export(export, code, self.clock()):
+        failed = self.store.fail_export(export, code, self.clock())
+        self._after_ending(export)
+        if failed:
             metrics.add_metric(name=f"ExportsFailed_{code.value}", unit="Count", value=1)
             state_change(export.id, export.book_id, "export failed", failure_code=code.value)
             return BuildOutcome.failed(code)
         return BuildOutcome.FAIL_REFUSED
+
+    def _abandon(self, export: Export) -> bool:
+        ended = self.store.cancel_attempt(export, self.clock())
+        self._after_ending(export)
+        return ended
+
+    def _after_ending(self, export: Export) -> None:
+        """The attempt's ending is in, or refused: either way a batch's target may have ended (by it, or
+        before it), and its batch may have ended with it."""
+        if export.batch_id is not None:
+            after_ending(self.store, EndedTarget(export.counted_against, export.batch_id), self.clock())
 
 
 class _Progress:

@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from bindery import engine, errors
-from bindery.batches import BatchRequests, most_targets
+from bindery.batches import BatchRequests, after_ending, most_targets
 from bindery.builds import Builds
 from bindery.common import (
     RETRY_AFTER_OVER_CAP,
@@ -284,16 +284,18 @@ class ExportRequests(Parts):
         are deleted before the answer, so a URL handed out earlier stops working at once."""
         if not (valid_id(book_id) and valid_export_id(export_id)):
             raise not_found()
-        outcome = self.store.cancel_export(book_id, export_id, caller, self.clock())
+        now = self.clock()
+        outcome = self.store.cancel_export(book_id, export_id, caller, now)
         if isinstance(outcome, NotFound):
             raise not_found()
+        after_ending(self.store, outcome.target, now)
         if isinstance(outcome, Revoked):
             self.books.unlink_now(outcome)
             state_change(export_id, book_id, "export revoked")
             return Cancel.REVOKED
-        if outcome == Cancel.CANCELLED:
+        if outcome.how == Cancel.CANCELLED:
             state_change(export_id, book_id, "export cancelled")
-        return outcome
+        return outcome.how
 
 
 class Exports(ExportRequests, BatchRequests, Builds, Schedules):

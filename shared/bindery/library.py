@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from bindery import errors
 from bindery.assets import BookAssets
+from bindery.batches import after_ending
 from bindery.common import (
     decode_cursor,
     encode_cursor,
@@ -32,7 +33,8 @@ from bindery.metadata import Metadata, merged, package_identifier
 from bindery.objects import assets_prefix, cut_key, upload_key
 from bindery.observability import logger
 from bindery.revisions import PUBLISH_TRIES, STAGE_GRACE_SECONDS, parse_if_match, precondition_failed
-from bindery.storage import Book, Chapter, KeyReused, Marker, Replayed, Revoked, StorageError
+from bindery.states import State
+from bindery.storage import Book, Chapter, EndedTarget, KeyReused, Marker, Replayed, Revoked, StorageError
 
 MAX_TITLE = 500
 # A chapter's title is kept in its chapter item (and in a build's skipped list), and an item is at most
@@ -241,6 +243,9 @@ class Library(BookAssets):
         left = 0
         for export in self.store.book_exports(marker.book_id):
             outcome = self.store.end_for_deleted_book(export, now)
+            if export.batch_id is not None and export.state == State.PENDING and outcome is not False:
+                # A pending target it ended (or found ended): its batch may have ended with it.
+                after_ending(self.store, EndedTarget(export.counted_against, export.batch_id), now)
             if isinstance(outcome, Revoked):
                 self.unlink_now(outcome)
             elif not outcome:

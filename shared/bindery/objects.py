@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from bindery.config import Settings
-from bindery.faults import StorageError, translate_faults
+from bindery.faults import StorageError, object_or_none, translate_faults
 
 ARTIFACT_PREFIX = "artifacts/"
 BOOK_PREFIX = "books/"
@@ -141,25 +141,14 @@ class Objects:
             yield rest
 
     def size(self, key: str) -> int | None:
-        from botocore.exceptions import ClientError
-
-        try:
-            return int(self.client.head_object(Bucket=self.settings.bucket, Key=key)["ContentLength"])
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return None
-            raise
+        found = object_or_none(lambda: self.client.head_object(Bucket=self.settings.bucket, Key=key))
+        return None if found is None else int(found["ContentLength"])
 
     def head(self, key: str) -> tuple[int, str | None] | None:
         """(size, content type) of an object, or None when there is none."""
-        from botocore.exceptions import ClientError
-
-        try:
-            found = self.client.head_object(Bucket=self.settings.bucket, Key=key)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return None
-            raise
+        found = object_or_none(lambda: self.client.head_object(Bucket=self.settings.bucket, Key=key))
+        if found is None:
+            return None
         return int(found["ContentLength"]), found.get("ContentType")
 
     def read_range(self, key: str, first: int, last: int) -> bytes:
@@ -225,15 +214,8 @@ class Objects:
             raise StorageError(f"S3 refused to delete {len(errors)} key(s): {errors[0].get('Code')}")
 
     def exists(self, key: str) -> bool:
-        from botocore.exceptions import ClientError
-
-        try:
-            self.client.head_object(Bucket=self.settings.bucket, Key=key)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return False
-            raise
-        return True
+        found = object_or_none(lambda: self.client.head_object(Bucket=self.settings.bucket, Key=key))
+        return found is not None
 
     def list_page(self, prefix: str, start_after: str, limit: int) -> tuple[list[tuple[str, float]], bool]:
         """Up to `limit` (key, last-modified epoch) after `start_after`, in key order; and whether there is

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bindery.batches import after_ending
 from bindery.common import Parts
 from bindery.objects import ARTIFACT_PREFIX, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
@@ -124,7 +125,9 @@ class Schedules(Parts):
         """The stale sweep's first chore: all of `time_left` (less its margin), or until `out_of_time`."""
 
         def fail(due: Due, now: float) -> bool:
-            code = self.store.fail_stale(due, now)
+            swept = self.store.fail_stale(due, now)
+            after_ending(self.store, swept.target, now)
+            code = swept.code
             if code is not None:
                 metrics.add_metric(name=f"StaleSwept_{code.value}", unit="Count", value=1)
                 state_change(due.slot.export_id, due.slot.book_id, "export failed", failure_code=code.value)

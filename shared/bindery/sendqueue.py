@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from bindery.config import Settings
-from bindery.faults import AWS_ERRORS, StorageError
+from bindery.faults import StorageError, translated
 
 BATCH = 10  # SendMessageBatch takes at most ten
 
@@ -57,9 +57,7 @@ class SendQueue:
                 {"Id": str(n), "MessageBody": message(endpoint_id, seq)}
                 for n, (endpoint_id, seq) in enumerate(keys[start : start + BATCH])
             ]
-            try:
+            with translated("SendMessageBatch"):
                 failed = self.client.send_message_batch(QueueUrl=self.url, Entries=entries).get("Failed", [])
-            except AWS_ERRORS as exc:
-                raise StorageError(f"SendMessageBatch: {exc}") from exc
             if failed:
                 raise StorageError(f"SendMessageBatch: {len(failed)} of {len(entries)} not sent")

@@ -13,7 +13,7 @@ from tests.unit.conftest import Stack
 
 def _table(stack: Stack) -> list[dict[str, Any]]:
     return sorted(
-        (item.attribute_values for item in stack.store.m.item.scan()), key=lambda v: (v["pk"], v["sk"])
+        (item.attribute_values for item in stack.store.models.item.scan()), key=lambda v: (v["pk"], v["sk"])
     )
 
 
@@ -142,7 +142,7 @@ def test_same_idempotency_key_and_request_returns_the_same_export_and_writes_no_
     assert (first.status, again.status) == (202, 202)
     assert again.body == first.body
     assert again.headers["Idempotent-Replayed"] == "true"
-    assert len(list(stack.store.m.export.scan(ExportItem.sk.startswith("EXPORT#")))) == 1
+    assert len(list(stack.store.models.export.scan(ExportItem.sk.startswith("EXPORT#")))) == 1
 
 
 def test_the_same_key_for_a_different_request_is_422(stack: Stack) -> None:

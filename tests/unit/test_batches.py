@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bindery.limits import CallerClass
-from bindery.storage import BATCH_CHECK_SECONDS
+from bindery.storage import BATCH_CHECK_SECONDS, StorageError
 from tests.calls import recording
 from tests.unit.conftest import Reply, Stack
 from tests.unit.test_lost_answers import answer_lost
@@ -190,13 +190,11 @@ def test_the_sweep_ends_a_batch_whose_last_ending_could_not(
     batch = _batch(stack, _create(stack, [{"book_id": book, "format": "html"}]).body["id"])
     store_type = type(stack.store)
 
-    def lost_process(self: Any, caller: str, batch_id: str, now: float) -> None:
-        raise stack.store.client.exceptions.InternalServerError(
-            {"Error": {"Code": "InternalServerError"}}, "Get"
-        )
+    def lost_process(self: Any, caller: str, batch_id: str) -> None:
+        raise StorageError("InternalServerError: injected")  # what the store's read raises for it
 
     with monkeypatch.context() as patched:
-        patched.setattr(store_type, "settle_batch", lost_process)
+        patched.setattr(store_type, "read_batch_row", lost_process)
         stack.build(book, batch["targets"][0]["export_id"])
     assert _batch(stack, batch["id"])["status"] == "running"  # the target ended; its batch did not
     assert stack.sweep()["settled"] == 0  # not due yet
@@ -217,11 +215,11 @@ def test_a_build_that_died_between_its_ending_and_its_batchs_is_settled_by_the_r
     class Killed(BaseException):
         """The process dying: no handler catches it."""
 
-    def killed(self: Any, caller: str, batch_id: str, now: float) -> None:
+    def killed(self: Any, caller: str, batch_id: str) -> None:
         raise Killed
 
     with monkeypatch.context() as patched, pytest.raises(Killed):
-        patched.setattr(type(stack.store), "settle_batch", killed)
+        patched.setattr(type(stack.store), "read_batch_row", killed)
         stack.build(book, batch["targets"][0]["export_id"])
     assert _batch(stack, batch["id"])["status"] == "running"  # the target ended; its batch did not
 
@@ -456,12 +454,12 @@ def test_the_batch_sweep_stops_at_its_deadline_and_leaves_the_rest_due(stack: St
     book = stack.create_book()
     batch = _batch(stack, _create(stack, [{"book_id": book, "format": "html"}]).body["id"])
     store_type = type(stack.store)
-    real = store_type.settle_batch
-    store_type.settle_batch = lambda *a, **k: None  # type: ignore[method-assign]  # the worker's settle lost
+    real = store_type.read_batch_row
+    store_type.read_batch_row = lambda *a, **k: None  # type: ignore[method-assign]  # the worker's settle lost
     try:
         stack.build(book, batch["targets"][0]["export_id"])
     finally:
-        store_type.settle_batch = real  # type: ignore[method-assign]
+        store_type.read_batch_row = real  # type: ignore[method-assign]
     stack.clock.advance(BATCH_CHECK_SECONDS)
     assert stack.exports.settle_batches(lambda: True) == {"settled": 0, "deferred": 0, "cleared": 0}
     assert _batch(stack, batch["id"])["status"] == "running"

@@ -19,7 +19,9 @@ from tests.unit.conftest import Stack
 
 
 def _snapshot(stack: Stack) -> tuple[list[Any], list[str]]:
-    items = sorted((i.attribute_values for i in stack.store.m.item.scan()), key=lambda v: (v["pk"], v["sk"]))
+    items = sorted(
+        (i.attribute_values for i in stack.store.models.item.scan()), key=lambda v: (v["pk"], v["sk"])
+    )
     return items, sorted(stack.objects.keys(""))
 
 
@@ -192,7 +194,7 @@ def test_a_superseded_revision_is_removed_once_no_build_can_read_it(stack: Stack
     stack.clock.advance(2)
     assert stack.gc()["cuts_retired"] == 1
     assert not set(old_cut) & set(stack.objects.keys("books/"))
-    chapters = [i.sk for i in stack.store.m.item.scan() if i.sk.startswith("CH#")]
+    chapters = [i.sk for i in stack.store.models.item.scan() if i.sk.startswith("CH#")]
     assert len(chapters) == 1  # only the new revision's
     assert _titles(stack.http("GET", f"/books/{book}")) == ["New"]
 
@@ -241,7 +243,7 @@ def test_deleting_a_book_cancels_its_pending_exports_and_the_gc_removes_every_by
     assert [k for k in stack.objects.keys("") if book in k] == []
     assert [k for k in stack.objects.keys("") if other in k] != []  # the other book is untouched
     assert not [
-        i for i in stack.store.m.item.scan() if i.pk == f"BOOK#{book}" and not i.sk.startswith("EXPORT#")
+        i for i in stack.store.models.item.scan() if i.pk == f"BOOK#{book}" and not i.sk.startswith("EXPORT#")
     ]
 
 
@@ -377,7 +379,7 @@ def test_a_retried_create_with_its_idempotency_key_answers_with_the_book_it_made
     assert (first.status, again.status) == (201, 200)
     assert again.headers["Idempotent-Replayed"] == "true" and "Idempotent-Replayed" not in first.headers
     assert again.body == first.body
-    books = [i for i in stack.store.m.item.scan() if i.attribute_values["sk"] == "BOOK"]
+    books = [i for i in stack.store.models.item.scan() if i.attribute_values["sk"] == "BOOK"]
     assert len(books) == 1
     # The replay's staged cut is no book's: the GC retires it once its grace is over.
     stack.clock.advance(600)
@@ -399,5 +401,5 @@ def test_a_replayed_key_whose_book_was_deleted_is_a_conflict_that_says_so(stack:
     again = stack.http("POST", "/books", body=body, headers={"Idempotency-Key": "gone-1"})
     assert (again.status, again.body["error"]["code"]) == (409, "idempotent_book_deleted")
     assert [
-        i for i in stack.store.m.item.scan() if i.attribute_values["sk"] == "BOOK"
+        i for i in stack.store.models.item.scan() if i.attribute_values["sk"] == "BOOK"
     ] == []  # nothing was made

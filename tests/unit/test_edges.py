@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
+from bindery.batches import settle_batch
 from tests.calls import recording
 from tests.unit.conftest import Stack
 
 
 def _table(stack: Stack) -> list[dict[str, Any]]:
     return sorted(
-        (item.attribute_values for item in stack.store.m.item.scan()), key=lambda v: (v["pk"], v["sk"])
+        (item.attribute_values for item in stack.store.models.item.scan()), key=lambda v: (v["pk"], v["sk"])
     )
 
 
@@ -72,7 +73,7 @@ def _batch(stack: Stack, batch_id: str) -> dict[str, Any]:
 
 
 def _batch_row(stack: Stack, batch_id: str) -> dict[str, Any]:
-    rows = (i.attribute_values for i in stack.store.m.item.scan())
+    rows = (i.attribute_values for i in stack.store.models.item.scan())
     return next(v for v in rows if v["sk"] == f"BATCH#{batch_id}")
 
 
@@ -425,7 +426,7 @@ def test_an_ended_batch_keeps_its_ending_under_every_later_write(stack: Stack, h
     stack.clock.advance(1)
     for target in made["targets"]:
         stack.build(target["book_id"], target["export_id"])
-    assert stack.store.settle_batch("user-alice", made["id"], stack.clock()) is None
+    assert settle_batch(stack.store, "user-alice", made["id"], stack.clock()) is None
     for _ in range(2):
         assert stack.http("DELETE", f"/batches/{made['id']}").status == 204
         stack.clock.advance(120)

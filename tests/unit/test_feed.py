@@ -122,7 +122,7 @@ def test_a_cursor_older_than_what_is_kept_is_gone_and_names_the_oldest_cursor_ke
     for i in range(2):
         _append(stack.store, f"new{i}:ready", start + 86_400)
     # TTL has deleted the first event and not yet the next two (it deletes days late).
-    stack.store.fm.event(feed_pk(ALICE), event_sk(1)).delete()
+    stack.store.feed_models.event(feed_pk(ALICE), event_sk(1)).delete()
     later = start + RETAINED + 1
 
     with pytest.raises(CursorGone) as gone:
@@ -131,14 +131,14 @@ def test_a_cursor_older_than_what_is_kept_is_gone_and_names_the_oldest_cursor_ke
     assert gone.value.oldest == 3
     page = stack.store.events_since(ALICE, gone.value.oldest, 10, later)
     assert [e.id for e in page.events] == ["new0:ready", "new1:ready"]
-    assert stack.store.fm.head.get(feed_pk(ALICE), HEAD_SK).head == 5
+    assert stack.store.feed_models.head.get(feed_pk(ALICE), HEAD_SK).head == 5
 
 
 def test_events_carry_a_ttl_thirty_days_out(stack: Stack) -> None:
     now = stack.clock()
     _append(stack.store, "e1:ready", now)
 
-    item = stack.store.fm.event.get(feed_pk(ALICE), event_sk(1))
+    item = stack.store.feed_models.event.get(feed_pk(ALICE), event_sk(1))
 
     assert item.ttl == now + RETAINED
 

@@ -294,5 +294,5 @@ def test_the_sweep_rechecks_its_clock_in_the_write_when_the_index_is_stale(stack
     # A worker claims between the sweep's query and its write: the index entry the sweep holds is stale.
     assert isinstance(_claim(stack, book, export_id), Claimed)
 
-    assert stack.store.fail_stale(seen, stack.clock()) is None
+    assert stack.store.fail_stale(seen, stack.clock()).code is None
     assert _row(stack, book, export_id).state == State.PENDING

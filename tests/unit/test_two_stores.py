@@ -54,6 +54,6 @@ def test_every_model_of_a_store_talks_through_its_one_client() -> None:
         store.read_chapters(book.id, book.cut)  # the chapter model
         list(store.all_exports())  # the export model
         store.due(Queue.STALE, 0.0, 10)  # its index
-        clients = {id(model._get_connection().connection.client) for model in store.m.__dict__.values()}
+        clients = {id(model._get_connection().connection.client) for model in store.models.__dict__.values()}
     assert clients == {id(store.client)}
     assert {"TransactWriteItems", "BatchWriteItem", "GetItem", "Query", "Scan"} <= set(seen), seen

@@ -3,14 +3,17 @@
 One table holds books, chapters, exports, idempotency keys and each caller's live set. The package is split
 by what it stores, one module each, over one module of models and keys:
 
-    table        the PynamoDB models, the key layout, the named transaction and the single-item refusal
+    table        the PynamoDB models and the key layout
     conditions   the named transaction, the single-item refusal, and how each is read
     types        the frozen types and outcomes the rest of the code sees (never a PynamoDB model)
+    lifecycle    the export lifecycle as one table: each step a Transition value, and its outcomes
+    steps        one builder per step: its guard, its writes, its counts, and the marks of its own write
+    endings      transition(), the one commit of every step, and the counts a pending export's ending frees
     books        books, cuts, chapters, and the markers that owe the GC a chore
-    batches      many exports as one job: created with every target in one write, read, listed, cancelled
+    batches      many exports as one job: created with every target in one write, read, listed, cancelled,
+                 and ended as the batch service decides
     exports      submit, read, list, cancel and revoke; ending a deleted book's exports
     claims       the worker's claim, progress, lease release, and the attempt's ending
-    endings      how a pending export ends, moving every count that held it, and how a batch ends
     caps         the conditions that hold the caps: a caller's live item, the global cap's shards
     idempotency  taking an Idempotency-Key in the write it guards, and reading it back from a refusal
     sweeps       the by_due queues, the orphan cursor and the GC's audit rows
@@ -20,7 +23,7 @@ by what it stores, one module each, over one module of models and keys:
     deliveries   the delivery ledger: one per (endpoint, event), each attempt claimed and recorded once
 
 A refused conditional write comes back as a domain outcome ("claim refused", "already ended"), never as a
-botocore error; any other AWS error leaves as StorageError.
+botocore error; any other AWS error leaves as StorageError (`bindery.faults`, the one translation).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from bindery.storage.types import (
     Batch,
     BatchCreated,
     Book,
+    Cancelled,
     CancelOutcome,
     Chapter,
     Claimed,
@@ -59,6 +63,7 @@ from bindery.storage.types import (
     CursorGone,
     Delivery,
     Due,
+    EndedTarget,
     Endpoint,
     EndpointOverCap,
     Export,
@@ -75,6 +80,7 @@ from bindery.storage.types import (
     Secret,
     ShardFull,
     SubmitOutcome,
+    Swept,
     Target,
     TooManyBatches,
 )
@@ -92,6 +98,7 @@ __all__ = [
     "BatchCreated",
     "Book",
     "CancelOutcome",
+    "Cancelled",
     "Chapter",
     "ClaimRefused",
     "Claimed",
@@ -100,6 +107,7 @@ __all__ = [
     "CursorGone",
     "Delivery",
     "Due",
+    "EndedTarget",
     "Endpoint",
     "EndpointOverCap",
     "Export",
@@ -118,6 +126,7 @@ __all__ = [
     "StorageError",
     "Store",
     "SubmitOutcome",
+    "Swept",
     "Target",
     "TooManyBatches",
     "chunks",
@@ -134,6 +143,6 @@ class Store(BookRows, BatchRows, ClaimRows, SweepRows, FeedRows, EndpointRows, D
     def __init__(self, settings: Settings):
         self.settings = settings
         # The one place the table's name and region are set: read from config, never at import, and on
-        # this Store's own classes only.
-        self.m = Models.bound(settings.table, settings.region)
-        self.fm = FeedModels.bound(self.m)
+        # this Store's own model classes only (`models`, and the feed's and webhooks' `feed_models`).
+        self.models = Models.bound(settings.table, settings.region)
+        self.feed_models = FeedModels.bound(self.models)

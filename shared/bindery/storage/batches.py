@@ -2,8 +2,9 @@
 
 A batch's row lives under its caller (CALLER#<sub> / BATCH#<id>), so another caller's id reads as a missing
 one by its key alone. Its targets are ordinary export rows that name it (`batch_id`); the write that ends
-each one moves the batch's counts (`bindery.storage.endings.end_pending`), and the last ending ends the
-batch (`EndingRows.settle_batch`), with the `batch` queue of `by_due` as the backstop.
+each one moves the batch's counts (`bindery.storage.endings`), and the batch service ends the batch after
+the last one (`bindery.batches.settle_batch`, with the `batch` queue of `by_due` as the backstop): it
+decides how the batch ended and what its bundle is, and :meth:`BatchRows.end_batch` writes it.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist
 from pynamodb.expressions.condition import size
 
-from bindery.faults import StorageError, translate_faults
+from bindery.faults import StorageError, item_or_none, translate_faults
 from bindery.limits import Limits
 from bindery.states import BatchStatus, Queue
 from bindery.storage.caps import shard_refused, take_shards, under_budget
-from bindery.storage.conditions import Refused, Tx, update_if
+from bindery.storage.conditions import ItemRefused, Tx, update_if
 from bindery.storage.exports import ExportRows
 from bindery.storage.idempotency import key_seen
 from bindery.storage.table import (
@@ -64,7 +64,7 @@ class BatchRows(ExportRows):
         keys = [(book_pk(b), "BOOK") for b in book_ids]
         owned = {
             item.pk.removeprefix("BOOK#")
-            for item in self.m.book.batch_get(keys, consistent_read=True)
+            for item in self.models.book.batch_get(keys, consistent_read=True)
             if item.owner == caller
         }
         return owned == book_ids
@@ -88,7 +88,7 @@ class BatchRows(ExportRows):
         if idempotency is not None:
             key = idempotency[:2]
             self.take_key(tx, key, idempotency[2], now, export_id=batch.id)
-        row = self.m.batch(
+        row = self.models.batch(
             caller_pk(caller),
             batch_sk(batch.id),
             batch_id=batch.id,
@@ -115,13 +115,13 @@ class BatchRows(ExportRows):
         # The cap on live batches is checked against the set it counts, in the write that grows it.
         tx.update(
             "live",
-            self.m.live(caller_pk(caller), "LIVE"),
+            self.models.live(caller_pk(caller), "LIVE"),
             [LiveItem.batch_ids.add({batch.id})],
             (LiveItem.batch_ids.does_not_exist() | (size(LiveItem.batch_ids) < limits.live_batches))
             & under_budget(limits),
             old=True,
         )
-        take_shards(tx, self.m, self.settings, shards)
+        take_shards(tx, self.models, self.settings, shards)
         refused = tx.commit(self._connection())
         if refused is None:
             return BatchCreated(batch.id)
@@ -156,16 +156,54 @@ class BatchRows(ExportRows):
         keys = [(book_pk(t.book_id), export_sk(t.export_id)) for t in batch.targets]
         if batch.bundle_id is not None:
             keys.append((book_pk(batch.id), export_sk(batch.bundle_id)))
-        rows = {i.export_id: to_export(i) for i in self.m.export.batch_get(keys, consistent_read=True)}
+        rows = {i.export_id: to_export(i) for i in self.models.export.batch_get(keys, consistent_read=True)}
         targets = [rows[t.export_id] for t in batch.targets if t.export_id in rows]
         return batch, targets, rows.get(batch.bundle_id) if batch.bundle_id is not None else None
 
     def _batch_item(self, caller: str, batch_id: str, now: float) -> BatchItem | None:
-        try:
-            item = self.m.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True)
-        except DoesNotExist:
-            return None
-        return None if expired_ttl(item.ttl, now) else item
+        item = item_or_none(
+            lambda: self.models.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True)
+        )
+        return None if item is None or expired_ttl(item.ttl, now) else item
+
+    def read_batch_row(self, caller: str, batch_id: str) -> Batch | None:
+        """The batch's row alone, read consistently (one GetItem): the counts its settlement decides from."""
+        item = item_or_none(
+            lambda: self.models.batch.get(caller_pk(caller), batch_sk(batch_id), consistent_read=True)
+        )
+        return None if item is None else _to_batch(item)
+
+    def end_batch(self, batch: Batch, status: BatchStatus, bundle: Export | None, now: float) -> bool:
+        """End a running batch as `status`, with its bundle's pending row when it has one (made by the batch
+        service), and give back its place among its caller's live batches, in one write. False: it had
+        ended already (another settle won, or this one's own resend, its answer lost)."""
+        caller = batch.caller
+        tx = Tx()
+        bundle_id = []
+        if bundle is not None:
+            # One zip of its ready files: a row of its own, which the stream makes a build message of.
+            tx.put("bundle", self.pending_row(bundle, caller, None, now))
+            bundle_id = [BatchItem.bundle_id.set(bundle.id)]
+        tx.update(
+            "batch",
+            self.models.batch(caller_pk(caller), batch_sk(batch.id)),
+            [
+                *bundle_id,
+                BatchItem.status.set(status.value),
+                BatchItem.transition.set(f"bindery.batch.{status.value}"),
+                BatchItem.finished_at.set(now),
+                BatchItem.queue.remove(),
+                BatchItem.due_at.remove(),
+                BatchItem.ttl.set(now + self.settings.ended_retention_seconds),
+            ],
+            # `status = running` lets a batch end once (two last endings, a sweep and a worker, race to it);
+            # `targets_done = total` re-checks in the write what the read saw.
+            (BatchItem.status == BatchStatus.RUNNING.value) & (BatchItem.targets_done == batch.targets_total),
+        )
+        tx.update(
+            "live", self.models.live(caller_pk(caller), "LIVE"), [LiveItem.batch_ids.delete({batch.id})]
+        )
+        return tx.commit(self._connection()) is None
 
     def list_batches(
         self, caller: str, *, limit: int, start_after: str | None, now: float
@@ -174,7 +212,7 @@ class BatchRows(ExportRows):
         last_key = None
         if start_after is not None:
             last_key = {"pk": {"S": caller_pk(caller)}, "sk": {"S": batch_sk(start_after)}}
-        results = self.m.batch.query(
+        results = self.models.batch.query(
             caller_pk(caller),
             BatchItem.sk.startswith("BATCH#"),
             scan_index_forward=False,
@@ -198,7 +236,7 @@ class BatchRows(ExportRows):
         tx = Tx()
         tx.update(
             "batch",
-            self.m.batch(caller_pk(caller), batch_sk(batch_id)),
+            self.models.batch(caller_pk(caller), batch_sk(batch_id)),
             [
                 BatchItem.status.set(BatchStatus.CANCELLED.value),
                 BatchItem.transition.set("bindery.batch.cancelled"),
@@ -215,7 +253,9 @@ class BatchRows(ExportRows):
             & (BatchItem.status == BatchStatus.RUNNING.value),
             old=True,
         )
-        tx.update("live", self.m.live(caller_pk(caller), "LIVE"), [LiveItem.batch_ids.delete({batch_id})])
+        tx.update(
+            "live", self.models.live(caller_pk(caller), "LIVE"), [LiveItem.batch_ids.delete({batch_id})]
+        )
         refused = tx.commit(self._connection())
         if refused is not None:
             old = refused.old(BatchItem, "batch")
@@ -230,10 +270,11 @@ class BatchRows(ExportRows):
         """An ended batch's links end now: `revoked_at` records when, and the row's `transition` names the
         one event that says so (`bindery.batch.revoked`). The batch joins the `batch` queue, so the sweep ends
         its targets' links and its bundle's should the caller's process die before it has."""
-        with contextlib.suppress(Refused):  # refused: revoked already (perhaps by this very write, resent)
+        # Refused: revoked already (perhaps by this very write, resent).
+        with contextlib.suppress(ItemRefused):
             update_if(
                 self.client,
-                self.m.batch,
+                self.models.batch,
                 caller_pk(caller),
                 batch_sk(batch_id),
                 [
@@ -250,10 +291,11 @@ class BatchRows(ExportRows):
     def batch_cleared(self, caller: str, batch_id: str, now: float) -> None:
         """A cancelled (or revoked) batch whose every target has ended leaves the `batch` queue, and is kept
         as long as any ended batch is (TTL; a settled batch keeps the TTL its settle gave it)."""
-        with contextlib.suppress(Refused):  # refused: neither cancelled nor revoked, so it stays where it is
+        # Refused: neither cancelled nor revoked, so it stays where it is.
+        with contextlib.suppress(ItemRefused):
             update_if(
                 self.client,
-                self.m.batch,
+                self.models.batch,
                 caller_pk(caller),
                 batch_sk(batch_id),
                 [
@@ -268,15 +310,17 @@ class BatchRows(ExportRows):
         """(caller, batch id) of batches the sweep is to look at now."""
         return [
             (item.pk.removeprefix("CALLER#"), item.sk.removeprefix("BATCH#"))
-            for item in self.m.batch.by_due.query(Queue.BATCH.value, BatchesDue.due_at <= now, limit=limit)
+            for item in self.models.batch.by_due.query(
+                Queue.BATCH.value, BatchesDue.due_at <= now, limit=limit
+            )
         ]
 
     def defer_batch(self, caller: str, batch_id: str, now: float) -> None:
         """A running batch whose targets have not all ended: look again later."""
-        with contextlib.suppress(Refused):  # refused: it left the queue meanwhile (settled)
+        with contextlib.suppress(ItemRefused):  # refused: it left the queue meanwhile (settled)
             update_if(
                 self.client,
-                self.m.batch,
+                self.models.batch,
                 caller_pk(caller),
                 batch_sk(batch_id),
                 [BatchItem.due_at.set(now + BATCH_CHECK_SECONDS)],
@@ -285,7 +329,7 @@ class BatchRows(ExportRows):
 
     def all_batches(self) -> Iterator[Batch]:
         """Every batch row, by Scan. For tests and operators only."""
-        for item in self.m.batch.scan(BatchItem.sk.startswith("BATCH#")):
+        for item in self.models.batch.scan(BatchItem.sk.startswith("BATCH#")):
             yield _to_batch(item)
 
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pynamodb.exceptions import DoesNotExist
-
 from bindery import images
-from bindery.faults import StorageError, translate_faults
+from bindery.faults import StorageError, item_or_none, translate_faults
 from bindery.states import Queue
 from bindery.storage.conditions import (
     Tx,
@@ -46,11 +44,13 @@ class BookRows(KeyRows):
         is what makes the GC remove the stranded chapters and text; adopting the cut deletes the marker in
         the same transaction that makes the cut current.
         """
-        self.m.marker(book_pk(book_id), retire_sk(cut), queue=Queue.RETIRE.value, due_at=retire_at).save()
-        with self.m.chapter.batch_write() as batch:
+        self.models.marker(
+            book_pk(book_id), retire_sk(cut), queue=Queue.RETIRE.value, due_at=retire_at
+        ).save()
+        with self.models.chapter.batch_write() as batch:
             for chapter in chapters:
                 batch.save(
-                    self.m.chapter(
+                    self.models.chapter(
                         book_pk(book_id),
                         f"{chapter_prefix(cut)}{chapter.ordinal:06d}",
                         title=chapter.title,
@@ -69,7 +69,7 @@ class BookRows(KeyRows):
         write: a retry of a create that went through answers with the book it made (Replayed), and the
         retry's own staged cut keeps its retire marker, so the GC removes it. None: this call made it."""
         tx = Tx()
-        tx.delete("marker", self.m.marker(book_pk(book.id), retire_sk(book.cut)))
+        tx.delete("marker", self.models.marker(book_pk(book.id), retire_sk(book.cut)))
         # attribute_not_exists: ids are random, but a retried create must never overwrite a book.
         tx.put("book", self._book_item(book), BookItem.pk.does_not_exist(), old=True)
         # The book's place on its owner's shelf (GET /books), in the same write: a listed book exists, and
@@ -90,10 +90,10 @@ class BookRows(KeyRows):
         return seen
 
     def _shelf_item(self, book: Book) -> Item:
-        return self.m.item(caller_pk(book.owner), shelf_sk(shelf_position(book.created_at, book.id)))
+        return self.models.item(caller_pk(book.owner), shelf_sk(shelf_position(book.created_at, book.id)))
 
     def _book_item(self, book: Book) -> BookItem:
-        return self.m.book(
+        return self.models.book(
             book_pk(book.id),
             "BOOK",
             owner=book.owner,
@@ -128,7 +128,7 @@ class BookRows(KeyRows):
         tx = Tx()
         tx.update(
             "book",
-            self.m.book(pk, "BOOK"),
+            self.models.book(pk, "BOOK"),
             [
                 BookItem.revision.add(1),
                 BookItem.cut.set(cut),
@@ -143,10 +143,10 @@ class BookRows(KeyRows):
             & (BookItem.cut == current.cut),
             old=True,
         )
-        tx.delete("new_cut_marker", self.m.marker(pk, retire_sk(cut)))
+        tx.delete("new_cut_marker", self.models.marker(pk, retire_sk(cut)))
         tx.put(
             "old_cut_marker",
-            self.m.marker(pk, retire_sk(current.cut), queue=Queue.RETIRE.value, due_at=retire_at),
+            self.models.marker(pk, retire_sk(current.cut), queue=Queue.RETIRE.value, due_at=retire_at),
         )
         refused = tx.commit(self._connection())
         if refused is not None:
@@ -183,7 +183,7 @@ class BookRows(KeyRows):
         tx = Tx()
         tx.update(
             "book",
-            self.m.book(pk, "BOOK"),
+            self.models.book(pk, "BOOK"),
             [
                 BookItem.revision.set(revision),
                 BookItem.title.set(changed.title),
@@ -197,11 +197,11 @@ class BookRows(KeyRows):
             old=True,
         )
         if staged is not None:
-            tx.delete("staged_marker", self.m.marker(pk, retire_asset_sk(staged)))
+            tx.delete("staged_marker", self.models.marker(pk, retire_asset_sk(staged)))
         if retired is not None:
             tx.put(
                 "retired_marker",
-                self.m.marker(pk, retire_asset_sk(retired), queue=Queue.RETIRE.value, due_at=retire_at),
+                self.models.marker(pk, retire_asset_sk(retired), queue=Queue.RETIRE.value, due_at=retire_at),
             )
         refused = tx.commit(self._connection())
         published = Book(**{**changed.__dict__, "revision": revision})
@@ -219,7 +219,7 @@ class BookRows(KeyRows):
     def stage_asset(self, book_id: str, object_id: str, retire_at: float) -> None:
         """Mark an asset's object for removal BEFORE its bytes are copied in: should the adoption die before
         :meth:`publish_change` names the object, the GC removes it, so an upload can never leak bytes."""
-        marker = self.m.marker(
+        marker = self.models.marker(
             book_pk(book_id), retire_asset_sk(object_id), queue=Queue.RETIRE.value, due_at=retire_at
         )
         marker.save()
@@ -233,19 +233,17 @@ class BookRows(KeyRows):
         tx = Tx()
         # `cut = read`: a replacement published meanwhile must not be deleted by a writer that never saw it.
         tx.delete(
-            "book", self.m.book(pk, "BOOK"), (BookItem.owner == book.owner) & (BookItem.cut == book.cut)
+            "book", self.models.book(pk, "BOOK"), (BookItem.owner == book.owner) & (BookItem.cut == book.cut)
         )
         tx.delete("shelf", self._shelf_item(book))
-        tx.put("retire", self.m.marker(pk, retire_sk(book.cut), queue=Queue.RETIRE.value, due_at=now))
-        tx.put("purge", self.m.marker(pk, PURGE_SK, queue=Queue.PURGE.value, due_at=now))
+        tx.put("retire", self.models.marker(pk, retire_sk(book.cut), queue=Queue.RETIRE.value, due_at=now))
+        tx.put("purge", self.models.marker(pk, PURGE_SK, queue=Queue.PURGE.value, due_at=now))
         return tx.commit(self._connection()) is None
 
     def read_book(self, book_id: str) -> Book | None:
         """The book, whoever owns it. Callers' reads go through :meth:`read_book_for_owner`."""
-        try:
-            return to_book(self.m.book.get(book_pk(book_id), "BOOK", consistent_read=True))
-        except DoesNotExist:
-            return None
+        item = item_or_none(lambda: self.models.book.get(book_pk(book_id), "BOOK", consistent_read=True))
+        return None if item is None else to_book(item)
 
     def read_book_for_owner(self, book_id: str, owner: str) -> Book | None:
         book = self.read_book(book_id)
@@ -257,7 +255,7 @@ class BookRows(KeyRows):
         page (None at the end). The shelf is read first, then its books in one BatchGetItem: a book deleted
         between the two reads is left out rather than shown half-gone."""
         start = {"pk": {"S": caller_pk(owner)}, "sk": {"S": shelf_sk(start_after)}} if start_after else None
-        shelf = self.m.item.query(
+        shelf = self.models.item.query(
             caller_pk(owner),
             Item.sk.startswith(SHELF_PREFIX),
             scan_index_forward=False,
@@ -270,7 +268,7 @@ class BookRows(KeyRows):
         found = {
             book.id: book
             for book in map(
-                to_book, self.m.book.batch_get([(book_pk(i), "BOOK") for i in ids], consistent_read=True)
+                to_book, self.models.book.batch_get([(book_pk(i), "BOOK") for i in ids], consistent_read=True)
             )
             # Ownership is the book row's, never the shelf's alone.
             if book.owner == owner
@@ -289,14 +287,14 @@ class BookRows(KeyRows):
                 offset=int(item.offset),
                 size_bytes=int(item.size_bytes),
             )
-            for item in self.m.chapter.query(
+            for item in self.models.chapter.query(
                 book_pk(book_id), ChapterItem.sk.startswith(prefix), consistent_read=True
             )
         ]
 
     def due_markers(self, queue: Queue, now: float, limit: int) -> list[Marker]:
         found = []
-        for item in self.m.marker.by_due.query(queue.value, MarkersDue.due_at <= now, limit=limit):
+        for item in self.models.marker.by_due.query(queue.value, MarkersDue.due_at <= now, limit=limit):
             book_id = item.pk.removeprefix("BOOK#")
             if item.sk.startswith("RETIRE#A#"):
                 found.append(Marker(book_id, None, asset=item.sk.removeprefix("RETIRE#A#")))
@@ -313,8 +311,8 @@ class BookRows(KeyRows):
         if book is not None and book.cut == marker.cut:
             return False
         pk = book_pk(marker.book_id)
-        with self.m.chapter.batch_write() as batch:
-            for item in self.m.chapter.query(pk, ChapterItem.sk.startswith(chapter_prefix(marker.cut))):
+        with self.models.chapter.batch_write() as batch:
+            for item in self.models.chapter.query(pk, ChapterItem.sk.startswith(chapter_prefix(marker.cut))):
                 batch.delete(item)
         return True
 
@@ -329,4 +327,4 @@ class BookRows(KeyRows):
             sk = retire_asset_sk(marker.asset)
         else:
             sk = PURGE_SK if marker.cut is None else retire_sk(marker.cut)
-        self.m.marker(book_pk(marker.book_id), sk).delete()
+        self.models.marker(book_pk(marker.book_id), sk).delete()

@@ -28,7 +28,7 @@ def under_budget(limits: Limits) -> Any:
     return LiveItem.usage.does_not_exist() | (LiveItem.usage < limits.storage_bytes)
 
 
-def take_shards(tx: Tx, m: Models, settings: Settings, taken: dict[int, int]) -> None:
+def take_shards(tx: Tx, models: Models, settings: Settings, taken: dict[int, int]) -> None:
     """Add to `tx` one update per shard, each taking `taken[k]` live slots of the global cap under the
     condition that the shard has them: `n + taken <= its cap`. The shards' caps sum to the global cap, so
     no interleaving of submits can put the service over it. The names are "shard" for one shard, else
@@ -40,7 +40,7 @@ def take_shards(tx: Tx, m: Models, settings: Settings, taken: dict[int, int]) ->
         if room >= 0:
             condition = ShardItem.n.does_not_exist() | condition
         name = "shard" if len(taken) == 1 else f"shard:{k}"
-        tx.update(name, m.shard(CAP_PK, shard_sk(k)), [ShardItem.n.add(count)], condition)
+        tx.update(name, models.shard(CAP_PK, shard_sk(k)), [ShardItem.n.add(count)], condition)
 
 
 def shard_refused(refused: Any) -> bool:

@@ -1,8 +1,8 @@
 """Conditional writes: the named transaction and the single-item refusal, and how each refusal is read.
 
 A refused condition is decoded in one of two ways, and only here: a transaction's by the names its items
-were given (:class:`Tx`, :class:`Refusal`), and a single item's write as :class:`Refused`, carrying the old
-item an update refused (:func:`update_if`, :func:`put_if`).
+were given (:class:`Tx`, :class:`TxRefused`), and a single item's write as :class:`ItemRefused`, carrying
+the old item an update refused (:func:`update_if`, :func:`put_if`).
 """
 
 from __future__ import annotations
@@ -14,14 +14,19 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from botocore.exceptions import ClientError
 from pynamodb.constants import ALL_NEW, ALL_OLD
-from pynamodb.exceptions import CancellationReason, DoesNotExist, PutError, TransactWriteError
+from pynamodb.exceptions import CancellationReason
 from pynamodb.expressions.condition import Condition
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from bindery.faults import StorageError
+from bindery.faults import (
+    ConditionFailed,
+    StorageError,
+    TransactionCancelled,
+    conditional,
+    item_or_none,
+)
 
 M = TypeVar("M", bound=Model)
 
@@ -30,7 +35,7 @@ _CONDITION_FAILED = "ConditionalCheckFailed"
 
 
 @dataclass(frozen=True)
-class Refusal:
+class TxRefused:
     """A transaction that DynamoDB cancelled because conditions failed: each item's reason, by the name
     the transaction gave the item (None: that item's condition held)."""
 
@@ -87,8 +92,8 @@ class Tx:
     def _add(self, kind: str, name: str, add: Callable[[TransactWrite], None]) -> None:
         self._items[kind].append((name, add))
 
-    def commit(self, connection: Any) -> Refusal | None:
-        """Run it; None when it committed, a Refusal when conditions refused it.
+    def commit(self, connection: Any) -> TxRefused | None:
+        """Run it; None when it committed, a TxRefused when conditions refused it.
 
         Each try carries a fresh ClientRequestToken: should DynamoDB apply a try and its answer be lost,
         botocore resends that try, and DynamoDB answers the resend with the first one's success rather
@@ -102,12 +107,10 @@ class Tx:
         names = [name for name, _ in ordered]
         for n in range(_TRANSACTION_RETRIES):
             try:
-                with TransactWrite(connection=connection, client_request_token=uuid.uuid4().hex) as tx:
-                    for _, add in ordered:
-                        add(tx)
+                conditional(lambda: self._run(ordered, connection), "TransactWriteItems")
                 return None
-            except TransactWriteError as exc:
-                reasons = exc.cancellation_reasons
+            except TransactionCancelled as exc:
+                reasons = exc.reasons
                 codes = {r.code for r in reasons if r is not None}
                 if "TransactionConflict" in codes and n < _TRANSACTION_RETRIES - 1:
                     time.sleep(random.uniform(0, 0.01 * (2**n)))
@@ -115,18 +118,25 @@ class Tx:
                 # Throttled, timed out, or cancelled for anything but our conditions: not a refusal.
                 if len(reasons) != len(names) or not codes or codes != {_CONDITION_FAILED}:
                     raise StorageError(f"TransactWriteItems: {exc}") from exc
-                return Refusal(dict(zip(names, reasons, strict=True)))
+                return TxRefused(dict(zip(names, reasons, strict=True)))
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def _run(ordered: list[tuple[str, Callable[[TransactWrite], None]]], connection: Any) -> None:
+        with TransactWrite(connection=connection, client_request_token=uuid.uuid4().hex) as tx:
+            for _, add in ordered:
+                add(tx)
 
 
 def future_value(future: Any) -> Any:
-    try:
-        return future.get()
-    except DoesNotExist:
-        return None
+    """A transactional read's item, or None when there is none."""
+    return item_or_none(future.get)
 
 
-class Refused(Exception):
+class ItemRefused(Exception):
+    """A single item's write refused by its condition; `old` is the item as it was (None: absent, or a put,
+    which asks for no old item)."""
+
     def __init__(self, old: Any):
         self.old = old
 
@@ -134,7 +144,7 @@ class Refused(Exception):
 def update_if(
     client: Any, model: type[M], hash_key: str, range_key: str, actions: list[Any], condition: Condition
 ) -> M:
-    """UpdateItem returning the new item, or raising :class:`Refused` carrying the OLD item.
+    """UpdateItem returning the new item, or raising :class:`ItemRefused` carrying the OLD item.
 
     PynamoDB's ``Model.update`` does not ask for ``ReturnValuesOnConditionCheckFailure``, so PynamoDB builds
     the request (the same public builder its transactions use) and botocore's `client` sends it. The loser
@@ -144,23 +154,18 @@ def update_if(
         actions, condition, return_values_on_condition_failure=ALL_OLD
     )
     try:
-        data = client.update_item(**request, ReturnValues=ALL_NEW)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-            raw = exc.response.get("Item")
-            raise Refused(model.from_raw_data(raw) if raw else None) from exc
-        raise  # not a refusal: the Store's translation makes it a StorageError
+        data = conditional(lambda: client.update_item(**request, ReturnValues=ALL_NEW), "UpdateItem")
+    except ConditionFailed as refused:
+        raise ItemRefused(model.from_raw_data(refused.item) if refused.item else None) from refused
     return model.from_raw_data(data["Attributes"])
 
 
 def put_if(item: Model, condition: Condition) -> None:
-    """PutItem under `condition`, raising :class:`Refused` when the condition refuses it."""
+    """PutItem under `condition`, raising :class:`ItemRefused` when the condition refuses it."""
     try:
-        item.save(condition=condition)
-    except PutError as exc:
-        if exc.cause_response_code == "ConditionalCheckFailedException":
-            raise Refused(None) from exc
-        raise  # not a refusal: the Store's translation makes it a StorageError
+        conditional(lambda: item.save(condition=condition), "PutItem")
+    except ConditionFailed as refused:
+        raise ItemRefused(None) from refused
 
 
 def chunks(items: Iterable[Any], n: int) -> Iterator[list[Any]]:

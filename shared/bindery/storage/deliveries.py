@@ -19,10 +19,10 @@ from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
-from bindery.faults import translate_faults
+from bindery.faults import item_or_none, translate_faults
 from bindery.states import DELIVERY_ENDED, NO_ANSWER_RECORDED, DeliveryState, Queue
 from bindery.storage.conditions import (
-    Refused,
+    ItemRefused,
     Tx,
     update_if,
 )
@@ -57,7 +57,7 @@ def _count(state: str, by: int) -> Any:
 
 @translate_faults
 class DeliveryRows(Rows):
-    fm: FeedModels
+    feed_models: FeedModels
 
     def create_delivery(self, delivery: Delivery, event_time: float) -> Created:
         """Write the event's delivery to one endpoint, and count it, unless it exists or the endpoint may
@@ -72,7 +72,7 @@ class DeliveryRows(Rows):
         )
         tx.update(
             "endpoint",
-            self.fm.endpoint(caller_pk(delivery.caller), endpoint_sk(delivery.endpoint_id)),
+            self.feed_models.endpoint(caller_pk(delivery.caller), endpoint_sk(delivery.endpoint_id)),
             [_count(S.QUEUED, 1)],
             # Read at the instant of the write, not when ingest listed the endpoints: one deleted,
             # disabled or unsubscribed since gets nothing, and one registered after the event happened
@@ -89,11 +89,9 @@ class DeliveryRows(Rows):
         return Created.EXISTS if refused.failed("delivery") else Created.NOT_ELIGIBLE
 
     def read_delivery(self, endpoint_id: str, seq: int) -> Delivery | None:
-        try:
-            item = self.fm.delivery.get(hook_pk(endpoint_id), delivery_sk(seq), consistent_read=True)
-        except self.fm.delivery.DoesNotExist:
-            return None
-        return to_delivery(item)
+        key = hook_pk(endpoint_id), delivery_sk(seq)
+        item = item_or_none(lambda: self.feed_models.delivery.get(*key, consistent_read=True))
+        return None if item is None else to_delivery(item)
 
     def claim_delivery(self, d: Delivery, token: str, now: float, budget: int) -> Delivery | None:
         """Take the delivery's next attempt, under `budget` (the delivery's, or one more where the attempt
@@ -129,7 +127,7 @@ class DeliveryRows(Rows):
             & (DeliveryItem.window_ends > now)
         )
         tx = Tx()
-        row = self.fm.delivery(hook_pk(d.endpoint_id), delivery_sk(d.seq))
+        row = self.feed_models.delivery(hook_pk(d.endpoint_id), delivery_sk(d.seq))
         if d.state == S.QUEUED:
             tx.update("delivery", row, actions, spendable & (DeliveryItem.state == S.QUEUED.value), old=True)
             self._move(tx, d, S.QUEUED, S.IN_FLIGHT)
@@ -143,7 +141,7 @@ class DeliveryRows(Rows):
         claimed = replace(claimed, budget=budget, lease_until=lease_until, due_at=lease_until)
         if refused is None:
             return claimed
-        old = refused.old(self.fm.delivery, "delivery")
+        old = refused.old(self.feed_models.delivery, "delivery")
         if old is not None and old.claim == token and int(old.attempt) == d.attempt + 1:
             return claimed  # our own claim, applied, its answer lost
         return None
@@ -163,7 +161,7 @@ class DeliveryRows(Rows):
         tx = Tx()
         tx.update(
             "delivery",
-            self.fm.delivery(hook_pk(d.endpoint_id), delivery_sk(d.seq)),
+            self.feed_models.delivery(hook_pk(d.endpoint_id), delivery_sk(d.seq)),
             actions,
             # A late attempt cannot overwrite its successor's: only the claimer of this very attempt,
             # while it is still in flight, records it.
@@ -177,7 +175,7 @@ class DeliveryRows(Rows):
         refused = tx.commit(self._connection())
         if refused is None:
             return True
-        old = refused.old(self.fm.delivery, "delivery")
+        old = refused.old(self.feed_models.delivery, "delivery")
         # Our own record, applied, its answer lost: the row holds the attempt we just wrote.
         return old is not None and old.claim == token and old.attempts == _attempts_json(attempts)
 
@@ -200,7 +198,7 @@ class DeliveryRows(Rows):
         tx = Tx()
         tx.update(
             "delivery",
-            self.fm.delivery(hook_pk(d.endpoint_id), delivery_sk(d.seq)),
+            self.feed_models.delivery(hook_pk(d.endpoint_id), delivery_sk(d.seq)),
             actions,
             # The same attempt of the same round: a redelivery since this sender read it is not its to end.
             waiting & (DeliveryItem.attempt == d.attempt) & (DeliveryItem.redeliveries == d.redeliveries),
@@ -210,7 +208,7 @@ class DeliveryRows(Rows):
         refused = tx.commit(self._connection())
         if refused is None:
             return True
-        old = refused.old(self.fm.delivery, "delivery")
+        old = refused.old(self.feed_models.delivery, "delivery")
         return old is not None and old.claim == token  # our own, applied, its answer lost
 
     def defer_delivery(self, d: Delivery, until: float, now: float) -> bool:
@@ -220,7 +218,7 @@ class DeliveryRows(Rows):
         try:
             update_if(
                 self.client,
-                self.fm.delivery,
+                self.feed_models.delivery,
                 hook_pk(d.endpoint_id),
                 delivery_sk(d.seq),
                 [DeliveryItem.due_at.set(until)],
@@ -231,7 +229,7 @@ class DeliveryRows(Rows):
                 & (DeliveryItem.attempt == d.attempt)
                 & (DeliveryItem.redeliveries == d.redeliveries),
             )
-        except Refused:
+        except ItemRefused:
             return False
         return True
 
@@ -254,7 +252,7 @@ class DeliveryRows(Rows):
         tx = Tx()
         tx.update(
             "delivery",
-            self.fm.delivery(hook_pk(d.endpoint_id), delivery_sk(d.seq)),
+            self.feed_models.delivery(hook_pk(d.endpoint_id), delivery_sk(d.seq)),
             actions,
             # Two redeliveries of the same ended delivery cannot both queue it: the second finds it queued.
             (DeliveryItem.state == d.state) & (DeliveryItem.redeliveries == d.redeliveries),
@@ -266,7 +264,7 @@ class DeliveryRows(Rows):
         queued = replace(queued, window_ends=now + self.settings.webhook_window_seconds, due_at=now)
         if refused is None:
             return queued
-        old = refused.old(self.fm.delivery, "delivery")
+        old = refused.old(self.feed_models.delivery, "delivery")
         if old is not None and old.claim == token:
             return queued  # our own, applied, its answer lost
         return None
@@ -278,7 +276,7 @@ class DeliveryRows(Rows):
         read, so a last page says it is the last. Writes nothing."""
         start = {"pk": {"S": hook_pk(endpoint_id)}, "sk": {"S": delivery_sk(before)}} if before else None
         found: list[Delivery] = []
-        for item in self.fm.delivery.query(
+        for item in self.feed_models.delivery.query(
             hook_pk(endpoint_id),
             DeliveryItem.sk.startswith("DLV#"),
             filter_condition=(DeliveryItem.state == state) if state else None,
@@ -294,7 +292,7 @@ class DeliveryRows(Rows):
     def due_deliveries(self, now: float, limit: int) -> list[tuple[str, int]]:
         """(endpoint, seq) of up to `limit` deliveries whose next attempt is due, or whose attempt's lease
         ran out, oldest first; the query reads on, page after page, until it has them."""
-        due = self.fm.delivery.by_due.query(
+        due = self.feed_models.delivery.by_due.query(
             Queue.DELIVER.value, DeliveryItem.due_at <= now, limit=limit, page_size=min(limit, 1000)
         )
         return [(item.pk.removeprefix("HOOK#"), int(item.sk.removeprefix("DLV#"))) for item in due]
@@ -303,7 +301,7 @@ class DeliveryRows(Rows):
         """The endpoint's deliveries that wait for an attempt, read consistently."""
         return [
             to_delivery(item)
-            for item in self.fm.delivery.query(
+            for item in self.feed_models.delivery.query(
                 hook_pk(endpoint_id),
                 DeliveryItem.sk.startswith("DLV#"),
                 filter_condition=DeliveryItem.state == "queued",
@@ -329,14 +327,14 @@ class DeliveryRows(Rows):
             return
         tx.update(
             "endpoint",
-            self.fm.endpoint(caller_pk(d.caller), endpoint_sk(d.endpoint_id)),
+            self.feed_models.endpoint(caller_pk(d.caller), endpoint_sk(d.endpoint_id)),
             actions,
             # Counts move on the endpoint that exists (tombstones included), never on one conjured up.
             (EndpointItem.state == "active") if active else EndpointItem.pk.exists(),
         )
 
     def _delivery_item(self, d: Delivery) -> DeliveryItem:
-        return self.fm.delivery(
+        return self.feed_models.delivery(
             hook_pk(d.endpoint_id),
             delivery_sk(d.seq),
             event_id=d.event_id,

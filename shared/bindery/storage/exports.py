@@ -11,20 +11,21 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist
 from pynamodb.expressions.condition import size
 from pynamodb.transactions import TransactGet
 
-from bindery.faults import StorageError, translate_faults
+from bindery.faults import StorageError, item_or_none, translate_faults
 from bindery.limits import Limits, shard_of
 from bindery.states import Cancel, Queue, State
+from bindery.storage import steps
 from bindery.storage.caps import take_shards, under_budget
 from bindery.storage.conditions import (
     Tx,
     future_value,
 )
-from bindery.storage.endings import EndingRows, end_actions, end_pending, revoke_actions
+from bindery.storage.endings import LifecycleRows
 from bindery.storage.idempotency import KeyRows, key_seen
+from bindery.storage.lifecycle import Applied, ended_target
 from bindery.storage.table import (
     CAP_PK,
     BookItem,
@@ -41,7 +42,9 @@ from bindery.storage.table import (
 from bindery.storage.types import (
     Accepted,
     Book,
+    Cancelled,
     CancelOutcome,
+    EndedTarget,
     Export,
     Holdings,
     NotFound,
@@ -55,7 +58,7 @@ from bindery.storage.types import (
 
 
 @translate_faults
-class ExportRows(KeyRows, EndingRows):
+class ExportRows(KeyRows, LifecycleRows):
     def submit_export(
         self,
         export: Export,
@@ -75,7 +78,7 @@ class ExportRows(KeyRows, EndingRows):
         tx = Tx()
         # The caller must own the book. Nothing else about the book can refuse an export (the canon: the
         # request is always accepted, and its outcome is the export's own).
-        tx.check("book", self.m.book, book_pk(export.book_id), "BOOK", BookItem.owner == caller)
+        tx.check("book", self.models.book, book_pk(export.book_id), "BOOK", BookItem.owner == caller)
         key = None
         if idempotency is not None:
             key = idempotency[:2]
@@ -87,13 +90,13 @@ class ExportRows(KeyRows, EndingRows):
         # concurrent submits can never leave more than cap live, nor a caller over its budget start more.
         tx.update(
             "live",
-            self.m.live(caller_pk(caller), "LIVE"),
+            self.models.live(caller_pk(caller), "LIVE"),
             [LiveItem.live_ids.add({export.id})],
             (LiveItem.live_ids.does_not_exist() | (size(LiveItem.live_ids) < limits.live_exports))
             & under_budget(limits),
             old=True,
         )
-        take_shards(tx, self.m, self.settings, {shard_of(export.id): 1})
+        take_shards(tx, self.models, self.settings, {shard_of(export.id): 1})
         refused = tx.commit(self._connection())
         if refused is None:
             return Accepted(export)
@@ -119,7 +122,7 @@ class ExportRows(KeyRows, EndingRows):
 
     def pending_row(self, export: Export, caller: str, key_digest: str | None, now: float) -> ExportItem:
         """A new export's row: pending, waiting for the stale sweep until a worker claims it."""
-        return self.m.export(
+        return self.models.export(
             book_pk(export.book_id),
             export_sk(export.id),
             export_id=export.id,
@@ -139,11 +142,9 @@ class ExportRows(KeyRows, EndingRows):
 
     def holdings(self, caller: str, *, consistent: bool = True) -> Holdings:
         """What the caller holds at once (one read of its live item)."""
-        try:
-            item = self.m.live.get(caller_pk(caller), "LIVE", consistent_read=consistent)
-        except DoesNotExist:
-            item = None
-        return _holdings(item)
+        return _holdings(
+            item_or_none(lambda: self.models.live.get(caller_pk(caller), "LIVE", consistent_read=consistent))
+        )
 
     def shard_room(self) -> dict[int, int]:
         """How many more live exports each of the global cap's shards takes now (one BatchGetItem); what a
@@ -151,7 +152,7 @@ class ExportRows(KeyRows, EndingRows):
         caps = self.settings.shard_caps
         taken = {k: 0 for k in range(len(caps))}
         keys = [(CAP_PK, shard_sk(k)) for k in taken]
-        for item in self.m.shard.batch_get(keys, consistent_read=True):
+        for item in self.models.shard.batch_get(keys, consistent_read=True):
             taken[int(item.sk.removeprefix("SHARD#"))] = int(item.n or 0)
         return {k: caps[k] - taken[k] for k in taken}
 
@@ -163,8 +164,8 @@ class ExportRows(KeyRows, EndingRows):
         caller's live item too: every submit and ending of the caller's writes it, and a transactional
         read of an item a transaction is writing is cancelled: the poll would fail under its own load.)"""
         with TransactGet(connection=self._connection()) as tx:
-            book_f = tx.get(self.m.book, book_pk(book_id), "BOOK")
-            export_f = tx.get(self.m.export, book_pk(book_id), export_sk(export_id))
+            book_f = tx.get(self.models.book, book_pk(book_id), "BOOK")
+            export_f = tx.get(self.models.export, book_pk(book_id), export_sk(export_id))
         book_item = future_value(book_f)
         export_item = future_value(export_f)
         if book_item is None or export_item is None or book_item.owner != owner:
@@ -183,7 +184,7 @@ class ExportRows(KeyRows, EndingRows):
         last_key = None
         if start_after is not None:
             last_key = {"pk": {"S": book_pk(book_id)}, "sk": {"S": export_sk(start_after)}}
-        results = self.m.export.query(
+        results = self.models.export.query(
             book_pk(book_id),
             ExportItem.sk.startswith("EXPORT#"),
             scan_index_forward=False,
@@ -201,68 +202,50 @@ class ExportRows(KeyRows, EndingRows):
     def cancel_export(self, book_id: str, export_id: str, owner: str, now: float) -> CancelOutcome:
         """pending -> cancelled, with the live set shrinking in the same write; or ready -> expired at once.
 
-        Returns CANCELLED, a Revoked (a ready link ended now: its bytes are to go at once), ENDED (it
-        had already ended; nothing to do) or NotFound. A pending export costs one transaction. A ready one
-        costs a second, because only the first one's ALL_OLD tells us the row was ready, not pending.
+        Returns Cancelled (CANCELLED; or ENDED: it had already ended, nothing to do), a Revoked (a ready
+        link ended now: its bytes are to go at once) or NotFound; a batch's target says so (`target`), for
+        its batch to be settled. A pending export costs one transaction. A ready one costs a second, because
+        only the first one's ALL_OLD tells us the row was ready, not pending.
         """
-
-        def build(slot: Slot) -> Tx:
-            tx = Tx()
-            tx.check("book", self.m.book, book_pk(book_id), "BOOK", BookItem.owner == owner)
-            end_pending(
-                tx,
-                self.m,
-                slot,
-                end_actions(State.CANCELLED, now),
-                # `state = pending` refuses a row the worker finished or the sweep ended meanwhile. Only the
-                # owner can submit and a book never changes hands, so the live set this row occupies is the
-                # owner's; the second guard says so rather than assuming it.
-                (ExportItem.state == State.PENDING.value) & (ExportItem.counted_against == owner),
-                ending=State.CANCELLED,
-            )
-            return tx
-
-        refused = self.commit_ending(build, Slot(book_id, export_id, owner), now)
-        if refused is None:
-            return Cancel.CANCELLED
-        old = refused.old(ExportItem, "export")
-        if refused.failed("book") or old is None or expired_ttl(old.ttl, now):
+        outcome = self.transition(steps.cancel(Slot(book_id, export_id, owner), owner, now))
+        if "book" in outcome.failed:
             return NotFound()
-        if old.state == State.CANCELLED.value and old.finished_at == now:
-            return Cancel.CANCELLED  # this cancel's own earlier try, whose answer was lost
+        target = ended_target(outcome)
+        if isinstance(outcome, Applied):
+            return Cancelled(Cancel.CANCELLED, target)  # now, or by this cancel's own earlier try
+        old = outcome.row
+        if old is None or expired_ttl(old.ttl, now):
+            return NotFound()
         if old.state == State.EXPIRED.value and old.queue == Queue.UNLINK.value and old.paths:
             # Revoked (or lapsed) already, its bytes not yet deleted: a cancel that revoked it and could not
             # delete them, retried, deletes them now rather than leave a URL handed out earlier working.
-            return Revoked(book_id, export_id, frozenset(old.paths))
+            return Revoked(book_id, export_id, frozenset(old.paths), target)
         if old.state != State.READY.value:
-            return Cancel.ENDED
-        return self._revoke(old, now, owner=owner)
+            return Cancelled(Cancel.ENDED, target)
+        revoked = self._revoke(outcome.slot, frozenset(old.paths or ()), now, owner=owner, target=target)
+        return Cancelled(Cancel.ENDED, target) if revoked is None else revoked
 
-    def _revoke(self, seen: ExportItem, now: float, *, owner: str | None) -> Revoked | Cancel:
+    def _revoke(
+        self,
+        slot: Slot,
+        paths: frozenset[str],
+        now: float,
+        *,
+        owner: str | None,
+        target: EndedTarget | None = None,
+    ) -> Revoked | None:
         """ready -> expired now, the row keeping its paths so that the unlink (done at once by the caller,
-        and by the GC should that fail) can find them."""
-        tx = Tx()
-        if owner is not None:
-            tx.check("book", self.m.book, seen.pk, "BOOK", BookItem.owner == owner)
-        # `state = ready`: the GC may have expired it first, and then there is nothing to revoke.
-        tx.update(
-            "export",
-            self.m.export(seen.pk, seen.sk),
-            revoke_actions(now),
-            ExportItem.state == State.READY.value,
-            old=True,
-        )
-        refused = tx.commit(self._connection())
-        if refused is None:
-            return Revoked(seen.book_id, seen.export_id, frozenset(seen.paths or ()))
-        old = refused.old(ExportItem, "export")
-        if old is not None and old.state == State.EXPIRED.value and old.expires_at == now:
-            return Revoked(old.book_id, old.export_id, frozenset(old.paths or ()))  # our own lost answer
-        return Cancel.ENDED
+        and by the GC should that fail) can find them. None: not ready any more (the GC expired it first)."""
+        outcome = self.transition(steps.revoke(slot, now, owner=owner))
+        if not isinstance(outcome, Applied):
+            return None
+        # The paths as the row was seen ready, or (this write's own lost answer) as the refusal shows them.
+        seen = paths if outcome.row is None else frozenset(outcome.row.paths or ())
+        return Revoked(slot.book_id, slot.export_id, seen, target)
 
     def book_exports(self, book_id: str) -> Iterator[Export]:
         """Every export of a book, read consistently: a purge must see a finish that committed before it."""
-        for item in self.m.export.query(
+        for item in self.models.export.query(
             book_pk(book_id), ExportItem.sk.startswith("EXPORT#"), consistent_read=True
         ):
             yield to_export(item)
@@ -275,31 +258,14 @@ class ExportRows(KeyRows, EndingRows):
         A write refused because the row moved on (a finish or a cancel landed between the read and the
         write) is tried again on the row as the refusal shows it (ALL_OLD, so no second read). True: ended,
         now or before. False: it kept moving; the purge marker stays and the GC tries again."""
-        pk, sk = book_pk(export.book_id), export_sk(export.id)
         state = export.state
         for _ in range(4):
             if state == State.READY:
-                seen = self.m.export(
-                    pk, sk, book_id=export.book_id, export_id=export.id, paths=set(export.paths) or None
-                )
-                outcome = self._revoke(seen, now, owner=None)
-                if isinstance(outcome, Revoked):
-                    return outcome
+                revoked = self._revoke(export.slot, export.paths, now, owner=None)
+                if revoked is not None:
+                    return revoked
             elif state == State.PENDING:
-
-                def build(slot: Slot) -> Tx:
-                    tx = Tx()
-                    end_pending(
-                        tx,
-                        self.m,
-                        slot,
-                        end_actions(State.CANCELLED, now),
-                        ExportItem.state == State.PENDING.value,
-                        ending=State.CANCELLED,
-                    )
-                    return tx
-
-                if self.commit_ending(build, export.slot, now) is None:
+                if isinstance(self.transition(steps.purge(export.slot, now)), Applied):
                     return True
             else:
                 return True
@@ -312,21 +278,17 @@ class ExportRows(KeyRows, EndingRows):
         return False
 
     def _read_export(self, book_id: str, export_id: str) -> Export | None:
-        try:
-            return to_export(self.m.export.get(book_pk(book_id), export_sk(export_id), consistent_read=True))
-        except DoesNotExist:
-            return None
+        key = book_pk(book_id), export_sk(export_id)
+        item = item_or_none(lambda: self.models.export.get(*key, consistent_read=True))
+        return None if item is None else to_export(item)
 
     def live_ids(self, caller: str) -> frozenset[str]:
-        try:
-            item = self.m.live.get(caller_pk(caller), "LIVE", consistent_read=True)
-        except DoesNotExist:
-            return frozenset()
-        return frozenset(item.live_ids or ())
+        item = item_or_none(lambda: self.models.live.get(caller_pk(caller), "LIVE", consistent_read=True))
+        return frozenset() if item is None else frozenset(item.live_ids or ())
 
     def all_exports(self) -> Iterator[Export]:
         """Every export row, by Scan. For tests and operators only; no request path calls it."""
-        for item in self.m.export.scan(ExportItem.sk.startswith("EXPORT#")):
+        for item in self.models.export.scan(ExportItem.sk.startswith("EXPORT#")):
             yield to_export(item)
 
 

@@ -15,7 +15,7 @@ import random
 import time
 from typing import Any
 
-from bindery.faults import StorageError, translate_faults
+from bindery.faults import StorageError, item_or_none, translate_faults
 from bindery.storage.conditions import (
     Tx,
 )
@@ -44,7 +44,7 @@ APPEND_TRIES = 64
 
 @translate_faults
 class FeedRows(Rows):
-    fm: FeedModels
+    feed_models: FeedModels
 
     def append_event(
         self,
@@ -68,7 +68,7 @@ class FeedRows(Rows):
             tx = Tx()
             tx.update(
                 "head",
-                self.fm.head(pk, HEAD_SK),
+                self.feed_models.head(pk, HEAD_SK),
                 [FeedHeadItem.head.set(seq)],
                 # Two appends that read the same head cannot both take seq: the loser's condition fails,
                 # and its ALL_OLD says where the head went. The first append finds no HEAD at all.
@@ -77,7 +77,7 @@ class FeedRows(Rows):
             )
             tx.put(
                 "event",
-                self.fm.event(
+                self.feed_models.event(
                     pk,
                     event_sk(seq),
                     event_id=event_id,
@@ -92,7 +92,7 @@ class FeedRows(Rows):
             )
             tx.put(
                 "seen",
-                self.fm.seen(seen_pk(event_id), SEEN_SK, caller=caller, seq=seq, ttl=ttl),
+                self.feed_models.seen(seen_pk(event_id), SEEN_SK, caller=caller, seq=seq, ttl=ttl),
                 # One event id, one sequence: a redriven or replayed event is not appended twice. Also how
                 # a resend of this very transaction is recognised after its answer was lost.
                 EventSeenItem.pk.does_not_exist(),
@@ -102,24 +102,21 @@ class FeedRows(Rows):
             if refused is None:
                 return Appended(seq, new=True)
             if refused.failed("seen"):
-                seen = refused.old(self.fm.seen, "seen")
+                seen = refused.old(self.feed_models.seen, "seen")
                 if seen is None:
                     raise StorageError(f"event {event_id} refused as seen, with no item returned")
                 return Appended(int(seen.seq), new=False)
             if not refused.failed("head"):
                 # E#seq exists while HEAD is below seq: the invariant the readers rely on is broken.
                 raise StorageError(f"feed {caller}: event {seq} exists past its head {head}")
-            old = refused.old(self.fm.head, "head")
+            old = refused.old(self.feed_models.head, "head")
             head = int(old.head) if old is not None else 0
         raise StorageError(f"feed {caller}: no append of {event_id} won in {APPEND_TRIES} tries")
 
     def feed_head(self, caller: str) -> int:
         """The last sequence number given out in `caller`'s feed (0: none yet), read consistently."""
-        try:
-            item = self.fm.head.get(feed_pk(caller), HEAD_SK, consistent_read=True)
-        except self.fm.head.DoesNotExist:
-            return 0
-        return int(item.head)
+        item = item_or_none(lambda: self.feed_models.head.get(feed_pk(caller), HEAD_SK, consistent_read=True))
+        return 0 if item is None else int(item.head)
 
     def events_since(self, caller: str, after: int, limit: int, now: float) -> FeedPage:
         """Up to `limit` events after the cursor `after`, oldest first. Writes nothing.
@@ -148,7 +145,7 @@ class FeedRows(Rows):
 
     def _events_between(self, caller: str, after: int, head: int, limit: int, now: float) -> list[FeedEvent]:
         found = []
-        for item in self.fm.event.query(
+        for item in self.feed_models.event.query(
             feed_pk(caller),
             EventItem.sk.between(event_sk(after + 1), event_sk(head)),
             consistent_read=True,
@@ -160,7 +157,7 @@ class FeedRows(Rows):
 
     def _oldest_cursor(self, caller: str, after: int, head: int, now: float) -> int:
         """The cursor just before the oldest event still kept (the head, if none is)."""
-        for item in self.fm.event.query(
+        for item in self.feed_models.event.query(
             feed_pk(caller),
             EventItem.sk.between(event_sk(after + 1), event_sk(head)),
             consistent_read=True,

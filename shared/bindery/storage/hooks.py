@@ -16,10 +16,10 @@ from typing import Any
 
 from pynamodb.expressions.condition import size
 
-from bindery.faults import translate_faults
+from bindery.faults import item_or_none, translate_faults
 from bindery.states import Queue
 from bindery.storage.conditions import (
-    Refused,
+    ItemRefused,
     Tx,
     update_if,
 )
@@ -42,7 +42,7 @@ ACTIVE, DELETED = "active", "deleted"
 
 @translate_faults
 class EndpointRows(Rows):
-    fm: FeedModels
+    feed_models: FeedModels
 
     def register_endpoint(self, endpoint: Endpoint) -> Endpoint | EndpointOverCap:
         """Add the endpoint to its caller's set and write it, in one transaction, unless the set is full."""
@@ -50,7 +50,7 @@ class EndpointRows(Rows):
         tx = Tx()
         tx.update(
             "hooks",
-            self.fm.hooks(caller_pk(endpoint.caller), HOOKS_SK),
+            self.feed_models.hooks(caller_pk(endpoint.caller), HOOKS_SK),
             [HookSetItem.hook_ids.add({endpoint.id})],
             # Two registrations at cap - 1 cannot both pass: each reads the size its own write will grow,
             # and DynamoDB serialises the two.
@@ -67,27 +67,25 @@ class EndpointRows(Rows):
         refused = tx.commit(self._connection())
         if refused is None:
             return endpoint
-        mine = refused.old(self.fm.endpoint, "endpoint")
+        mine = refused.old(self.feed_models.endpoint, "endpoint")
         if mine is not None and mine.secrets == self._endpoint_item(endpoint).secrets:
             return _to_endpoint(mine)  # our own try, applied: the resend found it
-        old = refused.old(self.fm.hooks, "hooks")
+        old = refused.old(self.feed_models.hooks, "hooks")
         return EndpointOverCap(len(old.hook_ids or ()) if old is not None else cap)
 
     def read_endpoint(self, caller: str, endpoint_id: str) -> Endpoint | None:
         """The caller's endpoint, or None: another caller's id is looked up under this caller's key, so it
         is simply not there, exactly as a missing one."""
-        try:
-            item = self.fm.endpoint.get(caller_pk(caller), endpoint_sk(endpoint_id), consistent_read=True)
-        except self.fm.endpoint.DoesNotExist:
-            return None
-        return None if item.state != ACTIVE else _to_endpoint(item)
+        key = caller_pk(caller), endpoint_sk(endpoint_id)
+        item = item_or_none(lambda: self.feed_models.endpoint.get(*key, consistent_read=True))
+        return None if item is None or item.state != ACTIVE else _to_endpoint(item)
 
     def list_endpoints(self, caller: str, limit: int, after: str | None) -> tuple[list[Endpoint], str | None]:
         """The caller's active endpoints, oldest first (ids are time-ordered), a page at a time: one more
         than the page is read, so a last page says it is the last."""
         start = {"pk": {"S": caller_pk(caller)}, "sk": {"S": endpoint_sk(after)}} if after else None
         found: list[Endpoint] = []
-        for item in self.fm.endpoint.query(
+        for item in self.feed_models.endpoint.query(
             caller_pk(caller),
             EndpointItem.sk.startswith("HOOK#"),
             filter_condition=EndpointItem.state == ACTIVE,
@@ -127,7 +125,7 @@ class EndpointRows(Rows):
         try:
             item = update_if(
                 self.client,
-                self.fm.endpoint,
+                self.feed_models.endpoint,
                 caller_pk(caller),
                 endpoint_sk(endpoint_id),
                 actions,
@@ -135,7 +133,7 @@ class EndpointRows(Rows):
                 # PATCH resent after its answer was lost sets the same values again.
                 EndpointItem.state == ACTIVE,
             )
-        except Refused:
+        except ItemRefused:
             return None
         return _to_endpoint(item)
 
@@ -146,7 +144,7 @@ class EndpointRows(Rows):
         tx = Tx()
         tx.update(
             "endpoint",
-            self.fm.endpoint(caller_pk(caller), endpoint_sk(endpoint_id)),
+            self.feed_models.endpoint(caller_pk(caller), endpoint_sk(endpoint_id)),
             [
                 EndpointItem.state.set(DELETED),
                 EndpointItem.deleted_by.set(token),
@@ -160,13 +158,13 @@ class EndpointRows(Rows):
         )
         tx.update(
             "hooks",
-            self.fm.hooks(caller_pk(caller), HOOKS_SK),
+            self.feed_models.hooks(caller_pk(caller), HOOKS_SK),
             [HookSetItem.hook_ids.delete({endpoint_id})],
         )
         refused = tx.commit(self._connection())
         if refused is None:
             return True
-        old = refused.old(self.fm.endpoint, "endpoint")
+        old = refused.old(self.feed_models.endpoint, "endpoint")
         # Our own resend, its answer lost, finds it deleted by the token it wrote; any other DELETE is a
         # second one, of an endpoint already gone.
         return old is not None and old.deleted_by == token
@@ -180,11 +178,11 @@ class EndpointRows(Rows):
         kept = [Secret(new_key, None)]
         kept += [Secret(s.key, now + overlap) for s in endpoint.secrets if s.not_after is None]
         kept += [s for s in endpoint.secrets if s.not_after is not None and s.not_after > now]
-        item = self.fm.endpoint(caller_pk(endpoint.caller), endpoint_sk(endpoint.id))
+        item = self.feed_models.endpoint(caller_pk(endpoint.caller), endpoint_sk(endpoint.id))
         try:
             updated = update_if(
                 self.client,
-                self.fm.endpoint,
+                self.feed_models.endpoint,
                 item.pk,
                 item.sk,
                 [EndpointItem.secrets.set(_secrets_json(kept)), EndpointItem.updated_at.set(now)],
@@ -192,7 +190,7 @@ class EndpointRows(Rows):
                 # the secrets is no longer what is stored.
                 (EndpointItem.secrets == _secrets_json(endpoint.secrets)) & (EndpointItem.state == ACTIVE),
             )
-        except Refused as refused:
+        except ItemRefused as refused:
             old = refused.old
             if old is not None and old.secrets == _secrets_json(kept):
                 return _to_endpoint(old)  # our own rotation, applied, its answer lost
@@ -203,7 +201,7 @@ class EndpointRows(Rows):
         """Every active endpoint of the caller (at most the cap), read consistently."""
         return [
             _to_endpoint(item)
-            for item in self.fm.endpoint.query(
+            for item in self.feed_models.endpoint.query(
                 caller_pk(caller),
                 EndpointItem.sk.startswith("HOOK#"),
                 filter_condition=EndpointItem.state == ACTIVE,
@@ -222,7 +220,7 @@ class EndpointRows(Rows):
         try:
             update_if(
                 self.client,
-                self.fm.endpoint,
+                self.feed_models.endpoint,
                 caller_pk(caller),
                 endpoint_sk(endpoint_id),
                 [
@@ -232,14 +230,16 @@ class EndpointRows(Rows):
                 ],
                 enabled if reason else enabled & (EndpointItem.fails_in_row >= after),
             )
-        except Refused:
+        except ItemRefused:
             return False
         return True
 
     def endpoints_to_withdraw(self, now: float, limit: int) -> list[tuple[str, str]]:
         """(caller, endpoint) of deleted endpoints whose waiting deliveries are still to be withdrawn: the
         index holds their keys, which is all the withdrawal needs."""
-        due = self.fm.endpoint.by_due.query(Queue.WITHDRAW.value, EndpointItem.due_at <= now, limit=limit)
+        due = self.feed_models.endpoint.by_due.query(
+            Queue.WITHDRAW.value, EndpointItem.due_at <= now, limit=limit
+        )
         return [(item.pk.removeprefix("CALLER#"), item.sk.removeprefix("HOOK#")) for item in due]
 
     def finish_withdraw(self, caller: str, endpoint_id: str, now: float) -> bool:
@@ -249,7 +249,7 @@ class EndpointRows(Rows):
         try:
             update_if(
                 self.client,
-                self.fm.endpoint,
+                self.feed_models.endpoint,
                 pk,
                 sk,
                 [
@@ -262,12 +262,12 @@ class EndpointRows(Rows):
                 & (EndpointItem.n_queued == 0)
                 & (EndpointItem.n_in_flight == 0),
             )
-        except Refused:
+        except ItemRefused:
             later = now + self.settings.webhook_lease_seconds
-            with contextlib.suppress(Refused):
+            with contextlib.suppress(ItemRefused):
                 update_if(
                     self.client,
-                    self.fm.endpoint,
+                    self.feed_models.endpoint,
                     pk,
                     sk,
                     [EndpointItem.due_at.set(later)],
@@ -277,7 +277,7 @@ class EndpointRows(Rows):
         return True
 
     def _endpoint_item(self, endpoint: Endpoint) -> EndpointItem:
-        return self.fm.endpoint(
+        return self.feed_models.endpoint(
             caller_pk(endpoint.caller),
             endpoint_sk(endpoint.id),
             endpoint_id=endpoint.id,

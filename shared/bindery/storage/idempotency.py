@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 from bindery.storage.conditions import (
-    Refusal,
     Tx,
+    TxRefused,
 )
 from bindery.storage.table import (
     IdemItem,
@@ -28,7 +28,7 @@ class KeyRows(Rows):
         """Add to `tx` the put that takes the key, by the name "key", keeping the answer a replay gets.
         `key` is (the key's digest, the request's hash); `export_id` is the export it made, if any."""
         digest, request_hash = key
-        item = self.m.idem(
+        item = self.models.idem(
             f"IDEM#{digest}",
             "IDEM",
             export_id=export_id,
@@ -40,7 +40,7 @@ class KeyRows(Rows):
         tx.put("key", item, IdemItem.pk.does_not_exist() | (IdemItem.ttl <= now), old=True)
 
 
-def key_seen(refused: Refusal, idempotency: tuple[str, str] | None) -> Replayed | KeyReused | None:
+def key_seen(refused: TxRefused, idempotency: tuple[str, str] | None) -> Replayed | KeyReused | None:
     """What a refused transaction says of its key: taken before for this very request (Replayed, with the
     answer it got then), taken for another (KeyReused), or not why it was refused (None)."""
     old = refused.old(IdemItem, "key") if idempotency is not None else None

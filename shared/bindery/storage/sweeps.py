@@ -12,40 +12,32 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist
-
-from bindery.faults import translate_faults
-from bindery.states import ENDED, FailureCode, Queue, State
-from bindery.storage.conditions import (
-    Refused,
-    Tx,
-    put_if,
-    update_if,
-)
-from bindery.storage.endings import EndingRows, becomes, end_actions, end_pending
+from bindery.faults import item_or_none, translate_faults
+from bindery.states import FailureCode, Queue, State
+from bindery.storage import steps
+from bindery.storage.conditions import ItemRefused, put_if
+from bindery.storage.endings import LifecycleRows
+from bindery.storage.lifecycle import Applied, ended_target
 from bindery.storage.table import (
     AUDIT_PK,
     CURSOR_PK,
     ByDue,
     CursorItem,
-    ExportItem,
-    LiveItem,
     book_pk,
-    caller_pk,
     expired_ttl,
     export_sk,
 )
-from bindery.storage.types import Due, Slot
+from bindery.storage.types import Due, Slot, Swept
 
 AUDIT_RETENTION_SECONDS = 90 * 86_400
 
 
 @translate_faults
-class SweepRows(EndingRows):
+class SweepRows(LifecycleRows):
     def due(self, queue: Queue, now: float, limit: int) -> list[Due]:
         """Rows waiting in `queue` whose time has come; the sparse index holds only waiting rows."""
         found = []
-        for item in self.m.export.by_due.query(queue.value, ByDue.due_at <= now, limit=limit):
+        for item in self.models.export.by_due.query(queue.value, ByDue.due_at <= now, limit=limit):
             found.append(
                 Due(
                     slot=Slot(item.book_id, item.export_id, item.counted_against),
@@ -63,25 +55,7 @@ class SweepRows(EndingRows):
         `path` is KEPT. Clearing it in the same write would make the unlink a one-shot act: a failed delete
         would leave bytes no row could ever name again. :meth:`forget_paths` drops it after the unlink.
         """
-        try:
-            update_if(
-                self.client,
-                self.m.export,
-                book_pk(due.slot.book_id),
-                export_sk(due.slot.export_id),
-                [
-                    *becomes(State.EXPIRED.value),
-                    ExportItem.queue.set(Queue.UNLINK.value),
-                    ExportItem.due_at.set(now),
-                ],
-                # Re-checked in the write: the index lags, and only a ready row past its promise expires.
-                (ExportItem.state == State.READY.value) & (ExportItem.expires_at <= now),
-            )
-        except Refused as refused:
-            old = refused.old
-            # Expired into the unlink queue at this very instant: this write's own lost answer.
-            return old is not None and old.state == State.EXPIRED.value and old.due_at == now
-        return True
+        return isinstance(self.transition(steps.expire(due.slot, now)), Applied)
 
     def forget_paths(self, book_id: str, export_id: str, now: float) -> bool:
         """The bytes are gone; the row stops naming them and may now be deleted by TTL, 30 days on. The
@@ -90,83 +64,36 @@ class SweepRows(EndingRows):
 
         Only after the unlink, or the retry of a failed unlink would have nothing left to find.
         """
-        ttl = now + self.settings.ended_retention_seconds
-        pk, sk = book_pk(book_id), export_sk(export_id)
-        try:
-            # The one read: which caller's usage the published bytes count in, and how many. Neither
-            # changes once the row has ended, and the write's condition holds the row to that.
-            seen = self.m.export.get(pk, sk, consistent_read=True)
-        except DoesNotExist:
+        # The one read: which caller's usage the published bytes count in, and how many. Neither
+        # changes once the row has ended, and the write's condition holds the row to that.
+        seen = item_or_none(
+            lambda: self.models.export.get(book_pk(book_id), export_sk(export_id), consistent_read=True)
+        )
+        if seen is None:
             return False
         # What a finish added to the usage: the bytes it published, if the row counts them (a row from before
         # the budget has no `caller_class`, and its finish added nothing).
         published = int(seen.size_bytes or 0) if seen.path and seen.caller_class is not None else 0
-        tx = Tx()
-        tx.update(
-            "export",
-            self.m.export(pk, sk),
-            [
-                ExportItem.paths.remove(),
-                ExportItem.path.remove(),
-                ExportItem.queue.remove(),
-                ExportItem.due_at.remove(),
-                ExportItem.ttl.set(ttl),
-            ],
-            # Only a row still waiting for its unlink, whose keys are the ones we just deleted; `queue =
-            # unlink` lets the usage leave once, since this write takes the row out of the queue.
-            (ExportItem.queue == Queue.UNLINK.value)
-            & (ExportItem.state.is_in(*[s.value for s in ENDED]))
-            # ...and whose `path` (a finish's: the bytes it published) is as the read saw it.
-            & (ExportItem.path.exists() if seen.path else ExportItem.path.does_not_exist()),
-            old=True,
+        ttl = now + self.settings.ended_retention_seconds
+        step = steps.forget(
+            Slot(book_id, export_id, seen.counted_against),
+            had_path=bool(seen.path),
+            published=published,
+            ttl=ttl,
         )
-        if published:
-            live = self.m.live(caller_pk(seen.counted_against), "LIVE")
-            tx.update("live", live, [LiveItem.usage.add(-published)])
-        refused = tx.commit(self._connection())
-        if refused is None:
-            return True
-        old = refused.old(ExportItem, "export")
-        return old is not None and old.queue is None and old.ttl == ttl  # this write's own lost answer
+        return isinstance(self.transition(step), Applied)
 
-    def fail_stale(self, due: Due, now: float) -> FailureCode | None:
-        """The seed's FailStalePendingExports, with its two clocks kept in one attribute.
-
-        `due_at` is the queue-grace deadline until a worker claims the row, and the lease (plus the retry
-        grace) after. A claim moves it, so the write's `due_at < now` re-checks whichever clock applies,
-        and `attempt = seen` pins the code we chose from what the index showed.
-        """
+    def fail_stale(self, due: Due, now: float) -> Swept:
+        """The seed's FailStalePendingExports, with its two clocks kept in one attribute (`steps.sweep`).
+        The code is chosen from what the index showed, and the write's `attempt = seen` pins it."""
         code = FailureCode.WORKER_LOST if due.attempt > 0 else FailureCode.QUEUE_TIMEOUT
-
-        def build(slot: Slot) -> Tx:
-            tx = Tx()
-            end_pending(
-                tx,
-                self.m,
-                slot,
-                [*end_actions(State.FAILED, now), ExportItem.failure_code.set(code.value)],
-                (ExportItem.state == State.PENDING.value)
-                & (ExportItem.due_at <= now)
-                & (ExportItem.attempt == due.attempt),
-                ending=State.FAILED,
-            )
-            return tx
-
-        refused = self.commit_ending(build, due.slot, now)
-        if refused is None:
-            return code
-        old = refused.old(ExportItem, "export")
-        if old is not None and old.state == State.FAILED.value and old.finished_at == now:
-            return code  # this sweep's own earlier try, whose answer was lost
-        return None
+        outcome = self.transition(steps.sweep(due.slot, due.attempt, code, now))
+        return Swept(code if isinstance(outcome, Applied) else None, ended_target(outcome))
 
     def orphan_cursor(self) -> tuple[int, str]:
         """(pass, key): the reconciliation resumes after `key` in pass `pass` (0, "" before any run)."""
-        try:
-            item = self.m.cursor.get(CURSOR_PK, "CURSOR", consistent_read=True)
-        except DoesNotExist:
-            return 0, ""
-        return int(item.pass_no), item.after
+        item = item_or_none(lambda: self.models.cursor.get(CURSOR_PK, "CURSOR", consistent_read=True))
+        return (0, "") if item is None else (int(item.pass_no), item.after)
 
     def set_orphan_cursor(self, pass_no: int, after: str) -> bool:
         """Record how far a run read. A position at or before the recorded one is left alone (seed 004's
@@ -178,8 +105,8 @@ class SweepRows(EndingRows):
             | ((CursorItem.pass_no == pass_no) & (CursorItem.after < after))
         )
         try:
-            put_if(self.m.cursor(CURSOR_PK, "CURSOR", pass_no=pass_no, after=after), newer)
-        except Refused:
+            put_if(self.models.cursor(CURSOR_PK, "CURSOR", pass_no=pass_no, after=after), newer)
+        except ItemRefused:
             # Also what a resend of this very write gets, once its first try was applied and its answer
             # lost: the position is then the recorded one, which is what this write meant; no caller acts
             # on the False.
@@ -195,7 +122,7 @@ class SweepRows(EndingRows):
             if len(parts) == 4:
                 wanted.setdefault((book_pk(parts[1]), export_sk(parts[2])), []).append(key)
         named: set[str] = set()
-        for item in self.m.export.batch_get(list(wanted)):
+        for item in self.models.export.batch_get(list(wanted)):
             if expired_ttl(item.ttl, now):
                 continue
             names = set(item.paths or ()) | ({item.path} if item.path else set())
@@ -203,7 +130,7 @@ class SweepRows(EndingRows):
         return named
 
     def record_audit(self, counts: dict[str, Any], now: float) -> None:
-        self.m.audit(
+        self.models.audit(
             AUDIT_PK,
             f"{now:017.6f}#{uuid.uuid4().hex[:8]}",
             ran_at=now,
@@ -215,5 +142,5 @@ class SweepRows(EndingRows):
         """The last `limit` GC runs, newest first."""
         return [
             {"ran_at": item.ran_at, **json.loads(item.counts)}
-            for item in self.m.audit.query(AUDIT_PK, scan_index_forward=False, limit=limit)
+            for item in self.models.audit.query(AUDIT_PK, scan_index_forward=False, limit=limit)
         ]

@@ -186,7 +186,7 @@ class BatchItem(Item):
     counted_against = UnicodeAttribute()
     targets = UnicodeAttribute()  # JSON: [{"export_id", "book_id", "format"}], in the request's order
     targets_total = NumberAttribute()
-    # Moved only by the write that ends a target (`bindery.storage.endings.end_pending`): exactly once each.
+    # Moved only by the write that ends a target (`transition()`, `bindery.storage.endings`): once each.
     targets_done = NumberAttribute(default=0)
     n_ready = NumberAttribute(default=0)
     n_failed = NumberAttribute(default=0)
@@ -385,10 +385,10 @@ class Rows:
     """What every aggregate's rows share: the settings, and the Store's own models on its one connection."""
 
     settings: Settings
-    m: Models
+    models: Models
 
     def _connection(self) -> Any:
-        return self.m.export._get_connection().connection
+        return self.models.export._get_connection().connection
 
     # The botocore client PynamoDB talks through; tests hang call counters and fault hooks on it.
     @property

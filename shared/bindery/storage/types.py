@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 from bindery.images import Asset
 from bindery.metadata import Metadata
-from bindery.states import Cancel, ClaimRefusal, State
+from bindery.states import Cancel, ClaimRefusal, FailureCode, State
 
 # A batch's bundle is an export row of this format, under the batch's id as its book: it is built, expired
 # and unlinked as any export is, and counted in no cap (the service makes it; no caller asked for it).
@@ -25,7 +25,7 @@ class Slot(NamedTuple):
     bundle: bool = False
     # Whether the row took its place in the global cap and counts its bytes in its caller's usage: every
     # row since those limits were (it carries `caller_class`); a row from before them took neither.
-    counted: bool = True
+    in_caps: bool = True
 
 
 @dataclass(frozen=True)
@@ -107,8 +107,8 @@ class Export:
 
     @property
     def slot(self) -> Slot:
-        bundle, counted = self.format == BUNDLE, self.caller_class is not None
-        return Slot(self.book_id, self.id, self.counted_against, self.batch_id, bundle, counted)
+        bundle, in_caps = self.format == BUNDLE, self.caller_class is not None
+        return Slot(self.book_id, self.id, self.counted_against, self.batch_id, bundle, in_caps)
 
 
 @dataclass(frozen=True)
@@ -219,6 +219,14 @@ class Holdings:
     usage: int
 
 
+class EndedTarget(NamedTuple):
+    """A batch's target whose row has ended, by the write that says so or before it: its batch may have
+    ended with it. Storage only reports it; the batch service settles the batch (`bindery.batches`)."""
+
+    caller: str
+    batch_id: str
+
+
 @dataclass(frozen=True)
 class Revoked:
     """A ready link ended now. Its row still names `paths`: the caller deletes them at once, so a URL
@@ -227,10 +235,27 @@ class Revoked:
     book_id: str
     export_id: str
     paths: frozenset[str]
+    target: EndedTarget | None = None
 
 
-# A cancel in storage: CANCELLED or ENDED, a Revoked (the caller deletes its bytes), or NotFound.
-CancelOutcome = Cancel | Revoked | NotFound
+@dataclass(frozen=True)
+class Cancelled:
+    """A cancel that ended no link: the export cancelled now (CANCELLED), or ended already (ENDED)."""
+
+    how: Cancel
+    target: EndedTarget | None = None
+
+
+# A cancel in storage: Cancelled, a Revoked (the caller deletes its bytes), or NotFound.
+CancelOutcome = Cancelled | Revoked | NotFound
+
+
+@dataclass(frozen=True)
+class Swept:
+    """The stale sweep's ending: the code it failed the row with (None: not its to fail, it had moved on)."""
+
+    code: FailureCode | None
+    target: EndedTarget | None = None
 
 
 # Outcomes of a claim.
