@@ -5,7 +5,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
-from bindery.exports import Exports, default_exports
+from bindery import wiring
+from bindery.builds import Builds
 from bindery.observability import logger, metrics
 from bindery.worker import build_from_record
 
@@ -15,8 +16,8 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 
 @logger.inject_lambda_context
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
-    service = exports or default_exports()
+def handler(event: dict[str, Any], context: Any, *, builds: Builds | None = None) -> dict[str, Any]:
+    service = builds or wiring.default_build_worker()
     response = process_partial_response(
         event=event,
         record_handler=lambda record: build_from_record(service, record),

@@ -6,16 +6,16 @@ from typing import Any
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from bindery.deliveries import BadEvent
-from bindery.exports import Exports, default_exports
+from bindery import wiring
+from bindery.deliveries import BadEvent, Deliveries
 from bindery.observability import logger, metrics
 
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
-def _ingest(service: Exports, record: SQSRecord) -> int:
+def _ingest(deliveries: Deliveries, record: SQSRecord) -> int:
     try:
-        return len(service.deliveries.ingest(record.body))
+        return len(deliveries.ingest(record.body))
     except BadEvent:
         logger.exception("dropping a message that is not an event", extra={"message_id": record.message_id})
         return 0
@@ -23,8 +23,8 @@ def _ingest(service: Exports, record: SQSRecord) -> int:
 
 @logger.inject_lambda_context
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
-    service = exports or default_exports()
+def handler(event: dict[str, Any], context: Any, *, deliveries: Deliveries | None = None) -> dict[str, Any]:
+    service = deliveries or wiring.default_webhooks()
     response = process_partial_response(
         event=event,
         record_handler=lambda record: _ingest(service, record),

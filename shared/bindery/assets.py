@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from bindery import errors, images
-from bindery.common import iso
+from bindery.clock import iso
 from bindery.images import Asset
 from bindery.objects import asset_key, upload_key
 from bindery.observability import logger

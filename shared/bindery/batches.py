@@ -14,26 +14,19 @@ from collections.abc import Callable
 from typing import Any
 
 from bindery import engine, errors
-from bindery.common import (
-    RETRY_AFTER_OVER_CAP,
-    SHARD_TRIES,
-    Parts,
-    decode_cursor,
-    encode_cursor,
-    idempotency_for,
-    iso,
-    key_reused,
-    new_id,
-    over_budget,
-    page_size,
-    service_full,
-    valid_id,
-)
-from bindery.common import not_found as no_such_book
+from bindery.capacity import RETRY_AFTER_OVER_CAP, SHARD_TRIES, most_targets, over_budget, service_full
+from bindery.clock import Clock, iso
 from bindery.config import Settings
-from bindery.limits import MAX_BATCH_SHARDS, CallerClass, Limits
+from bindery.errors import not_found
+from bindery.exports import ExportRequests
+from bindery.idempotency import idempotency_for, key_reused
+from bindery.ids import new_id, valid_id
+from bindery.library import Library
+from bindery.limits import MAX_BATCH_SHARDS, CallerClass
+from bindery.objects import Objects
 from bindery.observability import logger, metrics, state_change
-from bindery.states import BatchStatus, Cancel, State
+from bindery.paging import decode_cursor, encode_cursor, page_size
+from bindery.states import BatchStatus, State
 from bindery.storage import (
     Batch,
     BatchCreated,
@@ -43,23 +36,12 @@ from bindery.storage import (
     Replayed,
     Revoked,
     ShardFull,
+    Store,
     Target,
     TooManyBatches,
 )
 
 RETRY_AFTER_RUNNING = 5
-
-
-def not_found() -> errors.NotFound:
-    return errors.NotFound("no such batch", code="not_found")
-
-
-def most_targets(settings: Settings, limits: Limits) -> int:
-    """The most targets one batch may hold: its class's, and no more than the MAX_BATCH_SHARDS largest shards
-    of the global cap could ever take at once (under a small cap), so that a batch refused for its size is
-    told so (422), never "full, try again" (503) when trying again cannot help."""
-    reachable = sum(sorted(settings.shard_caps)[-MAX_BATCH_SHARDS:])
-    return min(limits.batch_targets, reachable)
 
 
 def plan_shards(room: dict[int, int], n: int) -> dict[int, int] | None:
@@ -76,13 +58,22 @@ def plan_shards(room: dict[int, int], n: int) -> dict[int, int] | None:
     return plan if left <= 0 else None
 
 
-class BatchRequests(Parts):
-    """Create, read, list and cancel: what an API caller does with its batches."""
+class BatchRequests:
+    """Create, read, list and cancel: what an API caller does with its batches; and the batch sweep, which
+    ends what a cancel or a last ending left unended. Each target is ended and shown as an export is, by
+    the export requests' own cancel and view; a bundle's ended link is unlinked by the library."""
 
-    # Each target is ended and shown as an export is: by the export part's own cancel and view, beside this
-    # one in the composition root (`bindery.exports.Exports`).
-    cancel: Callable[[str, str, str], Cancel]
-    view: Callable[..., dict[str, Any]]
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        objects: Objects,
+        clock: Clock,
+        exports: ExportRequests,
+        books: Library,
+    ):
+        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
+        self.exports, self.books = exports, books
 
     def create_batch(
         self, caller: str, caller_class: CallerClass, given: Any, idempotency_key: str | None
@@ -97,7 +88,7 @@ class BatchRequests(Parts):
         # A book that is not the caller's makes the whole request a 404, as for a missing book, and it is
         # found before anything is written.
         if not all(valid_id(b) for b in book_ids) or not self.store.books_owned(book_ids, caller):
-            raise no_such_book()
+            raise not_found()
         now = self.clock()
         batch_id = new_id(now)
         for attempt in range(2 * SHARD_TRIES):
@@ -170,7 +161,7 @@ class BatchRequests(Parts):
         now = self.clock()
         found = self.store.read_batch(caller, batch_id, now) if valid_id(batch_id) else None
         if found is None:
-            raise not_found()
+            raise not_found("batch")
         return self.batch_view(found[0], found[1], now, bundle=found[2])
 
     def list_batches(self, caller: str, limit: Any, cursor: str | None) -> dict[str, Any]:
@@ -188,7 +179,7 @@ class BatchRequests(Parts):
         files deleted before the answer. Should this stop halfway, the batch sweep ends the rest."""
         batch = self.store.cancel_batch(caller, batch_id, self.clock()) if valid_id(batch_id) else None
         if batch is None:
-            raise not_found()
+            raise not_found("batch")
         cancelled = batch.status == BatchStatus.CANCELLED
         state_change(batch_id, "", "batch cancelled" if cancelled else "batch links revoked")
         self.end_targets(batch)
@@ -210,7 +201,7 @@ class BatchRequests(Parts):
         for target in batch.targets:
             if unlink:
                 with contextlib.suppress(errors.NotFound):  # its book was deleted: the purge ends its exports
-                    self.cancel(batch.caller, target.book_id, target.export_id)
+                    self.exports.cancel(batch.caller, target.book_id, target.export_id)
             else:
                 self.store.cancel_export(target.book_id, target.export_id, batch.caller, now)
         found = self.store.read_batch(batch.caller, batch.id, self.clock())
@@ -274,7 +265,7 @@ class BatchRequests(Parts):
             body["targets_done"] = sum(body["ended"].values())
             body["bytes"] = sum(e.size_bytes or 0 for e in ended_ready)
         if targets is not None:
-            views = [self.view(e, book=None, now=now) for e in targets]
+            views = [self.exports.view(e, book=None, now=now) for e in targets]
             counts = {s.value: 0 for s in State}
             for v in views:
                 counts[v["state"]] += 1

@@ -34,11 +34,17 @@ class Unauthorized(BinderyError):
 
 
 class NotFound(BinderyError):
-    """No such book or export for this caller. Another caller's book answers exactly as a missing one does,
-    so an id proves nothing about what exists."""
+    """No such book, export, batch or endpoint for this caller. Another caller's answers exactly as a
+    missing one does, so an id proves nothing about what exists: raise it through :func:`not_found`."""
 
     status = 404
     code = "not_found"
+
+
+def not_found(what: str = "book or export") -> NotFound:
+    """The one 404 of the service layer. One body for a missing thing and for someone else's: the answer
+    must not tell them apart. An unknown path gets the default, the body a missing book gets."""
+    return NotFound(f"no such {what}", code="not_found")
 
 
 class Conflict(BinderyError):

@@ -16,21 +16,15 @@ from typing import Any, Literal
 
 from bindery import errors
 from bindery.assets import BookAssets
-from bindery.common import (
-    decode_cursor,
-    encode_cursor,
-    idempotency_for,
-    iso,
-    key_reused,
-    new_cut,
-    not_found,
-    page_size,
-    valid_id,
-)
+from bindery.clock import iso
+from bindery.errors import not_found
+from bindery.idempotency import idempotency_for, key_reused
+from bindery.ids import new_cut, valid_id
 from bindery.manuscript import Normalised, cut, normalise
 from bindery.metadata import Metadata, merged, package_identifier
 from bindery.objects import assets_prefix, cut_key, upload_key
 from bindery.observability import logger
+from bindery.paging import decode_cursor, encode_cursor, page_size
 from bindery.revisions import PUBLISH_TRIES, STAGE_GRACE_SECONDS, parse_if_match, precondition_failed
 from bindery.storage import Book, Chapter, KeyReused, Marker, Replayed, Revoked, StorageError
 
@@ -110,6 +104,10 @@ class Library(BookAssets):
     def get_book(self, caller: str, book_id: str) -> tuple[Book, list[Chapter]]:
         book = self._owned(caller, book_id)
         return book, self.store.read_chapters(book_id, book.cut)
+
+    def chapters(self, book: Book) -> list[Chapter]:
+        """The chapters of the revision `book` is at: what a change's answer shows beside the book."""
+        return self.store.read_chapters(book.id, book.cut)
 
     def edit_book(self, caller: str, book_id: str, if_match: str | None, title: Any, metadata: Any) -> Book:
         """PATCH: a new title, a merge patch of the metadata, or both, as the book's next revision (the

@@ -10,8 +10,10 @@ import re
 from collections.abc import Callable
 
 from bindery import errors
-from bindery.common import Clock, not_found, valid_id
+from bindery.clock import Clock
 from bindery.config import Settings
+from bindery.errors import not_found
+from bindery.ids import valid_id
 from bindery.objects import Objects
 from bindery.storage import Book, Store
 

@@ -14,9 +14,11 @@ from pathlib import Path
 import boto3
 import pytest
 
+from bindery import wiring
 from bindery.config import Settings
 from bindery.engine import FORMATS
-from bindery.exports import Exports
+from bindery.objects import Objects
+from bindery.storage import Store
 from bindery_local.aws import EmbeddedAws
 from bindery_local.template import create_table
 from tests.events import http_event
@@ -53,12 +55,14 @@ def test_a_cold_poll_of_each_format_imports_no_renderer(
     monkeypatch.setenv("AWS_ENDPOINT_URL", aws)
     create_table(boto3.client("dynamodb"), "cold")
     boto3.client("s3").create_bucket(Bucket="cold")
-    exports = Exports.from_settings(Settings(table="cold", bucket="cold"))
-    book, _, _ = exports.books.create_book("user-alice", "Cold", "# One\n\ntext\n")
+    settings = Settings(table="cold", bucket="cold")
+    store, objects = Store(settings), Objects(settings)
+    api, builds = wiring.api(settings, store, objects), wiring.build_worker(settings, store, objects)
+    book, _, _ = api.books.create_book("user-alice", "Cold", "# One\n\ntext\n")
     events = []
     for fmt in FORMATS:
-        export_id = exports.submit("user-alice", book.id, fmt, None)[0]["id"]
-        assert exports.build(book.id, export_id) == "ready"
+        export_id = api.exports.submit("user-alice", book.id, fmt, None)[0]["id"]
+        assert builds.build(book.id, export_id) == "ready"
         events.append(http_event("GET", f"/books/{book.id}/exports/{export_id}"))
     (tmp_path / "events.json").write_text(json.dumps(events))
 

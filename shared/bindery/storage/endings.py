@@ -9,8 +9,8 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist
 
-from bindery.common import new_id
 from bindery.faults import AWS_ERRORS
+from bindery.ids import new_id
 from bindery.limits import shard_of
 from bindery.observability import logger
 from bindery.states import BatchStatus, Queue, State
