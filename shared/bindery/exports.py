@@ -63,13 +63,8 @@ class ExportRequests:
     link has its bytes deleted now, by the library (`Library.unlink_now`)."""
 
     def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Clock, books: Library):
-        self.settings, self.store, self.objects, self.clock, self.books = (
-            settings,
-            store,
-            objects,
-            clock,
-            books,
-        )
+        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
+        self.books = books
 
     # ---- submit ----------------------------------------------------------------------------------
 

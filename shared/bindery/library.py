@@ -201,9 +201,8 @@ class Library(BookAssets):
 
     def delete_book(self, caller: str, book_id: str) -> None:
         """The book and its chapters go now; its pending exports are cancelled and its ready ones' bytes
-        deleted before the answer, so a link handed out earlier stops working at once (the seed's "gone
-        with its machine"). The delete itself is one transaction that leaves the GC its chores, so a
-        crash after it still ends everything."""
+        deleted before the answer, so a link handed out earlier stops working at once. The delete itself
+        is one transaction that leaves the GC its chores, so a crash after it still ends everything."""
         tried = False
         for _ in range(PUBLISH_TRIES):
             book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
@@ -256,9 +255,9 @@ class Library(BookAssets):
         self.store.drop_marker(marker)
 
     def unlink_now(self, revoked: Revoked) -> None:
-        """A ready link was just ended: delete its bytes now, then forget them (the seed's order: the row
-        ended first, keeping its paths, then the unlink, then the forget). Should the delete fail, the row
-        still waits in the unlink queue, and the GC deletes them on its next run."""
+        """A ready link was just ended (the row keeps its paths): delete its bytes now, then forget them, in
+        that order. Should the delete fail, the row still waits in the unlink queue, and the GC deletes them
+        on its next run."""
         try:
             self.objects.delete(revoked.paths)
             self.store.forget_paths(revoked.book_id, revoked.export_id, self.clock())

@@ -65,13 +65,8 @@ class Schedules:
     own purge, the one its delete starts."""
 
     def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Clock, books: Library):
-        self.settings, self.store, self.objects, self.clock, self.books = (
-            settings,
-            store,
-            objects,
-            clock,
-            books,
-        )
+        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
+        self.books = books
 
     # ---- the sweeps' queues ------------------------------------------------------------------------
 

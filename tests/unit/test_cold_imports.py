@@ -78,3 +78,57 @@ def test_a_cold_poll_of_each_format_imports_no_renderer(
         (fmt, "ready", True) for fmt in FORMATS
     ]
     assert found["loaded"] == []
+
+
+WIRED = """
+import importlib, json, sys
+from bindery import wiring
+
+importlib.import_module(f"functions.{sys.argv[1]}.app")
+getattr(wiring, sys.argv[2])()  # builds the handler's services on its first invoke; makes no AWS call
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("bindery"))))
+"""
+# What each handler's services never call, and so must not load: the API's services and routes for the
+# worker and the schedules; anything of exports, books or builds for the webhook functions.
+NOT_THE_WEBHOOKS = {"bindery.api", "bindery.exports", "bindery.batches", "bindery.library", "bindery.builds"}
+
+
+@pytest.mark.parametrize(
+    ("handler", "wire", "needs", "never"),
+    [
+        ("webhook_ingest", "default_webhooks", "deliveries", NOT_THE_WEBHOOKS | {"bindery.engine"}),
+        ("webhook_sender", "default_webhooks", "deliveries", NOT_THE_WEBHOOKS | {"bindery.engine"}),
+        ("webhook_sweep", "default_webhooks", "deliveries", NOT_THE_WEBHOOKS | {"bindery.engine"}),
+        (
+            "build_worker",
+            "default_build_worker",
+            "builds",
+            {"bindery.api", "bindery.exports", "bindery.library"},
+        ),
+        ("expiry_gc", "default_expiry_gc", "schedules", {"bindery.api", "bindery.exports", "bindery.builds"}),
+        (
+            "stale_sweep",
+            "default_stale_sweep",
+            "batches",
+            {"bindery.api", "bindery.builds", "bindery.deliveries"},
+        ),
+        ("poll", "default_api", "api.http", {"bindery.builds", "bindery.schedules", "bindery.deliveries"}),
+    ],
+)
+def test_a_handler_and_its_wiring_load_no_other_handler_s_services(
+    handler: str, wire: str, needs: str, never: set[str]
+) -> None:
+    env = {
+        **os.environ,
+        "BINDERY_TABLE": "cold",
+        "BINDERY_BUCKET": "cold",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PYTHONPATH": str(ROOT),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", WIRED, handler, wire],
+        env=env, capture_output=True, text=True, cwd=ROOT, timeout=60, check=True,
+    )  # fmt: skip
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert f"bindery.{needs}" in loaded  # its own services were built
+    assert sorted(loaded & never) == []
