@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from bindery import wiring
 from bindery.api.http import ApiServices
+from bindery.assets import BookAssets
 from bindery.batches import BatchRequests
 from bindery.builds import Builds
 from bindery.clock import Clock
@@ -43,6 +44,10 @@ class Services:
     @property
     def books(self) -> Library:
         return self.api.books
+
+    @property
+    def assets(self) -> BookAssets:
+        return self.api.assets
 
     @property
     def hooks(self) -> Webhooks:

@@ -1,5 +1,5 @@
 """What a caller can be told went wrong: each class is one HTTP status, carried on the class so that the
-status and the kind of refusal are defined in one place. `bindery.api` answers every one the same way."""
+status and the kind of refusal are defined in one place. `bindery.api.http` answers every one the same way."""
 
 from __future__ import annotations
 

@@ -15,18 +15,24 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from bindery import errors
-from bindery.assets import BookAssets
-from bindery.clock import iso
+from bindery.clock import Clock, iso
+from bindery.config import Settings
 from bindery.errors import not_found
 from bindery.idempotency import idempotency_for, key_reused
 from bindery.ids import new_cut, valid_id
 from bindery.manuscript import Normalised, cut, normalise
 from bindery.metadata import Metadata, merged, package_identifier
-from bindery.objects import assets_prefix, cut_key, upload_key
+from bindery.objects import Objects, assets_prefix, cut_key, upload_key
 from bindery.observability import logger
 from bindery.paging import decode_cursor, encode_cursor, page_size
-from bindery.revisions import PUBLISH_TRIES, STAGE_GRACE_SECONDS, parse_if_match, precondition_failed
-from bindery.storage import Book, Chapter, KeyReused, Marker, Replayed, Revoked, StorageError
+from bindery.revisions import (
+    PUBLISH_TRIES,
+    STAGE_GRACE_SECONDS,
+    Revisions,
+    parse_if_match,
+    precondition_failed,
+)
+from bindery.storage import Book, Chapter, KeyReused, Marker, Replayed, Revoked, StorageError, Store
 
 MAX_TITLE = 500
 # A chapter's title is kept in its chapter item (and in a build's skipped list), and an item is at most
@@ -46,7 +52,17 @@ def _on_shelf(position: str) -> bool:
     return _SHELF_POSITION.fullmatch(position) is not None
 
 
-class Library(BookAssets):
+class Library:
+    """A caller's books: create, list, read, edit, replace the manuscript, upload a large one, delete; and
+    the GC's purge of a deleted book. A change is published as the next revision (`Revisions`); a book's
+    images are `bindery.assets.BookAssets`'."""
+
+    def __init__(
+        self, settings: Settings, store: Store, objects: Objects, clock: Clock, revisions: Revisions
+    ):
+        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
+        self.revisions = revisions
+
     # ---- caller operations -----------------------------------------------------------------------
 
     def create_book(
@@ -102,7 +118,7 @@ class Library(BookAssets):
         }
 
     def get_book(self, caller: str, book_id: str) -> tuple[Book, list[Chapter]]:
-        book = self._owned(caller, book_id)
+        book = self.revisions.owned(caller, book_id)
         return book, self.store.read_chapters(book_id, book.cut)
 
     def chapters(self, book: Book) -> list[Chapter]:
@@ -122,7 +138,7 @@ class Library(BookAssets):
             new_title = title.strip() if title is not None else current.title
             return replace(current, title=new_title, metadata=described), None
 
-        book = self._publish_change(caller, book_id, if_match, change)
+        book = self.revisions.publish_change(caller, book_id, if_match, change)
         logger.info("book edited", extra={"book_id": book_id, "revision": book.revision})
         return book
 
@@ -138,7 +154,7 @@ class Library(BookAssets):
         """Re-cut the book from a new manuscript and bump its revision. With `If-Match: "<revision>"` a
         book that is no longer at that revision answers 412 and nothing changes."""
         expected = parse_if_match(if_match)
-        book = self._owned(caller, book_id)
+        book = self.revisions.owned(caller, book_id)
         if expected is not None and expected != book.revision:
             raise precondition_failed(book.revision)
         now = self.clock()
@@ -184,7 +200,7 @@ class Library(BookAssets):
         raise errors.Conflict("the book kept changing; try again", code="concurrent_replacement")
 
     def create_upload(self, caller: str, book_id: str) -> dict[str, Any]:
-        self._owned(caller, book_id)
+        self.revisions.owned(caller, book_id)
         upload_id = secrets.token_hex(12)
         post = self.objects.presign_upload(
             upload_key(book_id, upload_id), MAX_UPLOAD_BYTES, UPLOAD_URL_SECONDS
@@ -359,27 +375,4 @@ def book_summary(book: Book) -> dict[str, Any]:
         "assets_total": len(book.assets),
         "created_at": iso(book.created_at),
         "updated_at": iso(book.updated_at),
-    }
-
-
-def book_view(book: Book, chapters: list[Chapter], after: int, page_size: int) -> dict[str, Any]:
-    """A book as its owner reads it: its summary, its assets, and its chapters after `after`, `page_size`
-    of them at most."""
-
-    page = [c for c in chapters if c.ordinal > after][:page_size]
-    more = bool(page) and page[-1].ordinal < chapters[-1].ordinal
-    return {
-        **book_summary(book),
-        "assets": [
-            {
-                "name": a.name,
-                "content_type": a.content_type,
-                "width": a.width,
-                "height": a.height,
-                "size_bytes": a.size_bytes,
-            }
-            for a in book.assets
-        ],
-        "chapters": [{"ordinal": c.ordinal, "title": c.title, "size_bytes": c.size_bytes} for c in page],
-        "chapters_next": page[-1].ordinal if more else None,
     }

@@ -25,21 +25,24 @@ if TYPE_CHECKING:
     from bindery.batches import BatchRequests
     from bindery.builds import Builds
     from bindery.deliveries import Deliveries
+    from bindery.library import Library
     from bindery.schedules import Schedules
 
 
 def api(settings: Settings, store: Store, objects: Objects, clock: Clock = time.time) -> ApiServices:
-    """The submit's and the poll's: exports, batches, books and webhook endpoints, as callers use them."""
+    """The submit's and the poll's: exports, batches, books, their images and webhook endpoints, as
+    callers use them."""
     from bindery.api.http import ApiServices
+    from bindery.assets import BookAssets
     from bindery.batches import BatchRequests
     from bindery.exports import ExportRequests
-    from bindery.library import Library
     from bindery.webhooks import Webhooks
 
-    books = Library(settings, store, objects, clock)
+    books = _library(settings, store, objects, clock)
     exports = ExportRequests(settings, store, objects, clock, books)
     batches = BatchRequests(settings, store, objects, clock, exports, books)
-    return ApiServices(exports, batches, books, Webhooks(settings, store, clock))
+    assets = BookAssets(store, objects, clock, books.revisions)
+    return ApiServices(exports, batches, books, assets, Webhooks(settings, store, clock))
 
 
 def build_worker(settings: Settings, store: Store, objects: Objects, clock: Clock = time.time) -> Builds:
@@ -49,10 +52,9 @@ def build_worker(settings: Settings, store: Store, objects: Objects, clock: Cloc
 
 
 def expiry_gc(settings: Settings, store: Store, objects: Objects, clock: Clock = time.time) -> Schedules:
-    from bindery.library import Library
     from bindery.schedules import Schedules
 
-    return Schedules(settings, store, objects, clock, Library(settings, store, objects, clock))
+    return Schedules(settings, store, objects, clock, _library(settings, store, objects, clock))
 
 
 def stale_sweep(
@@ -62,15 +64,21 @@ def stale_sweep(
     (`BatchRequests.settle_batches`)."""
     from bindery.batches import BatchRequests
     from bindery.exports import ExportRequests
-    from bindery.library import Library
     from bindery.schedules import Schedules
 
-    books = Library(settings, store, objects, clock)
+    books = _library(settings, store, objects, clock)
     exports = ExportRequests(settings, store, objects, clock, books)
     return (
         Schedules(settings, store, objects, clock, books),
         BatchRequests(settings, store, objects, clock, exports, books),
     )
+
+
+def _library(settings: Settings, store: Store, objects: Objects, clock: Clock) -> Library:
+    from bindery.library import Library
+    from bindery.revisions import Revisions
+
+    return Library(settings, store, objects, clock, Revisions(settings, store, clock))
 
 
 def webhooks(settings: Settings, store: Store, clock: Clock = time.time) -> Deliveries:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -18,7 +19,7 @@ from bindery.api.http import (
     services,
     writes,
 )
-from bindery.library import book_view
+from bindery.library import book_summary
 from bindery.storage import Book, Chapter
 
 # A book's answer lists at most this many chapters (titles are at most 500 characters): far under Lambda's
@@ -33,6 +34,29 @@ def _manuscript_too_large() -> errors.PayloadTooLarge:
         code="manuscript_too_large",
         limit=INLINE_BODY_LIMIT,
     )
+
+
+def book_view(book: Book, chapters: list[Chapter], after: int, page_size: int) -> dict[str, Any]:
+    """A book as its owner reads it: its summary, its assets, and its chapters after `after`, `page_size`
+    of them at most."""
+
+    page = [c for c in chapters if c.ordinal > after][:page_size]
+    more = bool(page) and page[-1].ordinal < chapters[-1].ordinal
+    return {
+        **book_summary(book),
+        "assets": [
+            {
+                "name": a.name,
+                "content_type": a.content_type,
+                "width": a.width,
+                "height": a.height,
+                "size_bytes": a.size_bytes,
+            }
+            for a in book.assets
+        ],
+        "chapters": [{"ordinal": c.ordinal, "title": c.title, "size_bytes": c.size_bytes} for c in page],
+        "chapters_next": page[-1].ordinal if more else None,
+    }
 
 
 def _book_reply(
@@ -81,8 +105,8 @@ def edit_book(book_id: str) -> Response:
 def create_asset(book_id: str) -> Response:
     who = caller(writes)
     body = read_body(writes, SMALL_BODY_LIMIT, {"name": str, "content_type": str, "size": object})
-    books = services(writes).books
-    upload = books.create_asset_upload(who, book_id, body["name"], body["content_type"], body["size"])
+    assets = services(writes).assets
+    upload = assets.create_asset_upload(who, book_id, body["name"], body["content_type"], body["size"])
     return answer(201, upload)
 
 
@@ -91,10 +115,10 @@ def create_asset(book_id: str) -> Response:
 @writes.put("/books/<book_id>/assets/.+")
 def adopt_asset(book_id: str) -> Response:
     who = caller(writes)
-    books = services(writes).books
+    books, assets = services(writes).books, services(writes).assets
     body = read_body(writes, SMALL_BODY_LIMIT, {"upload_id": str})
     if_match = writes.current_event.headers.get("if-match")
-    book = books.adopt_asset(who, book_id, _asset_in_path(writes), body["upload_id"], if_match)
+    book = assets.adopt_asset(who, book_id, _asset_in_path(writes), body["upload_id"], if_match)
     return _book_reply(200, book, books.chapters(book))
 
 
@@ -102,7 +126,7 @@ def adopt_asset(book_id: str) -> Response:
 def delete_asset(book_id: str) -> Response:
     who = caller(writes)
     if_match = writes.current_event.headers.get("if-match")
-    services(writes).books.delete_asset(who, book_id, _asset_in_path(writes), if_match)
+    services(writes).assets.delete_asset(who, book_id, _asset_in_path(writes), if_match)
     return no_content()
 
 

@@ -18,6 +18,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
 from bindery import errors
+from bindery.assets import BookAssets
 from bindery.batches import BatchRequests
 from bindery.exports import ExportRequests
 from bindery.library import Library
@@ -49,6 +50,7 @@ class ApiServices:
     exports: ExportRequests
     batches: BatchRequests
     books: Library
+    assets: BookAssets
     hooks: Webhooks
 
 
