@@ -3,32 +3,20 @@ per subscribed endpoint. A failed record is reported back to SQS alone; a replay
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-
 from bindery import wiring
 from bindery.deliveries import BadEvent, Deliveries
 from bindery.observability import logger, metrics
-
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-
-
-def _ingest(deliveries: Deliveries, record: SQSRecord) -> int:
-    try:
-        return len(deliveries.ingest(record.body))
-    except BadEvent:
-        logger.exception("dropping a message that is not an event", extra={"message_id": record.message_id})
-        return 0
+from bindery.queues import process_batch
 
 
 @logger.inject_lambda_context
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any, *, deliveries: Deliveries | None = None) -> dict[str, Any]:
     service = deliveries or wiring.default_webhooks()
-    response = process_partial_response(
-        event=event,
-        record_handler=lambda record: _ingest(service, record),
-        processor=processor,
-        context=context,
+    return process_batch(
+        event,
+        context,
+        lambda record: service.ingest(record.body),
+        poison=BadEvent,
+        dropping="dropping a message that is not an event",
     )
-    return dict(response)

@@ -20,14 +20,19 @@ def message(endpoint_id: str, seq: int) -> str:
     return json.dumps({"endpoint": endpoint_id, "seq": seq}, separators=(",", ":"))
 
 
+class BadKey(ValueError):
+    """A message that is not a delivery key: a poison message, logged and dropped, as redelivering it cannot
+    help. Its own class, so that the sender drops only this and retries any other error."""
+
+
 def parse_message(body: str) -> tuple[str, int]:
     try:
         data = json.loads(body)
         endpoint_id, seq = data["endpoint"], data["seq"]
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"not a delivery key: {exc!r}") from None
+        raise BadKey(f"not a delivery key: {exc!r}") from None
     if not isinstance(endpoint_id, str) or not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-        raise ValueError(f"not a delivery key: {body[:80]!r}")
+        raise BadKey(f"not a delivery key: {body[:80]!r}")
     return endpoint_id, seq
 
 

@@ -16,7 +16,7 @@ from bindery.states import BuildOutcome
 
 
 class BadMessage(ValueError):
-    """A message that names no export. It is logged and dropped: redelivering it cannot help."""
+    """A message that names no export: poison, logged and dropped, as redelivering it cannot help."""
 
 
 def export_key(body: str) -> tuple[str, str]:
@@ -32,11 +32,9 @@ def export_key(body: str) -> tuple[str, str]:
 
 
 def build_from_record(builds: Builds, record: SQSRecord) -> BuildOutcome:
-    try:
-        book_id, export_id = export_key(record.body)
-    except BadMessage:
-        logger.exception("dropping a message that names no export", extra={"message_id": record.message_id})
-        return BuildOutcome.DROPPED
+    """What came of the build the record names. A record that names no export raises `BadMessage`, which the
+    handler drops (`bindery.queues`)."""
+    book_id, export_id = export_key(record.body)
     logger.append_keys(export_id=export_id, book_id=book_id)
     try:
         outcome = builds.build(book_id, export_id)

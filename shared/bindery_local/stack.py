@@ -6,7 +6,8 @@ Each function runs as Lambda runs it, in instances side by side (`bindery_local.
 its own, each with its own module state and one event at a time, up to the function's concurrency
 (BINDERY_LOCAL_CONCURRENCY, default 8, or less where the template caps the function). Each queue's event
 source polls with as many pollers as its function's concurrency. The embedded AWS is `bindery_local.aws`:
-moto's server in a process of its own, with DynamoDB made atomic under concurrent requests.
+moto's server in a process of its own, with DynamoDB made atomic under concurrent requests. What it prints
+once it is up is `bindery_local.banner`.
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bindery_local import resources, template, tokens
+from bindery_local import resources, template
+from bindery_local.banner import banner
 from bindery_local.pipes import from_template
 
 TABLE = "bindery"
 BUCKET = "bindery-artifacts"
-DEMO_USER = "demo-user"
 # Everything a stop does (servers shut, threads joined, moto stopped) fits in this, or is cut off with the
 # process: what a cut-off build or sweep did not finish, leases and sweeps take up at the next start.
 STOP_DEADLINE_SECONDS = 5.0
@@ -252,54 +253,6 @@ def _schedules(stop: threading.Event, invoke: Invoke) -> list[tuple[str, float, 
 
         started.append((schedule.function, seconds, _loop(schedule.function, stop, 0.0, delayed)))
     return started
-
-
-# The curl session the banner prints. The e2e test runs it exactly as printed.
-SESSION = r"""export API=@API TOKEN=@TOKEN
-export BINDERY_API=$API BINDERY_TOKEN=$TOKEN    # what the bindery command line reads
-BOOK=$(curl -sf -X POST $API/books -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
-  -d '{"title": "Hello", "manuscript": "# Hello\n\nFirst words.\n\n# Goodbye\n\nLast words.\n"}' \
-  | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-EXPORT=$(curl -sf -X POST $API/books/$BOOK/exports -H "Authorization: Bearer $TOKEN" \
-  -H 'Content-Type: application/json' -d '{"format": "html"}' \
-  | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-for i in $(seq 30); do curl -sf $API/books/$BOOK/exports/$EXPORT -H "Authorization: Bearer $TOKEN" \
-  | grep -q '"state":"ready"' && break; sleep 1; done
-curl -sf $API/books/$BOOK/exports/$EXPORT -H "Authorization: Bearer $TOKEN"; echo
-curl -sf -o hello.html "$(curl -sf $API/books/$BOOK/exports/$EXPORT -H "Authorization: Bearer $TOKEN" \
-  | python3 -c 'import json,sys; print(json.load(sys.stdin)["download_url"])')" && cat hello.html
-"""
-
-
-def banner(
-    api: str,
-    endpoint: str,
-    data_dir: str | None,
-    sweeps: list[tuple[str, float]],
-    limits: dict[str, int],
-    local_http: bool = False,
-) -> str:
-    state = f"kept in {data_dir}" if data_dir else "in memory (set BINDERY_DATA_DIR to keep it)"
-    hooks = (
-        "webhook URLs may also be http://127.0.0.1 (BINDERY_WEBHOOK_LOCAL_HTTP=1: `make run` sets it)"
-        if local_http
-        else "webhook URLs: https, public addresses only, as deployed"
-    )
-    every = ", ".join(f"{name} every {seconds:g}s" for name, seconds in sweeps)
-    wide = ", ".join(f"{name} {n}" for name, n in limits.items() if n > 1)
-    session = SESSION.replace("@API", api).replace("@TOKEN", tokens.mint(DEMO_USER))
-    return (
-        "Bindery is running.\n"
-        f"  API     {api}   (Swagger UI: {api}/docs)\n"
-        f"  AWS     {endpoint}  (moto's server: DynamoDB, S3, SQS, EventBridge)\n"
-        f"  state   {state}\n"
-        f"  sweeps  {every}\n"
-        f"  scale   up to this many instances of each function at once: {wide} (BINDERY_LOCAL_CONCURRENCY)\n"
-        f"  hooks   {hooks}\n\n"
-        f"A token for {DEMO_USER} (24 h; `bindery token NAME` makes more), and a session to paste:\n\n"
-        f"{session}\n"
-        "Ctrl-C stops everything.\n"
-    )
 
 
 @contextlib.contextmanager

@@ -10,15 +10,6 @@ from pathlib import Path
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 MAX_LINES = 400
-# Modules over MAX_LINES that another branch of issue 30 splits (the engine's, the local stack's, the
-# client's). Each name here is a debt: once its split is merged, it leaves this set.
-SPLIT_ELSEWHERE = {
-    "bindery/engine/join.py",
-    "bindery/engine/typeset.py",
-    "bindery_local/aws.py",
-    "bindery_local/stack.py",
-    "cli/bindery_cli/client.py",
-}
 
 
 def _modules() -> dict[str, Path]:
@@ -109,7 +100,7 @@ def test_no_module_of_shared_is_over_400_lines() -> None:
         for path in sorted(SHARED.rglob("*.py"))
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
-    assert set(long) <= SPLIT_ELSEWHERE, long
+    assert long == {}
 
 
 def test_no_import_circle_among_bindery_modules_type_only_imports_included() -> None:

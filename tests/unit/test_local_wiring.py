@@ -19,7 +19,7 @@ from moto import mock_aws
 from bindery.deliveries import parse_event
 from bindery.states import EVENT_TYPES
 from bindery_local import pipes, resources, template
-from bindery_local.aws import recorded as _recorded
+from bindery_local.recording import recorded as _recorded
 from bindery_local.resources import EVENT_BUS
 
 

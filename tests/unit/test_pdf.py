@@ -399,7 +399,7 @@ def test_nesting_leaves_the_text_at_least_half_the_text_block(tmp_path: Path) ->
 
 def test_text_is_marked_for_typst_to_measure_only_where_a_run_may_not_break_inside_its_measure() -> None:
     from bindery.engine.breaks import ZWSP, Run, fitted
-    from bindery.engine.typeset import literal
+    from bindery.engine.literals import literal
 
     def fit(text: str, run: Run | None = None) -> str:
         return fitted(text, 320, 10, literal, run=run)  # A5's measure, at the body's size

@@ -20,83 +20,34 @@ What a tagged book needs from joining that a concatenation of pages would get wr
   placeholders (`GOTO` + a number) because the pages they point at are in other pieces.
 
 Objects are written into compressed object streams (as pikepdf's `generate` would), with a
-cross-reference stream: the joined file is no larger than Typst's own output would be.
+cross-reference stream: the joined file is no larger than Typst's own output would be. The writing of the
+file is `bindery.engine.joined_file`; what a piece is, read before the join, is `bindery.engine.pieces`.
 """
 
 from __future__ import annotations
 
 import re
-import zlib
-from array import array
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
 
 import pikepdf
 from pikepdf import Array, Dictionary, Name
+
+from bindery.engine.joined_file import JoinedFile, real
+from bindery.engine.pieces import Piece
 
 # A contents link the join points at its page: GOTO + the target's number. A scheme no manuscript link can
 # have (typeset.py passes only http, https and mailto), and rewritten only in the front matter's piece.
 GOTO = "bindery-goto:"
 NPAGES = "{http://ns.adobe.com/xap/1.0/t/pg/}NPages"  # XMP's page count
-PER_STREAM = 200  # objects in each object stream
 # What the join carries from a piece's structure tree root; anything else would be lost, so it refuses it.
 CARRIED = {"/Type", "/K", "/ParentTree", "/ParentTreeNextKey", "/RoleMap", "/ClassMap", "/IDTree"}
 
 # A reference in qpdf's unparsed syntax, or a literal string to step over (qpdf escapes the parentheses
 # inside one, so a title such as "Chapter 12 0 R" is never read as a reference).
 _TOKENS = re.compile(rb"\((?:\\.|[^\\)])*\)|(?<![\d.])(\d+) (\d+) R(?=[\s/\]\[<>()]|$)", re.S)
-
-
-@dataclass(frozen=True)
-class Mark:
-    """A heading a piece's own outline points at: its level, title, page (in the piece) and height."""
-
-    level: int
-    title: str
-    page: int
-    top: float
-
-
-@dataclass
-class Piece:
-    path: Path
-    pages: int
-    marks: list[Mark] = field(default_factory=list)
-    blank_after: bool = False  # a blank verso follows, so the next piece opens on a recto
-    size: int = 0  # the piece's highest object number, plus one
-    page_objects: list[int] = field(default_factory=list)
-    page_size: tuple[float, float] = (0.0, 0.0)
-
-
-def read_piece(path: Path) -> Piece:
-    """A compiled piece's pages, its object count, and the headings in its outline."""
-    with pikepdf.open(path) as pdf:
-        index: dict[Any, int] = {page.objgen: n for n, page in enumerate(pdf.pages)}
-        marks = [
-            Mark(level, str(item.Title), index[item.Dest[0].objgen], float(item.Dest[3]))
-            for level, item in _outline(pdf.Root.get("/Outlines"))
-            if "/Dest" in item
-        ]
-        box = pdf.pages[0].mediabox
-        return Piece(
-            path,
-            len(pdf.pages),
-            marks,
-            size=int(pdf.trailer.Size),
-            page_objects=[int(page.objgen[0]) for page in pdf.pages],
-            page_size=(float(box[2]) - float(box[0]), float(box[3]) - float(box[1])),
-        )
-
-
-def _outline(node: pikepdf.Object | None, level: int = 1) -> Iterator[tuple[int, pikepdf.Object]]:
-    item = node.get("/First") if node is not None else None
-    while item is not None:
-        yield level, item
-        yield from _outline(item, level + 1)
-        item = item.get("/Next")
 
 
 @dataclass(frozen=True)
@@ -107,95 +58,6 @@ class Entry:
     page: int
     top: float
     children: tuple[Entry, ...] = ()
-
-
-class _File:
-    """The joined PDF as it is written: objects go into object streams, streams directly, and the
-    cross-reference stream records where each one went."""
-
-    def __init__(self, out: BinaryIO, next_number: int):
-        self.out = out
-        self.next_number = next_number
-        # Per object number, in arrays (a few bytes an object, not a Python object each): 0 free, 1 at an
-        # offset, 2 inside an object stream; the offset or the object stream's number (4 bytes: a book's
-        # file stays under 4 GiB, the 50 MiB bound's is about 50 MB); the place inside its object stream.
-        self.kind = bytearray()
-        self.where = array("I")
-        self.index = array("H")
-        self.pending: list[tuple[int, bytes]] = []
-        out.write(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
-
-    def number(self) -> int:
-        self.next_number += 1
-        return self.next_number - 1
-
-    def _entry(self, number: int, kind: int, where: int, index: int) -> None:
-        if number >= len(self.kind):
-            grow = number + 1 - len(self.kind)
-            self.kind.extend(bytes(grow))
-            self.where.frombytes(bytes(grow * self.where.itemsize))
-            self.index.frombytes(bytes(grow * self.index.itemsize))
-        self.kind[number], self.where[number], self.index[number] = kind, where, index
-
-    def put(self, number: int, body: bytes) -> None:
-        self.pending.append((number, body))
-        if len(self.pending) >= PER_STREAM:
-            self._flush()
-
-    def put_stream(self, number: int, head: bytes, data: bytes) -> None:
-        self._entry(number, 1, self.out.tell(), 0)
-        self.out.write(b"%d 0 obj\n%s\nstream\n" % (number, head))
-        self.out.write(data)
-        self.out.write(b"\nendstream\nendobj\n")
-
-    def _flush(self) -> None:
-        if not self.pending:
-            return
-        stream = self.number()
-        offsets, bodies, at = [], [], 0
-        for n, (number, body) in enumerate(self.pending):
-            self._entry(number, 2, stream, n)
-            offsets.append(b"%d %d" % (number, at))
-            bodies.append(body)
-            at += len(body) + 1
-        header = b" ".join(offsets) + b"\n"
-        data = zlib.compress(header + b"\n".join(bodies) + b"\n", 6)
-        head = b"<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode /Length %d >>" % (
-            len(self.pending),
-            len(header),
-            len(data),
-        )
-        self.pending = []
-        self.put_stream(stream, head, data)
-
-    def finish(self, root: int, info: int | None, ids: bytes | None) -> None:
-        self._flush()
-        xref = self.number()
-        self._entry(xref, 1, self.out.tell(), 0)
-        self._entry(0, 0, 0, 65535)
-        packer, chunks = zlib.compressobj(6), []
-        for start in range(0, len(self.kind), 65536):  # compressed as it is made, 64 Ki rows at a time
-            rows = bytearray()
-            end = start + 65536
-            rows_of = zip(self.kind[start:end], self.where[start:end], self.index[start:end], strict=True)
-            for kind, where, index in rows_of:
-                rows += bytes((kind, 0)) + where.to_bytes(4, "big") + index.to_bytes(2, "big")
-            chunks.append(packer.compress(rows))
-        chunks.append(packer.flush())
-        data = b"".join(chunks)
-        trailer = (
-            b"/Root %d 0 R" % root
-            + (b" /Info %d 0 R" % info if info else b"")
-            + (b" /ID " + ids if ids else b"")
-        )
-        head = b"<< /Type /XRef /Size %d /W [ 1 5 2 ] %s /Filter /FlateDecode /Length %d >>" % (
-            len(self.kind),
-            trailer,
-            len(data),
-        )
-        at = self.out.tell()
-        self.put_stream(xref, head, data)
-        self.out.write(b"startxref\n%d\n%%%%EOF\n" % at)
 
 
 def join(
@@ -216,7 +78,7 @@ def join(
         bases.append(total)
         total += piece.size - 1  # object 0 is no object
     with out.open("wb") as file:
-        book = _File(file, total + 1)
+        book = JoinedFile(file, total + 1)
         catalog, pages_root, tree_root, parent_tree, document = (book.number() for _ in range(5))
         numbers: list[int] = []  # every page of the book, as object numbers in the joined file
         for piece, base in zip(pieces, bases, strict=True):
@@ -224,7 +86,7 @@ def join(
             if piece.blank_after:
                 # A blank verso after the piece's last page: nothing on it, so nothing to tag.
                 numbers.append(book.number())
-                width, height = (_real(side) for side in piece.page_size)
+                width, height = (real(side) for side in piece.page_size)
                 box = b"[ 0 0 %s %s ]" % (width, height)
                 book.put(
                     numbers[-1],
@@ -293,12 +155,8 @@ class _Tree:
     classes: dict[bytes, bytes] = field(default_factory=dict)
 
 
-def _real(value: float) -> bytes:
-    return f"{value:.4f}".encode()
-
-
 def _write_piece(
-    book: _File,
+    book: JoinedFile,
     piece: Piece,
     base: int,
     n: int,
@@ -403,7 +261,7 @@ def _write_piece(
 
 
 def _write_reachable(
-    book: _File, pdf: pikepdf.Pdf, roots: deque[int], base: int, redirect: dict[int, int], skip: set[int]
+    book: JoinedFile, pdf: pikepdf.Pdf, roots: deque[int], base: int, redirect: dict[int, int], skip: set[int]
 ) -> None:
     """Every object reachable from `roots` (following references, never a placeholder), renumbered."""
     seen = set(skip)
@@ -456,7 +314,7 @@ def _leaves(node: pikepdf.Object, kind: str) -> Iterator[tuple[pikepdf.Object, p
         yield from _leaves(kid, kind)
 
 
-def _write_outline(book: _File, entries: list[Entry], pages: list[int]) -> int:
+def _write_outline(book: JoinedFile, entries: list[Entry], pages: list[int]) -> int:
     """The outline: one item an entry, nested, each opening its page at its heading; its root's number."""
     root = book.number()
 
@@ -468,7 +326,7 @@ def _write_outline(book: _File, entries: list[Entry], pages: list[int]) -> int:
             fields = [
                 b"/Title " + pikepdf.String(entry.title).unparse(),
                 b"/Parent %d 0 R" % parent,
-                b"/Dest [ %d 0 R /XYZ null %s null ]" % (pages[entry.page], _real(entry.top)),
+                b"/Dest [ %d 0 R /XYZ null %s null ]" % (pages[entry.page], real(entry.top)),
             ]
             if i:
                 fields.append(b"/Prev %d 0 R" % numbers[i - 1])

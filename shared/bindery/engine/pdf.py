@@ -39,19 +39,12 @@ from bindery.engine import Report, Sink, Source, Text, markup, skipped
 from bindery.engine.breaks import fitted
 from bindery.engine.compiler import CompileError, Compiler
 from bindery.engine.figures import Figures
-from bindery.engine.join import GOTO, Entry, Piece, join, read_piece
+from bindery.engine.join import GOTO, Entry, join
+from bindery.engine.literals import literal, text
+from bindery.engine.measures import Block, head
+from bindery.engine.pieces import Piece, read_piece
 from bindery.engine.typefaces import cjk_face, font_dirs
-from bindery.engine.typeset import (
-    Block,
-    Chapter,
-    Parse,
-    chapter_source,
-    direction,
-    head,
-    image_file,
-    literal,
-    text,
-)
+from bindery.engine.typeset import Chapter, Parse, chapter_source, direction, image_file
 from bindery.images import Asset
 from bindery.metadata import Metadata
 

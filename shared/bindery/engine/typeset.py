@@ -1,10 +1,10 @@
 """A chapter of Markdown as Typst source in which the manuscript is only ever data.
 
-Every word of the manuscript reaches Typst as a string literal (`#"…"`), never as markup or code: inside
-a literal Typst reads nothing but `\\` and `"`, and both are escaped here. So `#read("/etc/passwd")`,
-`#import`, `#let` loops and unbalanced brackets in a book are printed as the text they are. The only code
-in the source is what this module writes around the literals, calls into `book.typ` and Typst's own
-elements, each with arguments it made itself.
+Every word of the manuscript reaches Typst as a string literal (`#"…"`), never as markup or code: inside a
+literal Typst reads nothing but `\\` and `"`, both escaped (`bindery.engine.literals`). So
+`#read("/etc/passwd")`, `#import`, `#let` loops and unbalanced brackets in a book are printed as the text
+they are. The only code in the source is what this module writes around the literals, calls into `book.typ`
+and Typst's own elements, each with arguments it made itself.
 
 Nesting is bounded before Typst sees it: the Markdown parser stops nesting blocks at its `maxNesting`
 (20) and reads anything deeper as text, so a 100,000-deep list becomes one paragraph, not 100,000 levels
@@ -14,14 +14,14 @@ footnote cited inside a footnote is cited by its number and set after it, not ne
 Nothing is set past the page's edge. The writer keeps the measure each block is set in, at least (the text
 block, less what the quotes and lists around it indent; a table cell's share; a note's, the whole block),
 and stops indenting where that would leave less than MIN_MEASURE of the text block, so text is never
-squeezed to nothing. Its text is set through `bindery.engine.breaks.fitted`, which marks each run that
-offers no line break and may be wider than the measure, for Typst to measure and break; a code block wraps
-at its last column, or, holding characters of other widths, is set by book.typ's `code`, which measures.
+squeezed to nothing (the figures are `bindery.engine.measures`). Its text is set through
+`bindery.engine.breaks.fitted`, which marks each run that offers no line break and may be wider than the
+measure, for Typst to measure and break; a code block wraps at its last column, or, holding characters of
+other widths, is set by book.typ's `code`, which measures.
 """
 
 from __future__ import annotations
 
-import re
 import textwrap
 import unicodedata
 from collections.abc import Callable, Iterator
@@ -33,24 +33,31 @@ from markdown_it.token import Token
 
 from bindery.engine.breaks import Run, fitted, widest
 from bindery.engine.figures import Figures
+from bindery.engine.literals import literal, text
+from bindery.engine.measures import (
+    BODY_PT,
+    BULLET_INDENT,
+    CODE_INSET,
+    CODE_PT,
+    DIGIT_INDENT,
+    HEADING_PT,
+    MAX_HEADER_LINES,
+    MAX_IMAGE_HEIGHT,
+    MIN_MEASURE,
+    MONO_EM,
+    NOTE_MARK,
+    PRINTABLE_ASCII,
+    PT_PER_MM,
+    QUOTE_INDENT,
+    TABLE_INSET,
+    Block,
+    image_size,
+    points,
+)
+from bindery.engine.token_tree import close_of, list_items, plain_text
 from bindery.images import Asset
 
-# Characters Typst's string literal gives meaning to, or that are better written as escapes.
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_LITERAL = str.maketrans(
-    {**{chr(c): f"\\u{{{c:x}}}" for c in [*range(0x20), 0x7F]}, **_ESCAPES}  # controls, as \u{…}
-)
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")  # a link that leaves the book; the rest stay text
-
-
-def literal(text: str) -> str:
-    """A Typst string literal holding exactly `text`."""
-    return '"' + text.translate(_LITERAL) + '"'
-
-
-def text(value: str) -> str:
-    """`value` set as text in markup: a literal, so nothing in it is read as Typst."""
-    return "#" + literal(value) if value else ""
 
 
 def direction(sample: str) -> str:
@@ -66,18 +73,6 @@ def direction(sample: str) -> str:
 
 
 @dataclass
-class Block:
-    """The text block of the page size being set."""
-
-    width_mm: float
-    height_mm: float
-
-    @property
-    def width_pt(self) -> float:
-        return self.width_mm * PT_PER_MM
-
-
-@dataclass
 class Chapter:
     """One chapter's Typst source, and the images it placed (their files must be in the compile's root)."""
 
@@ -87,52 +82,9 @@ class Chapter:
 
 # Typst applies a few show rules at each quote and stops at 64 nested ones; Markdown may nest 20.
 MAX_QUOTE_DEPTH = 8
-PT_PER_MM = 72 / 25.4
-
-# What nesting takes from the measure, at least (book.typ's design and Typst's defaults; measured at 10pt):
-QUOTE_INDENT = 2 * 1.5 * 9.5  # a block quote: 1.5 em each side, its text 9.5pt
-BULLET_INDENT = 12.0  # a bullet list: its marker and 0.5 em (10.5pt measured at the deepest marker)
-DIGIT_INDENT = 5.0  # a numbered list: half an em for each character of its widest number and its dot,
-# and one more for the body's indent ("1." is 11.9pt measured; "1000000000." 53.7pt)
-TABLE_INSET = 4.0  # a table cell's inset, each side (book.typ)
-MAX_HEADER_LINES = 5  # a table's header, which repeats on each page, is at most this many lines
-CODE_INSET = 5.0  # a code block's, each side (book.typ)
-MIN_MEASURE = 0.5  # of the text block: a quote or list that would leave less is set without its indent
-
-# The sizes book.typ sets a chapter's text in: the body 10pt (a quote, a table, a note smaller), a ##
-# heading 12pt, a ### 10.5pt (a deeper one is taken as 12pt), code 8pt.
-BODY_PT, HEADING_PT, CODE_PT = 10.0, {2: 12.0, 3: 10.5}, 8.0
-MONO_EM = 0.602  # DejaVu Sans Mono: every character of printable ASCII
-_PRINTABLE = re.compile("[\x20-\x7e\n]*")
-NOTE_MARK = 3 * 1.05 * BODY_PT  # a note's number, cited inside a run: three digits
-
-
-def _pt(value: float) -> str:
-    return f"{max(value, 1.0):.2f}pt"
-
-
-HEAD_PT = 8.0  # a running head's size
-
-
-def head(title: str, block: Block) -> str:
-    """A title as a running head sets it: on one line, so cut short (book.typ's `one-line`) if it may be
-    wider than the text block. A running head on every page, it is measured only when it may be."""
-    if widest(title, HEAD_PT) <= block.width_pt:
-        return literal(title)
-    return f"one-line({literal(title)}, {_pt(block.width_pt)})"
-
 
 # Emphasis, strong, strike and links nest without a bound in Markdown; Typst's parser stops at 256 deep.
 MAX_INLINE_DEPTH = 32
-IMAGE_DPI = 150  # an image no wider than the text block is set at this resolution; a wider one, to fit it
-MAX_IMAGE_HEIGHT = 0.6  # of the text block's height, so a tall figure leaves room for its paragraph
-
-
-def image_size(asset: Asset, width: float, height: float) -> tuple[float, float]:
-    """The size in mm to set an image at: IMAGE_DPI, shrunk to fit `width` x `height`, never enlarged."""
-    natural_w, natural_h = asset.width * 25.4 / IMAGE_DPI, asset.height * 25.4 / IMAGE_DPI
-    scale = min(1.0, width / natural_w, height / natural_h)
-    return natural_w * scale, natural_h * scale
 
 
 def image_file(asset: Asset) -> str:
@@ -199,7 +151,7 @@ class Writer:
         i = 0
         while i < len(tokens):
             token = tokens[i]
-            end = _close_of(tokens, i)
+            end = close_of(tokens, i)
             inner = tokens[i + 1 : end]
             out.append(self._block(token, inner))
             i = end + 1
@@ -255,7 +207,7 @@ class Writer:
         the block's last column (the code font sets each character 0.602 em wide), any other (a wide
         character, a tab) where book.typ's `code` measures it to end."""
         inner = self.measure - 2 * CODE_INSET
-        if _PRINTABLE.fullmatch(code):
+        if PRINTABLE_ASCII.fullmatch(code):
             columns = max(1, int(inner / (MONO_EM * CODE_PT)))
             code = "\n".join(
                 wrapped
@@ -265,11 +217,11 @@ class Writer:
             return f"#raw(block: true{lang}, {literal(code)})\n\n"
         raw = f"raw(block: true{lang}, {literal(code)})"
         if any(widest(line, CODE_PT, mono=True) > inner for line in code.split("\n")):
-            return f"#code({_pt(self.measure)}, {raw})\n\n"
+            return f"#code({points(self.measure)}, {raw})\n\n"
         return f"#{raw}\n\n"
 
     def _list(self, token: Token, inner: list[Token]) -> str:
-        items = _children(inner)
+        items = list_items(inner)
         tight = bool(inner) and len(inner) > 1 and inner[1].hidden
         start = token.attrGet("start")
         first = int(start) if start else 1
@@ -304,7 +256,7 @@ class Writer:
         # Typst shrinks auto columns that overflow to no less than an equal share of the width.
         cell_measure = self.measure / columns - 2 * TABLE_INSET
         if any(
-            widest(_plain(cell), BODY_PT) > MAX_HEADER_LINES * cell_measure
+            widest(plain_text(cell), BODY_PT) > MAX_HEADER_LINES * cell_measure
             for head, cells in found
             if head
             for _, cell in cells
@@ -436,33 +388,6 @@ class Writer:
         label = self._set(f"[{alt or found or 'image'}]")
         # Not one of the book's (a link to it, never a fetch), or one it does not have (named in the notes).
         return f"#link({literal(src)})[{label}]" if found is None and src.startswith(_SAFE_SCHEMES) else label
-
-
-def _plain(children: list[Token]) -> str:
-    return "".join(c.content for c in children if c.type in ("text", "text_special", "code_inline"))
-
-
-def _close_of(tokens: list[Token], i: int) -> int:
-    """The index of the token that closes the one at `i` (itself, for a token that opens nothing)."""
-    if tokens[i].nesting != 1:
-        return i
-    depth = 0
-    for j in range(i, len(tokens)):
-        depth += tokens[j].nesting
-        if depth == 0:
-            return j
-    return len(tokens) - 1
-
-
-def _children(inner: list[Token]) -> list[list[Token]]:
-    """The list items among a list's tokens, each as the tokens inside it."""
-    items, i = [], 0
-    while i < len(inner):
-        end = _close_of(inner, i)
-        if inner[i].type == "list_item_open":
-            items.append(inner[i + 1 : end])
-        i = end + 1
-    return items
 
 
 Parse = Callable[[str, dict[str, Any]], list[Token]]

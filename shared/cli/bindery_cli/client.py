@@ -16,32 +16,27 @@ API's error code and says what to do about it. The retries are urllib3's.
 
 from __future__ import annotations
 
-import io
 import json
 import mimetypes
 import time
 import urllib.parse
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import urllib3
-from urllib3.exceptions import HTTPError as TransportError
-from urllib3.util.retry import Retry
 
 from bindery_cli.answers import (
     ADVICE,
-    NOT_BINDERY,
     ApiError,
     Book,
     Export,
     ExportFailed,
     ExportPage,
     LocalFileError,
-    refusal,
 )
 from bindery_cli.downloads import keep_checked, part_path, stream_to
+from bindery_cli.wire import Counted, Wire, query, quote_id
 
 # Re-exported: a caller imports what the client raises and returns from the client.
 __all__ = [
@@ -65,33 +60,8 @@ def _fits_inline(manuscript: str) -> bool:
     return len(json.dumps(manuscript, ensure_ascii=False).encode("utf-8")) <= INLINE_LIMIT
 
 
-RETRIED = frozenset({429, 503})
-SAFE_TO_REPEAT = frozenset({"GET", "HEAD", "DELETE"})  # and a create that carries its Idempotency-Key
 TERMINAL = frozenset({"ready", "failed", "cancelled", "expired"})
 BATCH_ENDED = frozenset({"done", "partial", "failed", "cancelled"})
-
-
-class _Retry(Retry):
-    """urllib3's Retry, sleeping through the client's `sleep` (so a test need not wait), with the server's
-    Retry-After taken whole and capped at a minute."""
-
-    sleeper: Callable[[float], None] = staticmethod(time.sleep)
-    # Told (seconds, status) before a wait the server asked for with Retry-After: a wait of up to a minute
-    # should not look like a hang.
-    on_wait: Callable[[float, int], None] | None = None
-
-    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
-        # Only the statuses asked for: urllib3 would also resend any 413 or 503 carrying a Retry-After.
-        if status_code not in (self.status_forcelist or ()):
-            return False
-        return bool(super().is_retry(method, status_code, has_retry_after))
-
-    def sleep(self, response: Any = None) -> None:
-        after = self.get_retry_after(response) if response is not None else None
-        wait = min(after if after is not None else self.get_backoff_time(), 60.0)
-        if after is not None and self.on_wait is not None:
-            self.on_wait(wait, response.status)
-        self.sleeper(wait)
 
 
 class Client:
@@ -109,36 +79,7 @@ class Client:
         """`on_wait(seconds, status)` is told before each wait a Retry-After asked for (a 429, a 503)."""
         self.api, self.token = api.rstrip("/"), token
         self.timeout, self.tries, self.sleep, self.clock = timeout, tries, sleep, clock
-        told = staticmethod(on_wait) if on_wait is not None else None
-        self._retry = type("Retry", (_Retry,), {"sleeper": staticmethod(sleep), "on_wait": told})
-        self._pool = urllib3.PoolManager(timeout=urllib3.Timeout(connect=min(timeout, 10.0), read=timeout))
-
-    def _retries(self, method: str, *, repeatable: bool) -> Retry:
-        """Up to `tries` sends: on a 429 always (refused before anything was done), on a failed connection
-        always (nothing was sent); on a 503, an error or a timeout after sending (any of which may follow a
-        change that went through) only when the request is safe to repeat."""
-        again = self.tries - 1
-        return self._retry(
-            total=again,
-            connect=again,
-            read=again if repeatable else 0,
-            status=again,
-            other=0,
-            allowed_methods=None,  # which methods may repeat is decided above, per request
-            status_forcelist=RETRIED if repeatable else {429},
-            backoff_factor=0.5,
-            backoff_max=30.0,
-            raise_on_status=False,
-            respect_retry_after_header=True,
-        )
-
-    def _send(self, method: str, url: str, *, repeatable: bool, **kw: Any) -> Any:
-        try:
-            return self._pool.request(method, url, retries=self._retries(method, repeatable=repeatable), **kw)
-        except TransportError as exc:
-            raise ConnectionError(
-                f"{method} {url.split('?', 1)[0]}: no answer after {self.tries} tries: {exc}"
-            ) from None
+        self._wire = Wire(self.api, token, timeout=timeout, tries=tries, sleep=sleep, on_wait=on_wait)
 
     # ---- books ------------------------------------------------------------------------------------
 
@@ -155,9 +96,9 @@ class Client:
         described = {"metadata": metadata} if metadata else {}
         if _fits_inline(manuscript):
             body = {"title": title, "manuscript": manuscript, **described}
-            book: Book = self._call("POST", "/books", body, create=True)
+            book: Book = self._wire.call("POST", "/books", body, create=True)
             return book
-        book = self._call("POST", "/books", {"title": title, "manuscript": "", **described}, create=True)
+        book = self._wire.call("POST", "/books", {"title": title, "manuscript": "", **described}, create=True)
         return self.replace_manuscript(book["id"], manuscript.encode("utf-8"), on_bytes=on_bytes)
 
     def edit_book(
@@ -171,26 +112,30 @@ class Client:
         """A new title, a merge patch of the metadata (None in it removes a field), or both."""
         headers = {"If-Match": f'"{if_revision}"'} if if_revision is not None else {}
         body = {k: v for k, v in (("title", title), ("metadata", metadata)) if v is not None}
-        book: Book = self._call("PATCH", f"/books/{_id(book_id)}", body, headers=headers)
+        book: Book = self._wire.call("PATCH", f"/books/{quote_id(book_id)}", body, headers=headers)
         return book
 
     def add_asset(self, book_id: str, name: str, data: bytes, content_type: str | None = None) -> Book:
         """Upload an image the manuscript names (`images/coast.png`) and have the book adopt it. Its type
         is the one its name says unless given; the API checks it against the bytes either way."""
         kind = content_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
-        ticket = self._call(
-            "POST", f"/books/{_id(book_id)}/assets", {"name": name, "content_type": kind, "size": len(data)}
+        ticket = self._wire.call(
+            "POST",
+            f"/books/{quote_id(book_id)}/assets",
+            {"name": name, "content_type": kind, "size": len(data)},
         )
         # The same bytes to the same key: repeating the PUT changes nothing.
-        sent = self._send("PUT", ticket["upload_url"], body=data, headers=ticket["headers"], repeatable=True)
+        sent = self._wire.send(
+            "PUT", ticket["upload_url"], body=data, headers=ticket["headers"], repeatable=True
+        )
         if sent.status >= 300:
             raise ApiError(sent.status, f"http_{sent.status}", f"the upload URL refused {name}")
-        path = f"/books/{_id(book_id)}/assets/{urllib.parse.quote(name, safe='/')}"
-        book: Book = self._call("PUT", path, {"upload_id": ticket["upload_id"]})
+        path = f"/books/{quote_id(book_id)}/assets/{urllib.parse.quote(name, safe='/')}"
+        book: Book = self._wire.call("PUT", path, {"upload_id": ticket["upload_id"]})
         return book
 
     def delete_asset(self, book_id: str, name: str) -> None:
-        self._call("DELETE", f"/books/{_id(book_id)}/assets/{urllib.parse.quote(name, safe='/')}")
+        self._wire.call("DELETE", f"/books/{quote_id(book_id)}/assets/{urllib.parse.quote(name, safe='/')}")
 
     def replace_manuscript(
         self,
@@ -203,38 +148,40 @@ class Client:
         """The book's new manuscript: inline up to 5 MB, else uploaded to a presigned POST (on_bytes(sent,
         total) as it goes) and adopted."""
         headers = {"If-Match": f'"{if_revision}"'} if if_revision is not None else {}
-        path = f"/books/{_id(book_id)}/manuscript"
+        path = f"/books/{quote_id(book_id)}/manuscript"
         if len(data) <= INLINE_LIMIT and _fits_inline(text := data.decode("utf-8")):
-            book: Book = self._call("PUT", path, {"manuscript": text}, headers=headers)
+            book: Book = self._wire.call("PUT", path, {"manuscript": text}, headers=headers)
             return book
-        upload = self._call("POST", f"/books/{_id(book_id)}/uploads", None, create=True)
+        upload = self._wire.call("POST", f"/books/{quote_id(book_id)}/uploads", None, create=True)
         # The same bytes to the same key: repeating the upload changes nothing. A form POST, the file last.
         form = {**upload["fields"], "file": ("manuscript.md", data, "text/markdown")}
         encoded, content_type = urllib3.encode_multipart_formdata(form)
-        sent = self._send(
+        sent = self._wire.send(
             "POST",
             upload["upload_url"],
-            body=_Counted(encoded, on_bytes),
+            body=Counted(encoded, on_bytes),
             headers={"Content-Type": content_type, "Content-Length": str(len(encoded))},
             repeatable=True,
         )
         if sent.status >= 300:
             raise ApiError(sent.status, f"http_{sent.status}", "the upload URL refused the manuscript")
-        book = self._call("PUT", path, {"upload_id": upload["upload_id"]}, headers=headers)
+        book = self._wire.call("PUT", path, {"upload_id": upload["upload_id"]}, headers=headers)
         return book
 
     def get_book(self, book_id: str, *, every_chapter: bool = True) -> Book:
         """The book with all its chapters: the API pages them (a thousand an answer), this follows. With
         every_chapter=False, only the first page (`chapters_total` counts them all)."""
-        book: Book = self._call("GET", f"/books/{_id(book_id)}")
+        book: Book = self._wire.call("GET", f"/books/{quote_id(book_id)}")
         while every_chapter and book.get("chapters_next") is not None:
-            page = self._call("GET", f"/books/{_id(book_id)}?chapters_after={book['chapters_next']}")
+            page = self._wire.call(
+                "GET", f"/books/{quote_id(book_id)}?chapters_after={book['chapters_next']}"
+            )
             book["chapters"] += page["chapters"]
             book["chapters_next"] = page["chapters_next"]
         return book
 
     def delete_book(self, book_id: str) -> None:
-        self._call("DELETE", f"/books/{_id(book_id)}")
+        self._wire.call("DELETE", f"/books/{quote_id(book_id)}")
 
     # ---- exports ----------------------------------------------------------------------------------
 
@@ -247,28 +194,28 @@ class Client:
     ) -> Export:
         """Request an export. Pass the same key to retry a request safely from another process."""
         body: dict[str, Any] = {"format": fmt, **({"options": options} if options else {})}
-        export: Export = self._call(
-            "POST", f"/books/{_id(book_id)}/exports", body, create=True, key=idempotency_key
+        export: Export = self._wire.call(
+            "POST", f"/books/{quote_id(book_id)}/exports", body, create=True, key=idempotency_key
         )
         return export
 
     def get_export(self, book_id: str, export_id: str) -> Export:
-        export: Export = self._call("GET", f"/books/{_id(book_id)}/exports/{_id(export_id)}")
+        export: Export = self._wire.call("GET", f"/books/{quote_id(book_id)}/exports/{quote_id(export_id)}")
         return export
 
     def list_books(self, cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
-        page: dict[str, Any] = self._call("GET", "/books" + _query(cursor=cursor, limit=limit))
+        page: dict[str, Any] = self._wire.call("GET", "/books" + query(cursor=cursor, limit=limit))
         return page
 
     def list_exports(self, book_id: str, cursor: str | None = None, limit: int | None = None) -> ExportPage:
         query = urllib.parse.urlencode({k: v for k, v in (("cursor", cursor), ("limit", limit)) if v})
-        page: ExportPage = self._call(
-            "GET", f"/books/{_id(book_id)}/exports" + (f"?{query}" if query else "")
+        page: ExportPage = self._wire.call(
+            "GET", f"/books/{quote_id(book_id)}/exports" + (f"?{query}" if query else "")
         )
         return page
 
     def cancel_export(self, book_id: str, export_id: str) -> None:
-        self._call("DELETE", f"/books/{_id(book_id)}/exports/{_id(export_id)}")
+        self._wire.call("DELETE", f"/books/{quote_id(book_id)}/exports/{quote_id(export_id)}")
 
     def wait(
         self,
@@ -317,7 +264,7 @@ class Client:
         except OSError as exc:
             raise LocalFileError(partial, exc.strerror or str(exc)) from None
         headers = {"Range": f"bytes={done}-"} if done else {}
-        answer = self._send("GET", url, repeatable=True, preload_content=False, headers=headers)
+        answer = self._wire.send("GET", url, repeatable=True, preload_content=False, headers=headers)
         try:
             if done and answer.status == 416:  # the .part is the whole file already
                 answer.drain_conn()
@@ -342,22 +289,22 @@ class Client:
         self, targets: list[dict[str, Any]], idempotency_key: str | None = None
     ) -> dict[str, Any]:
         """Request many exports as one job: each target a {"book_id", "format"[, "options"]}."""
-        batch: dict[str, Any] = self._call(
+        batch: dict[str, Any] = self._wire.call(
             "POST", "/batches", {"exports": targets}, create=True, key=idempotency_key
         )
         return batch
 
     def get_batch(self, batch_id: str) -> dict[str, Any]:
-        batch: dict[str, Any] = self._call("GET", f"/batches/{_id(batch_id)}")
+        batch: dict[str, Any] = self._wire.call("GET", f"/batches/{quote_id(batch_id)}")
         return batch
 
     def list_batches(self, cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
         query = urllib.parse.urlencode({k: v for k, v in (("cursor", cursor), ("limit", limit)) if v})
-        page: dict[str, Any] = self._call("GET", "/batches" + (f"?{query}" if query else ""))
+        page: dict[str, Any] = self._wire.call("GET", "/batches" + (f"?{query}" if query else ""))
         return page
 
     def cancel_batch(self, batch_id: str) -> None:
-        self._call("DELETE", f"/batches/{_id(batch_id)}")
+        self._wire.call("DELETE", f"/batches/{quote_id(batch_id)}")
 
     # ---- webhooks and the events feed -------------------------------------------------------------
 
@@ -366,49 +313,51 @@ class Client:
         body: dict[str, Any] = {"url": url, "events": events}
         if description is not None:
             body["description"] = description
-        made: dict[str, Any] = self._call("POST", "/webhooks", body, create=True)
+        made: dict[str, Any] = self._wire.call("POST", "/webhooks", body, create=True)
         return made
 
     def list_webhooks(self, cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
-        page: dict[str, Any] = self._call("GET", "/webhooks" + _query(cursor=cursor, limit=limit))
+        page: dict[str, Any] = self._wire.call("GET", "/webhooks" + query(cursor=cursor, limit=limit))
         return page
 
     def get_webhook(self, endpoint_id: str) -> dict[str, Any]:
-        endpoint: dict[str, Any] = self._call("GET", f"/webhooks/{_id(endpoint_id)}")
+        endpoint: dict[str, Any] = self._wire.call("GET", f"/webhooks/{quote_id(endpoint_id)}")
         return endpoint
 
     def edit_webhook(self, endpoint_id: str, changes: dict[str, Any]) -> dict[str, Any]:
         """Any of url, events, description, and `enabled: true` to enable a disabled endpoint again."""
-        endpoint: dict[str, Any] = self._call("PATCH", f"/webhooks/{_id(endpoint_id)}", changes)
+        endpoint: dict[str, Any] = self._wire.call("PATCH", f"/webhooks/{quote_id(endpoint_id)}", changes)
         return endpoint
 
     def delete_webhook(self, endpoint_id: str) -> None:
-        self._call("DELETE", f"/webhooks/{_id(endpoint_id)}")
+        self._wire.call("DELETE", f"/webhooks/{quote_id(endpoint_id)}")
 
     def rotate_secret(self, endpoint_id: str) -> dict[str, Any]:
         """A new secret, shown once; the old one signs beside it for 24 h."""
-        endpoint: dict[str, Any] = self._call("POST", f"/webhooks/{_id(endpoint_id)}/rotate-secret")
+        endpoint: dict[str, Any] = self._wire.call("POST", f"/webhooks/{quote_id(endpoint_id)}/rotate-secret")
         return endpoint
 
     def list_deliveries(
         self, endpoint_id: str, state: str | None = None, cursor: str | None = None, limit: int | None = None
     ) -> dict[str, Any]:
-        path = f"/webhooks/{_id(endpoint_id)}/deliveries" + _query(state=state, cursor=cursor, limit=limit)
-        page: dict[str, Any] = self._call("GET", path)
+        path = f"/webhooks/{quote_id(endpoint_id)}/deliveries" + query(
+            state=state, cursor=cursor, limit=limit
+        )
+        page: dict[str, Any] = self._wire.call("GET", path)
         return page
 
     def redeliver(self, endpoint_id: str, delivery_id: str) -> dict[str, Any]:
-        path = f"/webhooks/{_id(endpoint_id)}/deliveries/{_id(delivery_id)}/redeliver"
-        delivery: dict[str, Any] = self._call("POST", path)
+        path = f"/webhooks/{quote_id(endpoint_id)}/deliveries/{quote_id(delivery_id)}/redeliver"
+        delivery: dict[str, Any] = self._wire.call("POST", path)
         return delivery
 
     def events(self, after: str | None = None, limit: int | None = None) -> dict[str, Any]:
         """A page of the feed after a cursor: `events`, `next_cursor` (pass it as `after`) and `head`."""
-        page: dict[str, Any] = self._call("GET", "/events" + _query(after=after, limit=limit))
+        page: dict[str, Any] = self._wire.call("GET", "/events" + query(after=after, limit=limit))
         return page
 
     def me(self) -> dict[str, Any]:
-        me: dict[str, Any] = self._call("GET", "/me")
+        me: dict[str, Any] = self._wire.call("GET", "/me")
         return me
 
     def wait_batch(
@@ -431,58 +380,3 @@ class Client:
             if self.clock() >= deadline:
                 raise TimeoutError(f"batch {batch_id} still {batch['status']} after {timeout:.0f} s")
             self.sleep(every)
-
-    # ---- the wire ---------------------------------------------------------------------------------
-
-    def _call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        create: bool = False,
-        key: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> Any:
-        sent = {"Authorization": f"Bearer {self.token}", "Accept": "application/json", **(headers or {})}
-        if create:
-            # One key for every try of this create: the API answers a retry with what the first made.
-            sent["Idempotency-Key"] = key or uuid.uuid4().hex
-        data = None
-        if body is not None:
-            data = json.dumps(body, ensure_ascii=False).encode("utf-8")  # UTF-8: CJK is not 6 bytes a char
-            sent["Content-Type"] = "application/json"
-        repeatable = method in SAFE_TO_REPEAT or "Idempotency-Key" in sent
-        answer = self._send(method, self.api + path, body=data, headers=sent, repeatable=repeatable)
-        if method == "DELETE" and answer.status == 404 and answer.retries and answer.retries.history:
-            return None  # an earlier try went through, its answer lost: what it deleted is gone, as asked
-        if answer.status >= 400:
-            raise refusal(answer.status, answer.data, path)
-        try:
-            return json.loads(answer.data) if answer.data else None
-        except ValueError:  # a 200 of some other server's page
-            raise ApiError(answer.status, f"http_{answer.status}", NOT_BINDERY) from None
-
-
-class _Counted(io.BytesIO):
-    """A body urllib3 sends block by block, telling `on_bytes` how far it has got. A retry rewinds it (urllib3
-    seeks back to where it began), and the count starts again with it."""
-
-    def __init__(self, data: bytes, on_bytes: Callable[[int, int], None] | None):
-        super().__init__(data)
-        self.total, self.on_bytes = len(data), on_bytes
-
-    def read(self, size: int | None = -1) -> bytes:
-        chunk = super().read(size)
-        if self.on_bytes is not None:
-            self.on_bytes(self.tell(), self.total)
-        return chunk
-
-
-def _id(value: str) -> str:
-    return urllib.parse.quote(value, safe="")
-
-
-def _query(**given: Any) -> str:
-    query = urllib.parse.urlencode({k: v for k, v in given.items() if v is not None})
-    return f"?{query}" if query else ""

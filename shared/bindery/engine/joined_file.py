@@ -1,0 +1,105 @@
+"""The joined PDF as it is written (`bindery.engine.join` decides what goes in it): objects into compressed
+object streams, PER_STREAM at a time, as pikepdf's `generate` would; streams directly; and a
+cross-reference stream at the end that records where each object went."""
+
+from __future__ import annotations
+
+import zlib
+from array import array
+from typing import BinaryIO
+
+PER_STREAM = 200  # objects in each object stream
+
+
+def real(value: float) -> bytes:
+    """A number as the joined file writes a real: four decimals."""
+    return f"{value:.4f}".encode()
+
+
+class JoinedFile:
+    """The joined PDF as it is written: objects go into object streams, streams directly, and the
+    cross-reference stream records where each one went."""
+
+    def __init__(self, out: BinaryIO, next_number: int):
+        self.out = out
+        self.next_number = next_number
+        # Per object number, in arrays (a few bytes an object, not a Python object each): 0 free, 1 at an
+        # offset, 2 inside an object stream; the offset or the object stream's number (4 bytes: a book's
+        # file stays under 4 GiB, the 50 MiB bound's is about 50 MB); the place inside its object stream.
+        self.kind = bytearray()
+        self.where = array("I")
+        self.index = array("H")
+        self.pending: list[tuple[int, bytes]] = []
+        out.write(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+
+    def number(self) -> int:
+        self.next_number += 1
+        return self.next_number - 1
+
+    def _entry(self, number: int, kind: int, where: int, index: int) -> None:
+        if number >= len(self.kind):
+            grow = number + 1 - len(self.kind)
+            self.kind.extend(bytes(grow))
+            self.where.frombytes(bytes(grow * self.where.itemsize))
+            self.index.frombytes(bytes(grow * self.index.itemsize))
+        self.kind[number], self.where[number], self.index[number] = kind, where, index
+
+    def put(self, number: int, body: bytes) -> None:
+        self.pending.append((number, body))
+        if len(self.pending) >= PER_STREAM:
+            self._flush()
+
+    def put_stream(self, number: int, head: bytes, data: bytes) -> None:
+        self._entry(number, 1, self.out.tell(), 0)
+        self.out.write(b"%d 0 obj\n%s\nstream\n" % (number, head))
+        self.out.write(data)
+        self.out.write(b"\nendstream\nendobj\n")
+
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        stream = self.number()
+        offsets, bodies, at = [], [], 0
+        for n, (number, body) in enumerate(self.pending):
+            self._entry(number, 2, stream, n)
+            offsets.append(b"%d %d" % (number, at))
+            bodies.append(body)
+            at += len(body) + 1
+        header = b" ".join(offsets) + b"\n"
+        data = zlib.compress(header + b"\n".join(bodies) + b"\n", 6)
+        head = b"<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode /Length %d >>" % (
+            len(self.pending),
+            len(header),
+            len(data),
+        )
+        self.pending = []
+        self.put_stream(stream, head, data)
+
+    def finish(self, root: int, info: int | None, ids: bytes | None) -> None:
+        self._flush()
+        xref = self.number()
+        self._entry(xref, 1, self.out.tell(), 0)
+        self._entry(0, 0, 0, 65535)
+        packer, chunks = zlib.compressobj(6), []
+        for start in range(0, len(self.kind), 65536):  # compressed as it is made, 64 Ki rows at a time
+            rows = bytearray()
+            end = start + 65536
+            rows_of = zip(self.kind[start:end], self.where[start:end], self.index[start:end], strict=True)
+            for kind, where, index in rows_of:
+                rows += bytes((kind, 0)) + where.to_bytes(4, "big") + index.to_bytes(2, "big")
+            chunks.append(packer.compress(rows))
+        chunks.append(packer.flush())
+        data = b"".join(chunks)
+        trailer = (
+            b"/Root %d 0 R" % root
+            + (b" /Info %d 0 R" % info if info else b"")
+            + (b" /ID " + ids if ids else b"")
+        )
+        head = b"<< /Type /XRef /Size %d /W [ 1 5 2 ] %s /Filter /FlateDecode /Length %d >>" % (
+            len(self.kind),
+            trailer,
+            len(data),
+        )
+        at = self.out.tell()
+        self.put_stream(xref, head, data)
+        self.out.write(b"startxref\n%d\n%%%%EOF\n" % at)
