@@ -3,7 +3,8 @@ so the rest of the batch is not redelivered; a message that names no export is d
 
 from typing import Any
 
-from bindery.exports import Exports, default_exports
+from bindery import wiring
+from bindery.builds import Builds
 from bindery.observability import logger, metrics
 from bindery.queues import process_batch
 from bindery.worker import BadMessage, build_from_record
@@ -11,8 +12,8 @@ from bindery.worker import BadMessage, build_from_record
 
 @logger.inject_lambda_context
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
-    service = exports or default_exports()
+def handler(event: dict[str, Any], context: Any, *, builds: Builds | None = None) -> dict[str, Any]:
+    service = builds or wiring.default_build_worker()
     return process_batch(
         event,
         context,

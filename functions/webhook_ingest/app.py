@@ -3,20 +3,20 @@ per subscribed endpoint. A failed record is reported back to SQS alone; a replay
 
 from typing import Any
 
-from bindery.deliveries import BadEvent
-from bindery.exports import Exports, default_exports
+from bindery import wiring
+from bindery.deliveries import BadEvent, Deliveries
 from bindery.observability import logger, metrics
 from bindery.queues import process_batch
 
 
 @logger.inject_lambda_context
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
-    service = exports or default_exports()
+def handler(event: dict[str, Any], context: Any, *, deliveries: Deliveries | None = None) -> dict[str, Any]:
+    service = deliveries or wiring.default_webhooks()
     return process_batch(
         event,
         context,
-        lambda record: service.deliveries.ingest(record.body),
+        lambda record: service.ingest(record.body),
         poison=BadEvent,
         dropping="dropping a message that is not an event",
     )

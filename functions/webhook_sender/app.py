@@ -3,7 +3,8 @@ back to SQS alone; the claim by attempt number means a duplicate message sends n
 
 from typing import Any
 
-from bindery.exports import Exports, default_exports
+from bindery import wiring
+from bindery.deliveries import Deliveries
 from bindery.observability import logger, metrics
 from bindery.queues import process_batch
 from bindery.sendqueue import BadKey, parse_message
@@ -11,12 +12,12 @@ from bindery.sendqueue import BadKey, parse_message
 
 @logger.inject_lambda_context
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: Any, *, exports: Exports | None = None) -> dict[str, Any]:
-    service = exports or default_exports()
+def handler(event: dict[str, Any], context: Any, *, deliveries: Deliveries | None = None) -> dict[str, Any]:
+    service = deliveries or wiring.default_webhooks()
     return process_batch(
         event,
         context,
-        lambda record: service.deliveries.send(*parse_message(record.body)),
+        lambda record: service.send(*parse_message(record.body)),
         poison=BadKey,
         dropping="dropping a message that names no delivery",
     )

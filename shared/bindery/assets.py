@@ -19,12 +19,12 @@ from dataclasses import replace
 from typing import Any
 
 from bindery import errors, images
-from bindery.common import iso
+from bindery.clock import Clock, iso
 from bindery.images import Asset
-from bindery.objects import asset_key, upload_key
+from bindery.objects import Objects, asset_key, upload_key
 from bindery.observability import logger
 from bindery.revisions import STAGE_GRACE_SECONDS, Revisions
-from bindery.storage import Book, StorageError
+from bindery.storage import Book, StorageError, Store
 
 MAX_ASSETS = 500
 MAX_ASSET_BYTES = 20 * 1024 * 1024
@@ -32,8 +32,12 @@ MAX_BOOK_ASSET_BYTES = 500 * 1024 * 1024
 ASSET_URL_SECONDS = 600
 
 
-class BookAssets(Revisions):
-    """The asset operations of `bindery.library.Library`."""
+class BookAssets:
+    """A book's images: the upload ticket, the adoption, the letting go. Each change is a revision of the
+    book, published as the library's are (`Revisions`)."""
+
+    def __init__(self, store: Store, objects: Objects, clock: Clock, revisions: Revisions):
+        self.store, self.objects, self.clock, self.revisions = store, objects, clock, revisions
 
     def create_asset_upload(
         self, caller: str, book_id: str, name: Any, content_type: Any, size: Any
@@ -44,7 +48,7 @@ class BookAssets(Revisions):
             raise errors.BadRequest(
                 "size must be the upload's length in bytes, 1 or more", code="invalid_size"
             )
-        book = self._owned(caller, book_id)
+        book = self.revisions.owned(caller, book_id)
         _within_limits(book, name, size)
         upload_id = _upload_id(size)
         key = upload_key(book_id, upload_id)
@@ -66,7 +70,7 @@ class BookAssets(Revisions):
         declared_size = _declared_size(upload_id)
         if declared_size is None:
             raise errors.BadRequest("upload_id is not one this API issued", code="invalid_upload_id")
-        book = self._owned(caller, book_id)
+        book = self.revisions.owned(caller, book_id)
         adopted = book.asset(name)
         if adopted is not None and adopted.object_id == upload_id:
             # This very upload is the asset already: a retry whose first try went through, its answer lost
@@ -110,7 +114,9 @@ class BookAssets(Revisions):
             kept = tuple(a for a in current.assets if a.name != name)
             return replace(current, assets=(*kept, asset)), old.object_id if old else None
 
-        published = self._publish_change(caller, book_id, if_match, change, staged=asset.object_id, read=book)
+        published = self.revisions.publish_change(
+            caller, book_id, if_match, change, staged=asset.object_id, read=book
+        )
         try:
             self.objects.delete([source])
         except StorageError:  # the bucket's lifecycle rule for books/uploads/ removes it
@@ -132,7 +138,7 @@ class BookAssets(Revisions):
                 )
             return replace(current, assets=tuple(a for a in current.assets if a.name != name)), old.object_id
 
-        return self._publish_change(caller, book_id, if_match, change)
+        return self.revisions.publish_change(caller, book_id, if_match, change)
 
 
 # An asset's upload id: a random token, then "s" and the size its ticket declared. The id names the upload's

@@ -14,31 +14,23 @@ from collections.abc import Callable
 from typing import Any
 
 from bindery import engine, errors
-from bindery.common import (
-    RETRY_AFTER_OVER_CAP,
-    SHARD_TRIES,
-    Parts,
-    decode_cursor,
-    encode_cursor,
-    idempotency_for,
-    iso,
-    key_reused,
-    new_id,
-    over_budget,
-    page_size,
-    service_full,
-    valid_id,
-)
-from bindery.common import not_found as no_such_book
+from bindery.capacity import RETRY_AFTER_OVER_CAP, SHARD_TRIES, most_targets, over_budget, service_full
+from bindery.clock import Clock, iso
 from bindery.config import Settings
-from bindery.limits import MAX_BATCH_SHARDS, CallerClass, Limits
+from bindery.errors import not_found
+from bindery.exports import ExportRequests
+from bindery.idempotency import idempotency_for, key_reused
+from bindery.ids import new_id, valid_id
+from bindery.library import Library
+from bindery.limits import MAX_BATCH_SHARDS, CallerClass
+from bindery.objects import Objects
 from bindery.observability import logger, metrics, state_change
-from bindery.states import BatchStatus, Cancel, State
+from bindery.paging import decode_cursor, encode_cursor, page_size
+from bindery.settlement import after_ending, settle_batch
+from bindery.states import BatchStatus, State
 from bindery.storage import (
-    BUNDLE,
     Batch,
     BatchCreated,
-    EndedTarget,
     Export,
     KeyReused,
     NotFound,
@@ -46,25 +38,12 @@ from bindery.storage import (
     Replayed,
     Revoked,
     ShardFull,
-    StorageError,
     Store,
     Target,
     TooManyBatches,
 )
 
 RETRY_AFTER_RUNNING = 5
-
-
-def not_found() -> errors.NotFound:
-    return errors.NotFound("no such batch", code="not_found")
-
-
-def most_targets(settings: Settings, limits: Limits) -> int:
-    """The most targets one batch may hold: its class's, and no more than the MAX_BATCH_SHARDS largest shards
-    of the global cap could ever take at once (under a small cap), so that a batch refused for its size is
-    told so (422), never "full, try again" (503) when trying again cannot help."""
-    reachable = sum(sorted(settings.shard_caps)[-MAX_BATCH_SHARDS:])
-    return min(limits.batch_targets, reachable)
 
 
 def plan_shards(room: dict[int, int], n: int) -> dict[int, int] | None:
@@ -81,55 +60,22 @@ def plan_shards(room: dict[int, int], n: int) -> dict[int, int] | None:
     return plan if left <= 0 else None
 
 
-def settled_status(batch: Batch) -> BatchStatus:
-    """How a batch whose every target has ended ended: done (all ready), failed (none), or partial."""
-    if batch.n_ready == batch.targets_total:
-        return BatchStatus.DONE
-    return BatchStatus.FAILED if batch.n_ready == 0 else BatchStatus.PARTIAL
+class BatchRequests:
+    """Create, read, list and cancel: what an API caller does with its batches; and the batch sweep, which
+    ends what a cancel or a last ending left unended. Each target is ended and shown as an export is, by
+    the export requests' own cancel and view; a bundle's ended link is unlinked by the library."""
 
-
-def settle_batch(store: Store, caller: str, batch_id: str, now: float) -> BatchStatus | None:
-    """End a batch whose every target has ended, as `settled_status` says, with its bundle (one zip of its
-    ready files, a pending export of its own) when a target was ready; its place among the caller's live
-    batches is given back in the same write. The status it ended with, or None when it has not ended
-    (targets still pending) or had ended already. Called after every target's ending, and by the batch
-    sweep, its backstop."""
-    batch = store.read_batch_row(caller, batch_id)
-    if batch is None or batch.status != BatchStatus.RUNNING or batch.targets_done < batch.targets_total:
-        return None
-    status = settled_status(batch)
-    bundle = None
-    if batch.n_ready:
-        bundle = Export(
-            id=new_id(now),
-            book_id=batch.id,  # a bundle's row lives under its batch's id, as its book
-            format=BUNDLE,
-            state=State.PENDING,
-            requested_at=now,
-            counted_against=caller,
-            caller_class=batch.caller_class,
-        )
-    return status if store.end_batch(batch, status, bundle, now) else None
-
-
-def after_ending(store: Store, target: EndedTarget | None, now: float) -> None:
-    """What an export's ending sets off: a batch's target that has ended may have ended its batch. The
-    target's ending stands whatever happens here; should this fail, the batch sweep settles the batch."""
-    if target is None:
-        return
-    try:
-        settle_batch(store, target.caller, target.batch_id, now)
-    except StorageError:
-        logger.warning("batch left to the sweep to settle", extra={"batch_id": target.batch_id})
-
-
-class BatchRequests(Parts):
-    """Create, read, list and cancel: what an API caller does with its batches."""
-
-    # Each target is ended and shown as an export is: by the export part's own cancel and view, beside this
-    # one in the composition root (`bindery.exports.Exports`).
-    cancel: Callable[[str, str, str], Cancel]
-    view: Callable[..., dict[str, Any]]
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        objects: Objects,
+        clock: Clock,
+        exports: ExportRequests,
+        books: Library,
+    ):
+        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
+        self.exports, self.books = exports, books
 
     def create_batch(
         self, caller: str, caller_class: CallerClass, given: Any, idempotency_key: str | None
@@ -144,7 +90,7 @@ class BatchRequests(Parts):
         # A book that is not the caller's makes the whole request a 404, as for a missing book, and it is
         # found before anything is written.
         if not all(valid_id(b) for b in book_ids) or not self.store.books_owned(book_ids, caller):
-            raise no_such_book()
+            raise not_found()
         now = self.clock()
         batch_id = new_id(now)
         for attempt in range(2 * SHARD_TRIES):
@@ -217,7 +163,7 @@ class BatchRequests(Parts):
         now = self.clock()
         found = self.store.read_batch(caller, batch_id, now) if valid_id(batch_id) else None
         if found is None:
-            raise not_found()
+            raise not_found("batch")
         return self.batch_view(found[0], found[1], now, bundle=found[2])
 
     def list_batches(self, caller: str, limit: Any, cursor: str | None) -> dict[str, Any]:
@@ -235,7 +181,7 @@ class BatchRequests(Parts):
         files deleted before the answer. Should this stop halfway, the batch sweep ends the rest."""
         batch = self.store.cancel_batch(caller, batch_id, self.clock()) if valid_id(batch_id) else None
         if batch is None:
-            raise not_found()
+            raise not_found("batch")
         cancelled = batch.status == BatchStatus.CANCELLED
         state_change(batch_id, "", "batch cancelled" if cancelled else "batch links revoked")
         self.end_targets(batch)
@@ -257,7 +203,7 @@ class BatchRequests(Parts):
         for target in batch.targets:
             if unlink:
                 with contextlib.suppress(errors.NotFound):  # its book was deleted: the purge ends its exports
-                    self.cancel(batch.caller, target.book_id, target.export_id)
+                    self.exports.cancel(batch.caller, target.book_id, target.export_id)
             else:
                 cancelled = self.store.cancel_export(target.book_id, target.export_id, batch.caller, now)
                 if not isinstance(cancelled, NotFound):
@@ -323,7 +269,7 @@ class BatchRequests(Parts):
             body["targets_done"] = sum(body["ended"].values())
             body["bytes"] = sum(e.size_bytes or 0 for e in ended_ready)
         if targets is not None:
-            views = [self.view(e, book=None, now=now) for e in targets]
+            views = [self.exports.view(e, book=None, now=now) for e in targets]
             counts = {s.value: 0 for s in State}
             for v in views:
                 counts[v["state"]] += 1

@@ -12,14 +12,15 @@ import time
 from collections.abc import Iterator
 
 from bindery import engine
-from bindery.batches import after_ending, settle_batch
-from bindery.common import Parts
+from bindery.clock import Clock
+from bindery.config import Settings
 from bindery.faults import translated
 from bindery.limits import CallerClass
-from bindery.objects import artifact_key, asset_key, cut_key
+from bindery.objects import Objects, artifact_key, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
+from bindery.settlement import after_ending, settle_batch
 from bindery.states import BuildOutcome, ClaimRefusal, Ending, FailureCode
-from bindery.storage import BUNDLE, Book, Chapter, Claimed, EndedTarget, Export, StorageError
+from bindery.storage import BUNDLE, Book, Chapter, Claimed, EndedTarget, Export, StorageError, Store
 
 PROGRESS_SECONDS = 3.0
 
@@ -28,7 +29,12 @@ class RetryLater(Exception):
     """The build could not run now for a reason that may pass (a lease held, S3 throttling)."""
 
 
-class Builds(Parts):
+class Builds:
+    """What the build worker does with the export a message names."""
+
+    def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Clock):
+        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
+
     def build(self, book_id: str, export_id: str) -> BuildOutcome:
         """Claim the export, build it into S3, and finish it. Returns what happened, in one word.
 
@@ -227,16 +233,16 @@ class _Progress:
     """Publishes chapters done out of total, at most once every PROGRESS_SECONDS: a poll shows it while the
     export is pending, and a big book does not pay a write per chapter."""
 
-    def __init__(self, exports: Builds, export: Export, total: int):
-        self.exports, self.export, self.total = exports, export, total
-        self.last = exports.clock()
+    def __init__(self, builds: Builds, export: Export, total: int):
+        self.builds, self.export, self.total = builds, export, total
+        self.last = builds.clock()
 
     def chapter_done(self, done: int) -> None:
-        now = self.exports.clock()
+        now = self.builds.clock()
         if now - self.last >= PROGRESS_SECONDS and done < self.total:
             self.last = now
             try:
-                self.exports.store.record_progress(self.export, done, self.total)
+                self.builds.store.record_progress(self.export, done, self.total)
             except StorageError:
                 # Progress is a courtesy to the poll: a throttled write of it must not stop the build.
                 logger.warning("progress not recorded", exc_info=True)

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from standardwebhooks.webhooks import Webhook
 
 from bindery import outbound
-from bindery.common import Clock, iso
+from bindery.clock import Clock, iso
 from bindery.config import Settings
 from bindery.observability import logger, metrics
 from bindery.states import BATCH_EVENT_TYPES, EVENT_TYPES, NO_ANSWER_RECORDED, DeliveryState

@@ -1,5 +1,5 @@
 """What a caller can be told went wrong: each class is one HTTP status, carried on the class so that the
-status and the kind of refusal are defined in one place. `bindery.api` answers every one the same way."""
+status and the kind of refusal are defined in one place. `bindery.api.http` answers every one the same way."""
 
 from __future__ import annotations
 
@@ -34,11 +34,17 @@ class Unauthorized(BinderyError):
 
 
 class NotFound(BinderyError):
-    """No such book or export for this caller. Another caller's book answers exactly as a missing one does,
-    so an id proves nothing about what exists."""
+    """No such book, export, batch or endpoint for this caller. Another caller's answers exactly as a
+    missing one does, so an id proves nothing about what exists: raise it through :func:`not_found`."""
 
     status = 404
     code = "not_found"
+
+
+def not_found(what: str = "book or export") -> NotFound:
+    """The one 404 of the service layer. One body for a missing thing and for someone else's: the answer
+    must not tell them apart. An unknown path gets the default, the body a missing book gets."""
+    return NotFound(f"no such {what}", code="not_found")
 
 
 class Conflict(BinderyError):

@@ -1,54 +1,35 @@
-"""The export lifecycle as callers see it, and the service every handler calls.
+"""The export lifecycle as an API caller sees it: submit, poll, list and cancel.
 
     pending --finish--> ready --expire / cancel--> expired
        |--fail / sweep--> failed
        `--cancel-------> cancelled
 
-Every arrow is one conditional write in `bindery.storage`; the service decides which arrow to try and
-turns the outcome into an answer. It holds no AWS call of its own. It is composed of one part per kind of
-caller: what API callers do with exports (here) and with books (`bindery.library`), what the build worker
-does (`bindery.builds`), and what the schedules do (`bindery.schedules`). :class:`Exports` is the one
-composition root.
+Every arrow is one conditional write in `bindery.storage`; this service decides which arrow a caller's
+request tries and turns the outcome into an answer. It holds no AWS call of its own. The build worker's
+arrows are `bindery.builds`', the schedules' `bindery.schedules`', and `bindery.wiring` composes each
+handler's services.
 """
 
 from __future__ import annotations
 
 import random
 import re
-import time
 import unicodedata
-from functools import lru_cache
 from typing import Any
 
 from bindery import engine, errors
-from bindery.batches import BatchRequests, after_ending, most_targets
-from bindery.builds import Builds
-from bindery.common import (
-    RETRY_AFTER_OVER_CAP,
-    SHARD_TRIES,
-    Clock,
-    Parts,
-    decode_cursor,
-    encode_cursor,
-    idempotency_for,
-    iso,
-    key_reused,
-    new_id,
-    not_found,
-    over_budget,
-    page_size,
-    service_full,
-    valid_export_id,
-    valid_id,
-)
-from bindery.config import Settings, settings
-from bindery.deliveries import Deliveries
+from bindery.capacity import RETRY_AFTER_OVER_CAP, SHARD_TRIES, most_targets, over_budget, service_full
+from bindery.clock import Clock, iso
+from bindery.config import Settings
+from bindery.errors import not_found
+from bindery.idempotency import idempotency_for, key_reused
+from bindery.ids import new_id, valid_export_id, valid_id
 from bindery.library import Library
 from bindery.limits import CallerClass
 from bindery.objects import Objects
 from bindery.observability import metrics, state_change
-from bindery.schedules import Schedules
-from bindery.sendqueue import SendQueue
+from bindery.paging import decode_cursor, encode_cursor, page_size
+from bindery.settlement import after_ending
 from bindery.states import Cancel, State
 from bindery.storage import (
     Accepted,
@@ -64,7 +45,6 @@ from bindery.storage import (
     ShardFull,
     Store,
 )
-from bindery.webhooks import Webhooks
 
 RETRY_AFTER_PENDING = 2
 
@@ -79,8 +59,13 @@ def download_name(title: str, extension: str) -> str:
     return f"{stem or 'book'}.{extension}"
 
 
-class ExportRequests(Parts):
-    """Submit, poll, list and cancel: what an API caller does with its exports."""
+class ExportRequests:
+    """Submit, poll, list and cancel: what an API caller does with its exports. A cancel that ends a ready
+    link has its bytes deleted now, by the library (`Library.unlink_now`)."""
+
+    def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Clock, books: Library):
+        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
+        self.books = books
 
     # ---- submit ----------------------------------------------------------------------------------
 
@@ -296,24 +281,3 @@ class ExportRequests(Parts):
         if outcome.how == Cancel.CANCELLED:
             state_change(export_id, book_id, "export cancelled")
         return outcome.how
-
-
-class Exports(ExportRequests, BatchRequests, Builds, Schedules):
-    """The service behind every handler: each part, composed on one set of collaborators. They are injected;
-    the defaults build real ones."""
-
-    def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Clock = time.time):
-        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
-        self.books = Library(settings, store, objects, clock)
-        self.hooks = Webhooks(settings, store, clock)
-        self.deliveries = Deliveries(settings, store, clock, SendQueue(settings))
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Exports:
-        return cls(settings, Store(settings), Objects(settings))
-
-
-@lru_cache(maxsize=1)
-def default_exports() -> Exports:
-    """The process's service, built on first use. Building it makes no AWS call."""
-    return Exports.from_settings(settings())

@@ -15,26 +15,36 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from bindery import errors
-from bindery.assets import BookAssets
-from bindery.batches import after_ending
-from bindery.common import (
-    decode_cursor,
-    encode_cursor,
-    idempotency_for,
-    iso,
-    key_reused,
-    new_cut,
-    not_found,
-    page_size,
-    valid_id,
-)
+from bindery.clock import Clock, iso
+from bindery.config import Settings
+from bindery.errors import not_found
+from bindery.idempotency import idempotency_for, key_reused
+from bindery.ids import new_cut, valid_id
 from bindery.manuscript import Normalised, cut, normalise
 from bindery.metadata import Metadata, merged, package_identifier
-from bindery.objects import assets_prefix, cut_key, upload_key
+from bindery.objects import Objects, assets_prefix, cut_key, upload_key
 from bindery.observability import logger
-from bindery.revisions import PUBLISH_TRIES, STAGE_GRACE_SECONDS, parse_if_match, precondition_failed
+from bindery.paging import decode_cursor, encode_cursor, page_size
+from bindery.revisions import (
+    PUBLISH_TRIES,
+    STAGE_GRACE_SECONDS,
+    Revisions,
+    parse_if_match,
+    precondition_failed,
+)
+from bindery.settlement import after_ending
 from bindery.states import State
-from bindery.storage import Book, Chapter, EndedTarget, KeyReused, Marker, Replayed, Revoked, StorageError
+from bindery.storage import (
+    Book,
+    Chapter,
+    EndedTarget,
+    KeyReused,
+    Marker,
+    Replayed,
+    Revoked,
+    StorageError,
+    Store,
+)
 
 MAX_TITLE = 500
 # A chapter's title is kept in its chapter item (and in a build's skipped list), and an item is at most
@@ -54,7 +64,17 @@ def _on_shelf(position: str) -> bool:
     return _SHELF_POSITION.fullmatch(position) is not None
 
 
-class Library(BookAssets):
+class Library:
+    """A caller's books: create, list, read, edit, replace the manuscript, upload a large one, delete; and
+    the GC's purge of a deleted book. A change is published as the next revision (`Revisions`); a book's
+    images are `bindery.assets.BookAssets`'."""
+
+    def __init__(
+        self, settings: Settings, store: Store, objects: Objects, clock: Clock, revisions: Revisions
+    ):
+        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
+        self.revisions = revisions
+
     # ---- caller operations -----------------------------------------------------------------------
 
     def create_book(
@@ -110,8 +130,12 @@ class Library(BookAssets):
         }
 
     def get_book(self, caller: str, book_id: str) -> tuple[Book, list[Chapter]]:
-        book = self._owned(caller, book_id)
+        book = self.revisions.owned(caller, book_id)
         return book, self.store.read_chapters(book_id, book.cut)
+
+    def chapters(self, book: Book) -> list[Chapter]:
+        """The chapters of the revision `book` is at: what a change's answer shows beside the book."""
+        return self.store.read_chapters(book.id, book.cut)
 
     def edit_book(self, caller: str, book_id: str, if_match: str | None, title: Any, metadata: Any) -> Book:
         """PATCH: a new title, a merge patch of the metadata, or both, as the book's next revision (the
@@ -126,7 +150,7 @@ class Library(BookAssets):
             new_title = title.strip() if title is not None else current.title
             return replace(current, title=new_title, metadata=described), None
 
-        book = self._publish_change(caller, book_id, if_match, change)
+        book = self.revisions.publish_change(caller, book_id, if_match, change)
         logger.info("book edited", extra={"book_id": book_id, "revision": book.revision})
         return book
 
@@ -142,7 +166,7 @@ class Library(BookAssets):
         """Re-cut the book from a new manuscript and bump its revision. With `If-Match: "<revision>"` a
         book that is no longer at that revision answers 412 and nothing changes."""
         expected = parse_if_match(if_match)
-        book = self._owned(caller, book_id)
+        book = self.revisions.owned(caller, book_id)
         if expected is not None and expected != book.revision:
             raise precondition_failed(book.revision)
         now = self.clock()
@@ -188,7 +212,7 @@ class Library(BookAssets):
         raise errors.Conflict("the book kept changing; try again", code="concurrent_replacement")
 
     def create_upload(self, caller: str, book_id: str) -> dict[str, Any]:
-        self._owned(caller, book_id)
+        self.revisions.owned(caller, book_id)
         upload_id = secrets.token_hex(12)
         post = self.objects.presign_upload(
             upload_key(book_id, upload_id), MAX_UPLOAD_BYTES, UPLOAD_URL_SECONDS
@@ -205,9 +229,8 @@ class Library(BookAssets):
 
     def delete_book(self, caller: str, book_id: str) -> None:
         """The book and its chapters go now; its pending exports are cancelled and its ready ones' bytes
-        deleted before the answer, so a link handed out earlier stops working at once (the seed's "gone
-        with its machine"). The delete itself is one transaction that leaves the GC its chores, so a
-        crash after it still ends everything."""
+        deleted before the answer, so a link handed out earlier stops working at once. The delete itself
+        is one transaction that leaves the GC its chores, so a crash after it still ends everything."""
         tried = False
         for _ in range(PUBLISH_TRIES):
             book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
@@ -263,9 +286,9 @@ class Library(BookAssets):
         self.store.drop_marker(marker)
 
     def unlink_now(self, revoked: Revoked) -> None:
-        """A ready link was just ended: delete its bytes now, then forget them (the seed's order: the row
-        ended first, keeping its paths, then the unlink, then the forget). Should the delete fail, the row
-        still waits in the unlink queue, and the GC deletes them on its next run."""
+        """A ready link was just ended (the row keeps its paths): delete its bytes now, then forget them, in
+        that order. Should the delete fail, the row still waits in the unlink queue, and the GC deletes them
+        on its next run."""
         try:
             self.objects.delete(revoked.paths)
             self.store.forget_paths(revoked.book_id, revoked.export_id, self.clock())
@@ -367,27 +390,4 @@ def book_summary(book: Book) -> dict[str, Any]:
         "assets_total": len(book.assets),
         "created_at": iso(book.created_at),
         "updated_at": iso(book.updated_at),
-    }
-
-
-def book_view(book: Book, chapters: list[Chapter], after: int, page_size: int) -> dict[str, Any]:
-    """A book as its owner reads it: its summary, its assets, and its chapters after `after`, `page_size`
-    of them at most."""
-
-    page = [c for c in chapters if c.ordinal > after][:page_size]
-    more = bool(page) and page[-1].ordinal < chapters[-1].ordinal
-    return {
-        **book_summary(book),
-        "assets": [
-            {
-                "name": a.name,
-                "content_type": a.content_type,
-                "width": a.width,
-                "height": a.height,
-                "size_bytes": a.size_bytes,
-            }
-            for a in book.assets
-        ],
-        "chapters": [{"ordinal": c.ordinal, "title": c.title, "size_bytes": c.size_bytes} for c in page],
-        "chapters_next": page[-1].ordinal if more else None,
     }

@@ -24,7 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 CLASS_CLAIM = "bindery_class"
-# One hex digit of an export's id names its shard (`bindery.common.new_id`): 16 shards.
+# One hex digit of an export's id names its shard (`bindery.ids.new_id`): 16 shards.
 CAP_SHARDS = 16
 # A batch is created in ONE TransactWriteItems of at most 100 items: its row, its Idempotency-Key, the
 # caller's live item, one put per target and one update per cap shard it takes (at most MAX_BATCH_SHARDS).

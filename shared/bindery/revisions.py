@@ -1,7 +1,8 @@
 """How a book changes: one revision at a time, each published by one conditional write.
 
-:class:`Revisions` is what the book operations share (`bindery.library`, `bindery.assets`): the caller's
-book or a 404, If-Match, and the loop that publishes a change on top of whatever revision is current.
+:class:`Revisions` is what the two book services share (`bindery.library.Library`,
+`bindery.assets.BookAssets`), given to each: the caller's book or a 404, If-Match, and the loop that
+publishes a change on top of whatever revision is current.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ import re
 from collections.abc import Callable
 
 from bindery import errors
-from bindery.common import Clock, not_found, valid_id
+from bindery.clock import Clock
 from bindery.config import Settings
-from bindery.objects import Objects
+from bindery.errors import not_found
+from bindery.ids import valid_id
 from bindery.storage import Book, Store
 
 # How long a staged cut or asset may wait to be adopted before the GC removes it: past the API's 30 s.
@@ -28,16 +30,17 @@ Change = Callable[[Book], tuple[Book, str | None] | None]
 
 
 class Revisions:
-    def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Clock):
-        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
+    def __init__(self, settings: Settings, store: Store, clock: Clock):
+        self.settings, self.store, self.clock = settings, store, clock
 
-    def _owned(self, caller: str, book_id: str) -> Book:
+    def owned(self, caller: str, book_id: str) -> Book:
+        """The caller's book, or the 404 a missing one is."""
         book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
         if book is None:
             raise not_found()
         return book
 
-    def _publish_change(
+    def publish_change(
         self,
         caller: str,
         book_id: str,
@@ -52,7 +55,7 @@ class Revisions:
         just read it, tried first (the publish's own condition says whether it is still current)."""
         expected = parse_if_match(if_match)
         for _ in range(PUBLISH_TRIES):
-            current, read = read or self._owned(caller, book_id), None
+            current, read = read or self.owned(caller, book_id), None
             if expected is not None and expected != current.revision:
                 raise precondition_failed(current.revision)
             made = change(current)

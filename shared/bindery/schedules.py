@@ -14,12 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bindery.batches import after_ending
-from bindery.common import Parts
-from bindery.objects import ARTIFACT_PREFIX, asset_key, cut_key
+from bindery.clock import Clock
+from bindery.config import Settings
+from bindery.library import Library
+from bindery.objects import ARTIFACT_PREFIX, Objects, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
+from bindery.settlement import after_ending
 from bindery.states import Queue
-from bindery.storage import Due, Marker
+from bindery.storage import Due, Marker, Store
 
 # Seconds of the invocation a GC run keeps for itself after its chores: the audit row and the reply.
 GC_MARGIN_SECONDS = 10.0
@@ -59,7 +61,14 @@ class Deadline:
         return lambda: time_left() <= stop_at
 
 
-class Schedules(Parts):
+class Schedules:
+    """The GC's chores and the stale sweep's first one. A deleted book's exports are ended by the library's
+    own purge, the one its delete starts."""
+
+    def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Clock, books: Library):
+        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
+        self.books = books
+
     # ---- the sweeps' queues ------------------------------------------------------------------------
 
     def _sweep(

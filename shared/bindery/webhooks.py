@@ -17,8 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 from bindery import errors, outbound
-from bindery.common import Clock, decode_cursor, encode_cursor, iso, new_id, page_size, valid_id
+from bindery.clock import Clock, iso
 from bindery.config import Settings
+from bindery.errors import not_found
+from bindery.ids import new_id, valid_id
+from bindery.paging import decode_cursor, encode_cursor, page_size
 from bindery.states import DELIVERY_ENDED, EVENT_TYPES, DeliveryState
 from bindery.storage import (
     MAX_REDELIVERIES,
@@ -41,11 +44,6 @@ FEED_START = 0
 def new_secret() -> str:
     """Standard Webhooks' form: whsec_ and 32 random bytes in base64."""
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-
-
-def not_found() -> errors.NotFound:
-    # One answer for a missing endpoint and for another caller's.
-    return errors.NotFound("no such webhook endpoint", code="not_found")
 
 
 def _cursor(value: str | None, name: str) -> int | None:
@@ -134,16 +132,16 @@ class Webhooks:
                 raise errors.BadRequest("field enabled must be true or false", code="invalid_field")
             changes["enabled"] = body["enabled"]
         if not valid_id(endpoint_id):
-            raise not_found()
+            raise not_found("webhook endpoint")
         changed = self.store.patch_endpoint(caller, endpoint_id, changes, self.clock())
         if changed is None:
-            raise not_found()
+            raise not_found("webhook endpoint")
         return self.view(changed)
 
     def delete(self, caller: str, endpoint_id: str) -> None:
         """The endpoint stops at once; its waiting deliveries end withdrawn (the sweep ends them)."""
         if not (valid_id(endpoint_id) and self.store.delete_endpoint(caller, endpoint_id, self.clock())):
-            raise not_found()
+            raise not_found("webhook endpoint")
 
     def rotate(self, caller: str, endpoint_id: str) -> dict[str, Any]:
         """A new current secret, shown once; the one it replaces signs beside it for the overlap."""
@@ -184,7 +182,7 @@ class Webhooks:
         well_formed = delivery_id.isascii() and delivery_id.isdigit() and len(delivery_id) <= 12
         found = self.store.read_delivery(endpoint.id, int(delivery_id)) if well_formed else None
         if found is None or found.caller != caller:
-            raise errors.NotFound("no such delivery", code="not_found")
+            raise not_found("delivery")
         if not endpoint.enabled:
             raise errors.Conflict(
                 "the endpoint is disabled: enable it (PATCH with enabled: true), then redeliver",
@@ -257,7 +255,7 @@ class Webhooks:
     def _endpoint(self, caller: str, endpoint_id: str) -> Endpoint:
         found = self.store.read_endpoint(caller, endpoint_id) if valid_id(endpoint_id) else None
         if found is None:
-            raise not_found()
+            raise not_found("webhook endpoint")
         return found
 
     def _url(self, url: Any) -> str:

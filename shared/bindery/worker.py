@@ -10,8 +10,7 @@ import json
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from bindery.builds import RetryLater
-from bindery.exports import Exports
+from bindery.builds import Builds, RetryLater
 from bindery.observability import logger
 from bindery.states import BuildOutcome
 
@@ -32,13 +31,13 @@ def export_key(body: str) -> tuple[str, str]:
     return pk.removeprefix("BOOK#"), sk.removeprefix("EXPORT#")
 
 
-def build_from_record(exports: Exports, record: SQSRecord) -> BuildOutcome:
+def build_from_record(builds: Builds, record: SQSRecord) -> BuildOutcome:
     """What came of the build the record names. A record that names no export raises `BadMessage`, which the
     handler drops (`bindery.queues`)."""
     book_id, export_id = export_key(record.body)
     logger.append_keys(export_id=export_id, book_id=book_id)
     try:
-        outcome = exports.build(book_id, export_id)
+        outcome = builds.build(book_id, export_id)
     except RetryLater as exc:
         # Raising marks this record failed, so SQS redelivers it after its visibility timeout.
         logger.warning("build will be retried", extra={"reason": str(exc)})

@@ -35,7 +35,7 @@ def add_parsers(commands: Any) -> None:
     audits.add_argument("--env-vars", help="a SAM env.json (events/env.json: the local stack's AWS)")
 
 
-def run(args: argparse.Namespace, *, exports: Any = None) -> int:
+def run(args: argparse.Namespace, *, store: Any = None) -> int:
     if args.command == "token":
         from bindery_local import tokens
 
@@ -45,11 +45,12 @@ def run(args: argparse.Namespace, *, exports: Any = None) -> int:
         return _invoke(args.function, args.event, args.env_vars)
     from botocore.exceptions import NoCredentialsError
 
-    from bindery.exports import default_exports
+    from bindery.config import settings
+    from bindery.storage import Store
 
     _environment(args.env_vars, "gc")
     try:
-        rows = (exports or default_exports()).store.audits(args.limit)
+        rows = (store or Store(settings())).audits(args.limit)
     except NoCredentialsError:
         print(
             "bindery: no AWS credentials: for the local stack, add --env-vars events/env.json",

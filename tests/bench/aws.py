@@ -8,6 +8,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -83,15 +84,19 @@ def build_servers() -> Iterator[tuple[Aws, str]]:
 
 
 def local_service(ddb: str, s3: str, **settings_overrides: Any) -> Any:
-    """An Exports service in this process, on a table and bucket of its own at these endpoints."""
+    """Every handler's services in this process (`tests.services.wired`), on a table and bucket of their
+    own at these endpoints."""
     import boto3
 
     from bindery.config import Settings
-    from bindery.exports import Exports
+    from bindery.objects import Objects
+    from bindery.storage import Store
     from bindery_local.template import create_table
+    from tests.services import wired
 
     os.environ.update(child_env(AWS_ENDPOINT_URL_DYNAMODB=ddb, AWS_ENDPOINT_URL_S3=s3))
     name = f"bench-{uuid.uuid4().hex[:8]}"
     create_table(boto3.client("dynamodb"), name)
     boto3.client("s3").create_bucket(Bucket=name)
-    return Exports.from_settings(Settings(table=name, bucket=name, **settings_overrides))
+    settings = Settings(table=name, bucket=name, **settings_overrides)
+    return wired(settings, Store(settings), Objects(settings), time.time)

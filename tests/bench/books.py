@@ -36,9 +36,11 @@ def make_book_timed(aws: Aws, table: str, manuscript: Path) -> tuple[str, float]
     script = f"""
 import boto3, json, sys, time
 from bindery.config import Settings
-from bindery.exports import Exports
-from bindery.objects import upload_key
-ex = Exports.from_settings(Settings(table={table!r}, bucket={table!r}))
+from bindery import wiring
+from bindery.objects import Objects, upload_key
+from bindery.storage import Store
+settings = Settings(table={table!r}, bucket={table!r})
+ex = wiring.api(settings, Store(settings), Objects(settings))
 book, _, _ = ex.books.create_book("bench-user", "Bench", "")
 upload = ex.books.create_upload("bench-user", book.id)
 boto3.client("s3").upload_file({str(manuscript)!r}, {table!r}, upload_key(book.id, upload["upload_id"]))

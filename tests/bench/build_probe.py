@@ -5,17 +5,20 @@ import json
 import sys
 import time
 
+from bindery import wiring
 from bindery.config import Settings
-from bindery.exports import Exports
 from bindery.limits import CallerClass
+from bindery.objects import Objects
+from bindery.storage import Store
 
 book_id, fmt, table = sys.argv[1], sys.argv[2], sys.argv[3]
 settings = Settings(table=table, bucket=table)
-exports = Exports.from_settings(settings)
+store, objects = Store(settings), Objects(settings)
+exports = wiring.api(settings, store, objects).exports
 # Fleet: the class whose pdf limit is the renderer's own 50 MB, which the bench measures at.
 view, _ = exports.submit("bench-user", book_id, fmt, None, caller_class=CallerClass.FLEET)
 started = time.perf_counter()
-outcome = exports.build(book_id, view["id"])
+outcome = wiring.build_worker(settings, store, objects).build(book_id, view["id"])
 seconds = time.perf_counter() - started
 # VmHWM, not ru_maxrss: ru_maxrss survives fork+exec on Linux and would carry the parent's peak in.
 with open("/proc/self/status") as status:
@@ -28,7 +31,7 @@ if fmt == "pdf":
 
     child = RENDERER.peak_child_rss
     peak += child
-found = exports.store.read_export_for_owner(book_id, view["id"], "bench-user", time.time())
+found = store.read_export_for_owner(book_id, view["id"], "bench-user", time.time())
 size, path = (found[0].size_bytes, found[0].path) if found else (None, None)
 if sys.argv[4:] != ["keep"]:
     exports.cancel("bench-user", book_id, view["id"])  # revoked: its bytes go now

@@ -77,8 +77,8 @@ def measure() -> None:
             POWERTOOLS_SERVICE_NAME="bindery",
         )
         book, _, _ = ex.books.create_book("bench-user", "Cold", "# One\n\ntext\n\n# Two\n\nmore\n")
-        ready = ex.submit("bench-user", book.id, "html", None)[0]["id"]
-        ex.build(book.id, ready)
+        ready = ex.exports.submit("bench-user", book.id, "html", None)[0]["id"]
+        ex.builds.build(book.id, ready)
         poll = http_event("GET", f"/books/{book.id}/exports/{ready}", caller="bench-user")
         events: dict[str, Callable[[], dict[str, Any]]] = {
             "submit": lambda: http_event(
@@ -87,7 +87,7 @@ def measure() -> None:
             "poll": lambda: poll,
             # a new pending export each time: a first invoke that builds
             "build_worker": lambda: sqs_event_for(
-                book.id, ex.submit("bench-user", book.id, "html", None)[0]["id"]
+                book.id, ex.exports.submit("bench-user", book.id, "html", None)[0]["id"]
             ),
             "expiry_gc": lambda: sample("expiry_gc_schedule.json"),
             "stale_sweep": lambda: sample("stale_sweep_schedule.json"),

@@ -18,33 +18,33 @@ def _counted_lifecycle(live: Any, manuscript: str) -> dict[str, Any]:
     fake one started now, so that the sweeps find the links lapsed without waiting a day (DynamoDB Local's
     TTL sees only times to come). Also one run of each sweep with nothing to do: what the schedules cost
     when idle."""
-    from bindery.exports import Exports
     from tests.bench.ledger import Ledger
+    from tests.services import wired
 
     now = [time.time()]  # (not tests.conftest's FakeClock: importing it clears the endpoints set above)
-    ex = Exports(live.settings, live.store, live.objects, clock=lambda: now[0])
+    ex = wired(live.settings, live.store, live.objects, lambda: now[0])
     settings = ex.settings
     book, _, _ = ex.books.create_book("cost-user", "Counted", manuscript)
     with Ledger(ex.store.client, ex.objects.client) as ledger:
         ids = []
         for _ in range(LIFECYCLE_EXPORTS):
             with ledger.phase("submit"):
-                ids.append(ex.submit("cost-user", book.id, "html", None)[0]["id"])
+                ids.append(ex.exports.submit("cost-user", book.id, "html", None)[0]["id"])
             with ledger.phase("poll"):
-                ex.read("cost-user", book.id, ids[-1])  # pending
+                ex.exports.read("cost-user", book.id, ids[-1])  # pending
             with ledger.phase("build"):
-                ex.build(book.id, ids[-1])
+                ex.builds.build(book.id, ids[-1])
             with ledger.phase("poll"):
                 for _ in range(POLLS - 1):
-                    assert ex.read("cost-user", book.id, ids[-1])["state"] == "ready"
+                    assert ex.exports.read("cost-user", book.id, ids[-1])["state"] == "ready"
         now[0] += settings.link_ttl_seconds + settings.lease_seconds + settings.retry_grace_seconds + 1
         with ledger.phase("sweeps"):
-            gc = ex.collect_garbage()
-            ex.fail_stale_exports()
+            gc = ex.schedules.collect_garbage()
+            ex.schedules.fail_stale_exports()
         assert gc["expired"] == gc["unlinked"] == LIFECYCLE_EXPORTS, gc
         with ledger.phase("idle sweeps"):
-            ex.collect_garbage()
-            ex.fail_stale_exports()
+            ex.schedules.collect_garbage()
+            ex.schedules.fail_stale_exports()
     return dict(ledger.phases)
 
 

@@ -11,13 +11,16 @@ import sys
 import zlib
 from dataclasses import replace
 
+from bindery import wiring
 from bindery.config import Settings
-from bindery.exports import Exports
 from bindery.images import Asset
-from bindery.objects import asset_key
+from bindery.objects import Objects, asset_key
+from bindery.storage import Store
 
 table, images, image_bytes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-exports = Exports.from_settings(Settings(table=table, bucket=table))
+settings = Settings(table=table, bucket=table)
+store, objects = Store(settings), Objects(settings)
+books = wiring.api(settings, store, objects).books
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
@@ -40,15 +43,15 @@ text = "".join(
     f"# Plate {n}\n\nThe keeper's drawing number {n}.\n\n![Plate {n}](images/{n}.png)\n\n"
     for n in range(1, images + 1)
 )
-book, _, _ = exports.books.create_book("bench-user", "Plates", text)
+book, _, _ = books.create_book("bench-user", "Plates", text)
 assets = []
 for n in range(1, images + 1):
     asset = Asset(f"images/{n}.png", f"{n:020x}", "image/png", side, side, len(png))
-    exports.objects.put_bytes(asset_key(book.id, asset.object_id), png, "image/png")
+    objects.put_bytes(asset_key(book.id, asset.object_id), png, "image/png")
     assets.append(asset)
-current = exports.store.read_book(book.id)
+current = store.read_book(book.id)
 assert current is not None
-published = exports.store.publish_change(
+published = store.publish_change(
     current, replace(current, assets=tuple(assets)), staged=None, retired=None, retire_at=0
 )
 assert published is not None

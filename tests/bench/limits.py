@@ -44,7 +44,7 @@ def _cap_contention(ddb: str, s3: str, shards: int) -> tuple[float, float, int]:
         def writer(n: int) -> None:
             barrier.wait()
             for _ in range(CAP_SUBMITS):
-                accepted.append(ex.submit(f"cap-{n}", books[n], "markdown", None)[0]["id"])
+                accepted.append(ex.exports.submit(f"cap-{n}", books[n], "markdown", None)[0]["id"])
 
         threads = [threading.Thread(target=writer, args=(n,)) for n in range(CAP_WRITERS)]
         started = time.perf_counter()

@@ -20,7 +20,6 @@ def measure() -> None:
     from moto import mock_aws
 
     from bindery.config import Settings
-    from bindery.exports import Exports
     from bindery.limits import CallerClass
     from bindery.objects import Objects, artifact_key
     from bindery.states import FailureCode
@@ -28,13 +27,14 @@ def measure() -> None:
     from bindery_local.template import create_table
     from tests.calls import recording
     from tests.conftest import FakeClock
+    from tests.services import wired
 
     with mock_aws():
         create_table(boto3.client("dynamodb"), "bench")
         boto3.client("s3").create_bucket(Bucket="bench")
         settings = Settings(table="bench", bucket="bench")
         clock = FakeClock()
-        ex = Exports(settings, Store(settings), Objects(settings), clock=clock)
+        ex = wired(settings, Store(settings), Objects(settings), clock)
         clients = (ex.store.client, ex.objects.client)
         book, _, _ = ex.books.create_book("bench-user", "Bench", "# One\n\ntext\n")
 
@@ -45,13 +45,21 @@ def measure() -> None:
 
         rows: list[tuple[str, int, int]] = []
         rows.append(
-            ("submit (TransactWriteItems)", count(lambda: ex.submit("bench-user", book.id, "html", "k1")), 1)
+            (
+                "submit (TransactWriteItems)",
+                count(lambda: ex.exports.submit("bench-user", book.id, "html", "k1")),
+                1,
+            )
         )
         rows.append(
-            ("replayed Idempotency-Key", count(lambda: ex.submit("bench-user", book.id, "html", "k1")), 1)
+            (
+                "replayed Idempotency-Key",
+                count(lambda: ex.exports.submit("bench-user", book.id, "html", "k1")),
+                1,
+            )
         )
-        pending = ex.submit("bench-user", book.id, "html", None)[0]["id"]
-        rows.append(("poll", count(lambda: ex.read("bench-user", book.id, pending)), 1))
+        pending = ex.exports.submit("bench-user", book.id, "html", None)[0]["id"]
+        rows.append(("poll", count(lambda: ex.exports.read("bench-user", book.id, pending)), 1))
         claimed: list[Any] = []
         rows.append(
             (
@@ -76,41 +84,42 @@ def measure() -> None:
                 1,
             )
         )
-        other = ex.submit("bench-user", book.id, "html", None)[0]["id"]
+        other = ex.exports.submit("bench-user", book.id, "html", None)[0]["id"]
         c2 = ex.store.claim_build(book.id, other, artifact_key(book.id, other, "t"), clock())
         assert isinstance(c2, Claimed)
         rows.append(
             ("fail", count(lambda: ex.store.fail_export(c2.export, FailureCode.RENDER_FAILED, clock())), 1)
         )
-        third = ex.submit("bench-user", book.id, "html", None)[0]["id"]
-        rows.append(("cancel (pending)", count(lambda: ex.cancel("bench-user", book.id, third)), 1))
+        third = ex.exports.submit("bench-user", book.id, "html", None)[0]["id"]
+        rows.append(("cancel (pending)", count(lambda: ex.exports.cancel("bench-user", book.id, third)), 1))
         for _ in range(3):
-            ex.submit("bench-user", book.id, "html", None)
+            ex.exports.submit("bench-user", book.id, "html", None)
         clock.advance(settings.queue_grace_seconds + 1)
         with recording(*clients) as calls:
-            swept = ex.fail_stale_exports().done
+            swept = ex.schedules.fail_stale_exports().done
         # Totals over the rows, not a quotient: a division would hide an extra call. (The key-1 export above
         # is still pending too, so the sweep finds four.)
         rows.append(
             (f"{swept} stale rows swept (TransactWriteItems)", calls.count()["TransactWriteItems"], swept)
         )
         clock.advance(settings.link_ttl_seconds + settings.lease_seconds + 1)
-        ex.expire_lapsed_links()  # clear the rows above out of the GC's queues, so the figures below are
-        ex.unlink_ended_artifacts()  # one link's alone
-        copied = ex.submit("bench-user", book.id, "markdown", None)[0]["id"]
+        # Clear the rows above out of the GC's queues, so the figures below are one link's alone.
+        ex.schedules.expire_lapsed_links()
+        ex.schedules.unlink_ended_artifacts()
+        copied = ex.exports.submit("bench-user", book.id, "markdown", None)[0]["id"]
         with recording(ex.objects.client) as s3calls:
-            ex.build(book.id, copied)
+            ex.builds.build(book.id, copied)
         rows.append(
             ("S3 calls to build markdown (1 server-side CopyObject)", sum(s3calls.count().values()), 1)
         )
-        built = ex.submit("bench-user", book.id, "html", None)[0]["id"]
+        built = ex.exports.submit("bench-user", book.id, "html", None)[0]["id"]
         with recording(ex.objects.client) as s3calls:
-            ex.build(book.id, built)
+            ex.builds.build(book.id, built)
         rows.append(("S3 calls to build a small html book (1 GET, 1 PUT)", sum(s3calls.count().values()), 2))
         clock.advance(settings.link_ttl_seconds + 1)
         with recording(*clients) as calls:
-            assert ex.expire_lapsed_links().done == 2
-            assert ex.unlink_ended_artifacts().done == 2
+            assert ex.schedules.expire_lapsed_links().done == 2
+            assert ex.schedules.unlink_ended_artifacts().done == 2
         writes = calls.count("dynamodb")
         rows.append(
             (
@@ -125,7 +134,7 @@ def measure() -> None:
         rows.append(
             (
                 "a batch of 2 (the books' owners, the cap's shards, one write)",
-                count(lambda: ex.create_batch("bench-user", CallerClass.STANDARD, targets, None)),
+                count(lambda: ex.batches.create_batch("bench-user", CallerClass.STANDARD, targets, None)),
                 3,
             )
         )

@@ -93,8 +93,8 @@ def _sweep_scale(ddb: str, s3: str, rows: int) -> None:
 
     ex.store.client.meta.events.register("after-call.dynamodb.Query", count)
     with recording(ex.store.client):
-        stale = ex.fail_stale_exports()
-        expired = ex.expire_lapsed_links()
+        stale = ex.schedules.fail_stale_exports()
+        expired = ex.schedules.expire_lapsed_links()
     done = stale.done + expired.done
     ratio = scanned["n"] / done if done else float("inf")
     record("sweeps", f"{rows:>7,} rows, {done} due: items read by stale_sweep + expiry_gc", str(scanned["n"]))

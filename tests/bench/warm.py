@@ -57,7 +57,7 @@ def measure() -> None:  # and cost
                 ddb, f"http://127.0.0.1:{port}", max_live_exports=1_000_000, max_live_exports_total=10**9
             )
             book, _, _ = ex.books.create_book("bench-user", "Warm", "# One\n\ntext\n")
-            export_id = ex.submit("bench-user", book.id, "html", None)[0]["id"]
+            export_id = ex.exports.submit("bench-user", book.id, "html", None)[0]["id"]
             ctx = FakeContext()
             get = http_event("GET", f"/books/{book.id}/exports/{export_id}", caller="bench-user")
             raw = boto3.client("dynamodb")
@@ -74,7 +74,7 @@ def measure() -> None:  # and cost
                 raw.transact_get_items(TransactItems=gets)
                 raw.get_item(TableName=table, Key=live)
 
-            handler_ms, raw_ms = _paired_medians_ms(lambda: poll.handler(get, ctx, exports=ex), raw_poll)
+            handler_ms, raw_ms = _paired_medians_ms(lambda: poll.handler(get, ctx, services=ex.api), raw_poll)
             poll_ms = handler_ms
             record(
                 "warm",
@@ -94,7 +94,7 @@ def measure() -> None:  # and cost
                 captured.append(json.loads(json.dumps(params)))
 
             ex.store.client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", capture)
-            submit.handler(post, ctx, exports=ex)
+            submit.handler(post, ctx, services=ex.api)
             ex.store.client.meta.events.unregister(
                 "provide-client-params.dynamodb.TransactWriteItems", capture
             )
@@ -107,7 +107,9 @@ def measure() -> None:  # and cost
                 raw.transact_write_items(**request)
                 raw.get_item(TableName=table, Key=live)  # the RateLimit-* fields' read
 
-            handler_ms, raw_ms = _paired_medians_ms(lambda: submit.handler(post, ctx, exports=ex), raw_submit)
+            handler_ms, raw_ms = _paired_medians_ms(
+                lambda: submit.handler(post, ctx, services=ex.api), raw_submit
+            )
             record(
                 "warm",
                 f"submit: {handler_ms:.2f} ms / raw TransactWriteItems + GetItem {raw_ms:.2f} ms",
@@ -123,9 +125,9 @@ def measure() -> None:  # and cost
             big, _, _ = ex.books.create_book("bench-user", "Cost", manuscript)
             builds = []
             for _ in range(3):
-                build_id = ex.submit("bench-user", big.id, "html", None)[0]["id"]
+                build_id = ex.exports.submit("bench-user", big.id, "html", None)[0]["id"]
                 started = time.perf_counter()
-                ex.build(big.id, build_id)
+                ex.builds.build(big.id, build_id)
                 builds.append(time.perf_counter() - started)
             cost.measure(
                 local_service(ddb, f"http://127.0.0.1:{port}"),

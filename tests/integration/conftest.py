@@ -11,12 +11,12 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from bindery.config import Settings
-from bindery.exports import Exports
 from bindery.objects import Objects
 from bindery.storage import Store
 from tests.conftest import FakeClock
 from tests.infra import create_table
 from tests.servers import dynamodb_local, free_port
+from tests.services import Services, wired
 
 
 @pytest.fixture(scope="session")
@@ -37,9 +37,9 @@ def s3_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture
-def new_exports(
+def new_services(
     ddb_endpoint: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, clock: FakeClock
-) -> Iterator[Callable[[], Exports]]:
+) -> Iterator[Callable[[], Services]]:
     """Services over fresh tables in DynamoDB Local and fresh buckets in moto's server, each table dropped
     when the test ends: DynamoDB Local keeps every table it is given for the whole session. (The 100-trial
     batch race, run after the other races had left their tables behind, was at its 42nd trial after 44
@@ -49,7 +49,7 @@ def new_exports(
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
     made: list[str] = []
 
-    def new() -> Exports:
+    def new() -> Services:
         name = f"bindery-{uuid.uuid4().hex[:12]}"
         create_table(boto3.client("dynamodb"), name)
         made.append(name)
@@ -57,7 +57,7 @@ def new_exports(
         settings = Settings(table=name, bucket=name)
         store = Store(settings)
         assert store.client.meta.endpoint_url == ddb_endpoint  # the races run on the real engine, not moto
-        return Exports(settings, store, Objects(settings), clock=clock)
+        return wired(settings, store, Objects(settings), clock)
 
     yield new
     dynamodb = boto3.client("dynamodb")
@@ -67,6 +67,6 @@ def new_exports(
 
 
 @pytest.fixture
-def exports(new_exports: Callable[[], Exports]) -> Exports:
-    """A service over a fresh table in DynamoDB Local and a fresh bucket in moto's server."""
-    return new_exports()
+def services(new_services: Callable[[], Services]) -> Services:
+    """Every handler's services over a fresh table in DynamoDB Local and a fresh bucket in moto's server."""
+    return new_services()

@@ -13,10 +13,10 @@ from typing import cast
 
 import pytest
 
-from bindery.exports import Exports
 from bindery.storage import Appended, Store
 from tests.figures import record
 from tests.integration.test_races import _all_at_once
+from tests.services import Services
 
 pytestmark = pytest.mark.ddb_local
 
@@ -74,8 +74,8 @@ def _trial(store: Store, caller: str, now: float) -> tuple[list[Appended], list[
 
 
 @pytest.mark.slow(30)
-def test_16_writers_and_4_cursor_readers_see_a_gapless_feed_once_in_order(exports: Exports) -> None:
-    store, now = exports.store, exports.clock()
+def test_16_writers_and_4_cursor_readers_see_a_gapless_feed_once_in_order(services: Services) -> None:
+    store, now = services.store, services.clock()
     every = list(range(1, WRITERS * EVENTS_PER_WRITER + 1))
     good, wrong = 0, []
     for _trial_no in range(FEED_TRIALS):
@@ -93,8 +93,8 @@ def test_16_writers_and_4_cursor_readers_see_a_gapless_feed_once_in_order(export
     assert good == FEED_TRIALS, wrong[:1]
 
 
-def test_16_concurrent_appends_of_one_event_id_record_it_once(exports: Exports) -> None:
-    store, now = exports.store, exports.clock()
+def test_16_concurrent_appends_of_one_event_id_record_it_once(services: Services) -> None:
+    store, now = services.store, services.clock()
     caller = f"user-{uuid.uuid4().hex[:8]}"
 
     outcomes = _all_at_once(

@@ -10,12 +10,12 @@ import uuid
 import pytest
 
 from bindery.deliveries import Deliveries
-from bindery.exports import Exports
 from bindery.storage import Delivery, Endpoint, EndpointOverCap, Secret
 from bindery.storage.hookmodels import DELIVERY_STATES
 from tests.conftest import FakeClock
 from tests.figures import record
 from tests.integration.test_races import _all_at_once
+from tests.services import Services
 from tests.unit.hooks import Keys, Receiver, envelope
 
 pytestmark = pytest.mark.ddb_local
@@ -24,18 +24,20 @@ URL = "https://hooks.example.com/in"
 RACERS = 16
 
 
-def _service(exports: Exports) -> tuple[Deliveries, Keys, Receiver]:
+def _service(services: Services) -> tuple[Deliveries, Keys, Receiver]:
     keys, receiver = Keys(), Receiver()
     return (
-        Deliveries(exports.settings, exports.store, exports.clock, keys, post=receiver, jitter=lambda: 0.5),
+        Deliveries(
+            services.settings, services.store, services.clock, keys, post=receiver, jitter=lambda: 0.5
+        ),
         keys,
         receiver,
     )
 
 
-def _endpoint(exports: Exports, caller: str, url: str = URL) -> Endpoint:
-    now = exports.clock()
-    made = exports.store.register_endpoint(
+def _endpoint(services: Services, caller: str, url: str = URL) -> Endpoint:
+    now = services.clock()
+    made = services.store.register_endpoint(
         Endpoint(
             id=uuid.uuid4().hex[:21],
             caller=caller,
@@ -56,46 +58,46 @@ def _endpoint(exports: Exports, caller: str, url: str = URL) -> Endpoint:
     return made
 
 
-def _message(exports: Exports, caller: str) -> str:
+def _message(services: Services, caller: str) -> str:
     export = uuid.uuid4().hex[:21]
     detail = {"id": f"{export}:ready", "export_id": export, "book_id": None, "owner": caller,
               "format": "html", "state": "ready", "attempt": 1, "failure_code": ""}  # fmt: skip
-    return envelope("bindery.export.ready", detail, exports.clock())
+    return envelope("bindery.export.ready", detail, services.clock())
 
 
 def test_one_event_ingested_by_16_at_once_is_one_entry_and_one_delivery_per_endpoint(
-    exports: Exports,
+    services: Services,
 ) -> None:
     caller = f"user-{uuid.uuid4().hex[:8]}"
-    endpoints = [_endpoint(exports, caller, f"https://h{i}.example.com/") for i in range(3)]
-    service, _, _ = _service(exports)
-    message = _message(exports, caller)
+    endpoints = [_endpoint(services, caller, f"https://h{i}.example.com/") for i in range(3)]
+    service, _, _ = _service(services)
+    message = _message(services, caller)
 
     _all_at_once(RACERS, lambda _: service.ingest(message))
 
-    assert exports.store.feed_head(caller) == 1
+    assert services.store.feed_head(caller) == 1
     for endpoint in endpoints:
-        rows, _ = exports.store.list_deliveries(endpoint.id, None, 100, None)
-        shown = exports.store.read_endpoint(caller, endpoint.id)
+        rows, _ = services.store.list_deliveries(endpoint.id, None, 100, None)
+        shown = services.store.read_endpoint(caller, endpoint.id)
         assert len(rows) == 1
         assert shown is not None and shown.counts["queued"] == 1
     record(
         "race: 16 ingests of one event: deliveries made for 3 endpoints",
-        sum(len(exports.store.list_deliveries(e.id, None, 100, None)[0]) for e in endpoints),
+        sum(len(services.store.list_deliveries(e.id, None, 100, None)[0]) for e in endpoints),
     )
 
 
-def test_one_due_delivery_sent_by_16_at_once_is_one_attempt(exports: Exports) -> None:
+def test_one_due_delivery_sent_by_16_at_once_is_one_attempt(services: Services) -> None:
     caller = f"user-{uuid.uuid4().hex[:8]}"
-    endpoint = _endpoint(exports, caller)
-    service, keys, receiver = _service(exports)
-    service.ingest(_message(exports, caller))
+    endpoint = _endpoint(services, caller)
+    service, keys, receiver = _service(services)
+    service.ingest(_message(services, caller))
     ((endpoint_id, seq),) = keys.drain()
 
     outcomes = _all_at_once(RACERS, lambda _: service.send(endpoint_id, seq))
 
-    delivery = exports.store.read_delivery(endpoint_id, seq)
-    shown = exports.store.read_endpoint(caller, endpoint.id)
+    delivery = services.store.read_delivery(endpoint_id, seq)
+    shown = services.store.read_endpoint(caller, endpoint.id)
     assert isinstance(delivery, Delivery) and shown is not None
     assert outcomes.count("acked") == 1
     assert len(receiver.got[URL]) == 1
@@ -105,23 +107,23 @@ def test_one_due_delivery_sent_by_16_at_once_is_one_attempt(exports: Exports) ->
 
 
 def test_one_lapsed_delivery_taken_over_by_16_at_once_is_one_attempt_that_gives_its_place_back_once(
-    exports: Exports, clock: FakeClock
+    services: Services, clock: FakeClock
 ) -> None:
     caller = f"user-{uuid.uuid4().hex[:8]}"
-    endpoint = _endpoint(exports, caller)
-    service, keys, receiver = _service(exports)
-    service.ingest(_message(exports, caller))
+    endpoint = _endpoint(services, caller)
+    service, keys, receiver = _service(services)
+    service.ingest(_message(services, caller))
     ((endpoint_id, seq),) = keys.drain()
-    queued = exports.store.read_delivery(endpoint_id, seq)
+    queued = services.store.read_delivery(endpoint_id, seq)
     assert queued is not None
     # A sender whose claim was applied, and who never sent it: the lease runs out.
-    assert exports.store.claim_delivery(queued, "lost", exports.clock(), queued.budget) is not None
-    clock.advance(exports.settings.webhook_lease_seconds)
+    assert services.store.claim_delivery(queued, "lost", services.clock(), queued.budget) is not None
+    clock.advance(services.settings.webhook_lease_seconds)
 
     outcomes = _all_at_once(RACERS, lambda _: service.send(endpoint_id, seq))
 
-    delivery = exports.store.read_delivery(endpoint_id, seq)
-    shown = exports.store.read_endpoint(caller, endpoint.id)
+    delivery = services.store.read_delivery(endpoint_id, seq)
+    shown = services.store.read_endpoint(caller, endpoint.id)
     assert isinstance(delivery, Delivery) and shown is not None
     assert outcomes.count("acked") == 1 and len(receiver.got[URL]) == 1
     assert [(a.n, a.error) for a in delivery.attempts] == [(1, "no_answer_recorded"), (2, None)]
@@ -130,15 +132,15 @@ def test_one_lapsed_delivery_taken_over_by_16_at_once_is_one_attempt_that_gives_
     record("race: 16 concurrent takeovers of one lapsed delivery: POSTs made", len(receiver.got[URL]))
 
 
-def test_registrations_racing_for_the_last_place_under_the_cap_take_it_once(exports: Exports) -> None:
+def test_registrations_racing_for_the_last_place_under_the_cap_take_it_once(services: Services) -> None:
     caller = f"user-{uuid.uuid4().hex[:8]}"
-    cap = exports.settings.max_webhooks
+    cap = services.settings.max_webhooks
     for i in range(cap - 1):
-        _endpoint(exports, caller, f"https://h{i}.example.com/")
+        _endpoint(services, caller, f"https://h{i}.example.com/")
 
     def register(i: int) -> Endpoint | EndpointOverCap:
-        now = exports.clock()
-        return exports.store.register_endpoint(
+        now = services.clock()
+        return services.store.register_endpoint(
             Endpoint(uuid.uuid4().hex[:21], caller, URL, frozenset({"bindery.export.ready"}), "",
                      (Secret(f"whsec_{i:044d}", None),), True, None, None, 0, now, now,
                      {s: 0 for s in DELIVERY_STATES})
@@ -147,27 +149,27 @@ def test_registrations_racing_for_the_last_place_under_the_cap_take_it_once(expo
     outcomes = _all_at_once(8, register)
 
     assert sum(isinstance(o, Endpoint) for o in outcomes) == 1
-    assert len(exports.store.endpoints_of(caller)) == cap
+    assert len(services.store.endpoints_of(caller)) == cap
     record(
         "race: 8 registrations for the last place under the cap: accepted",
         sum(isinstance(o, Endpoint) for o in outcomes),
     )
 
 
-def test_redeliveries_racing_on_one_ended_delivery_queue_it_once(exports: Exports) -> None:
+def test_redeliveries_racing_on_one_ended_delivery_queue_it_once(services: Services) -> None:
     caller = f"user-{uuid.uuid4().hex[:8]}"
-    endpoint = _endpoint(exports, caller)
-    service, keys, receiver = _service(exports)
+    endpoint = _endpoint(services, caller)
+    service, keys, receiver = _service(services)
     receiver.answer(URL, 400)
-    service.ingest(_message(exports, caller))
+    service.ingest(_message(services, caller))
     ((endpoint_id, seq),) = keys.drain()
     assert service.send(endpoint_id, seq) == "rejected"
-    ended = exports.store.read_delivery(endpoint_id, seq)
+    ended = services.store.read_delivery(endpoint_id, seq)
     assert ended is not None
 
-    outcomes = _all_at_once(8, lambda _: exports.store.redeliver(ended, exports.clock()))
+    outcomes = _all_at_once(8, lambda _: services.store.redeliver(ended, services.clock()))
 
-    shown = exports.store.read_endpoint(caller, endpoint.id)
+    shown = services.store.read_endpoint(caller, endpoint.id)
     assert sum(o is not None for o in outcomes) == 1
     assert shown is not None and (shown.counts["queued"], shown.counts["rejected"]) == (1, 0)
     assert json.loads(json.dumps(shown.counts))["queued"] == 1

@@ -15,7 +15,7 @@ import pytest
 from moto import mock_aws
 
 from bindery.config import Settings
-from bindery.exports import Exports
+from bindery.exports import ExportRequests
 from bindery.objects import Objects
 from bindery.storage import Store
 from functions.build_worker import app as build_worker
@@ -27,6 +27,7 @@ from tests.conftest import FakeClock, FakeContext
 from tests.events import http_event, sample, sqs_event_for
 from tests.iam import acting_as
 from tests.infra import create_table
+from tests.services import Services, wired
 
 TABLE, BUCKET = "bindery-unit", "bindery-unit-artifacts"
 
@@ -40,24 +41,28 @@ class Reply:
 
 @dataclass
 class Stack:
-    """The five handlers over moto, with one service and one fake clock."""
+    """The five handlers over moto, with one set of services and one fake clock."""
 
-    exports: Exports
+    services: Services
     clock: FakeClock
     context: FakeContext
 
     @property
+    def exports(self) -> ExportRequests:
+        return self.services.exports
+
+    @property
     def store(self) -> Store:
-        return self.exports.store
+        return self.services.store
 
     @property
     def objects(self) -> Objects:
-        return self.exports.objects
+        return self.services.objects
 
     def http(self, method: str, path: str, **kw: Any) -> Reply:
         handler, name = (poll.handler, "poll") if method == "GET" else (submit.handler, "submit")
         with acting_as(name):
-            raw = handler(http_event(method, path, **kw), self.context, exports=self.exports)
+            raw = handler(http_event(method, path, **kw), self.context, services=self.services.api)
         body = json.loads(raw["body"]) if raw.get("body") else None
         return Reply(raw["statusCode"], raw.get("headers") or {}, body)
 
@@ -92,8 +97,8 @@ class Stack:
     def reconfigured(self, **changes: Any) -> Stack:
         """The same table, bucket and clock, under settings with these changes (the store's too: the caps'
         conditions read its settings)."""
-        settings = dataclasses.replace(self.exports.settings, **changes)
-        self.exports = Exports(settings, Store(settings), Objects(settings), clock=self.clock)
+        settings = dataclasses.replace(self.services.settings, **changes)
+        self.services = wired(settings, Store(settings), Objects(settings), self.clock)
         return self
 
     def poll(self, book_id: str, export_id: str, caller: str = "user-alice") -> Reply:
@@ -102,21 +107,24 @@ class Stack:
     def build(self, book_id: str, export_id: str) -> dict[str, Any]:
         with acting_as("build_worker"):
             result: dict[str, Any] = build_worker.handler(
-                sqs_event_for(book_id, export_id), self.context, exports=self.exports
+                sqs_event_for(book_id, export_id), self.context, builds=self.services.builds
             )
         return result
 
     def gc(self) -> dict[str, Any]:
         with acting_as("expiry_gc"):
             result: dict[str, Any] = expiry_gc.handler(
-                sample("expiry_gc_schedule.json"), self.context, exports=self.exports
+                sample("expiry_gc_schedule.json"), self.context, schedules=self.services.schedules
             )
         return result
 
     def sweep(self) -> dict[str, Any]:
         with acting_as("stale_sweep"):
             result: dict[str, Any] = stale_sweep.handler(
-                sample("stale_sweep_schedule.json"), self.context, exports=self.exports
+                sample("stale_sweep_schedule.json"),
+                self.context,
+                schedules=self.services.schedules,
+                batches=self.services.batches,
             )
         return result
 
@@ -159,7 +167,7 @@ def settings() -> Settings:
 def _new_stack(settings: Settings, clock: FakeClock, context: FakeContext) -> Stack:
     create_table(setup_client("dynamodb"), settings.table)
     setup_client("s3").create_bucket(Bucket=settings.bucket)
-    return Stack(Exports(settings, Store(settings), Objects(settings), clock=clock), clock, context)
+    return Stack(wired(settings, Store(settings), Objects(settings), clock), clock, context)
 
 
 @pytest.fixture

@@ -71,7 +71,7 @@ class Hooked:
 
     @property
     def d(self) -> Deliveries:
-        return self.stack.exports.deliveries
+        return self.stack.services.deliveries
 
     def register(
         self, url: str, events: Iterable[str] = ("bindery.export.ready",), caller: str = ALICE
@@ -116,10 +116,10 @@ class Hooked:
 
 def hooked(stack: Stack) -> Hooked:
     keys, receiver = Keys(), Receiver()
-    exports = stack.exports
-    exports.hooks.resolve = public_resolver
-    exports.deliveries = Deliveries(
-        exports.settings, exports.store, exports.clock, keys, post=receiver, jitter=lambda: 0.5
+    services = stack.services
+    services.hooks.resolve = public_resolver
+    services.deliveries = Deliveries(
+        services.settings, services.store, services.clock, keys, post=receiver, jitter=lambda: 0.5
     )
     return Hooked(stack, keys, receiver)
 

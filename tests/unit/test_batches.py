@@ -461,9 +461,9 @@ def test_the_batch_sweep_stops_at_its_deadline_and_leaves_the_rest_due(stack: St
     finally:
         store_type.read_batch_row = real  # type: ignore[method-assign]
     stack.clock.advance(BATCH_CHECK_SECONDS)
-    assert stack.exports.settle_batches(lambda: True) == {"settled": 0, "deferred": 0, "cleared": 0}
+    assert stack.services.batches.settle_batches(lambda: True) == {"settled": 0, "deferred": 0, "cleared": 0}
     assert _batch(stack, batch["id"])["status"] == "running"
-    assert stack.exports.settle_batches()["settled"] == 1
+    assert stack.services.batches.settle_batches()["settled"] == 1
 
 
 def test_an_empty_file_leaves_the_unlink_queue_like_any_other(stack: Stack) -> None:

@@ -118,7 +118,7 @@ def test_a_large_manuscript_goes_through_a_presigned_upload(stack: Stack) -> Non
     assert reply.body["manuscript_bytes"] == len(manuscript.encode()) - 1  # normalised: one final newline
     assert stack.objects.keys("books/uploads/") == []  # adopted, then removed
     export_id = stack.submit(book, "markdown").body["id"]
-    stack.exports.build(book, export_id)
+    stack.services.builds.build(book, export_id)
     assert stack.poll(book, export_id).body["built_revision"] == 2
 
 
@@ -139,7 +139,7 @@ def test_an_upload_that_is_already_normal_is_kept_by_a_server_side_copy(stack: S
     assert calls.count() == {"HeadObject": 1, "GetObject": 1, "CopyObject": 1, "DeleteObject": 1}
     assert reply.body["manuscript_bytes"] == len(data)
     export_id = stack.submit(book, "markdown").body["id"]
-    stack.exports.build(book, export_id)
+    stack.services.builds.build(book, export_id)
     [artifact] = stack.objects.keys("artifacts/")
     assert stack.objects.read_text(artifact).encode() == data  # the markdown export is the manuscript
 
@@ -153,7 +153,7 @@ def test_an_upload_with_crlf_and_a_bom_is_kept_normalised_and_cut_at_the_same_pl
     assert reply.body["manuscript_bytes"] == len(normal)
     assert [c["title"] for c in reply.body["chapters"]] == [f"Part {n}" for n in range(1, 40)]
     export_id = stack.submit(book, "markdown").body["id"]
-    stack.exports.build(book, export_id)
+    stack.services.builds.build(book, export_id)
     [artifact] = stack.objects.keys("artifacts/")
     assert stack.objects.read_text(artifact).encode() == normal
 
@@ -172,7 +172,7 @@ def test_a_build_reads_exactly_one_revision_even_when_the_manuscript_is_replaced
         return body
 
     monkeypatch.setattr(type(stack.objects), "open", open_then_replace)
-    assert stack.exports.build(book, export_id) == "ready"
+    assert stack.services.builds.build(book, export_id) == "ready"
     monkeypatch.undo()
 
     polled = stack.poll(book, export_id).body
@@ -209,7 +209,7 @@ def test_a_stranded_cut_is_removed_when_nothing_adopted_it(
 
     monkeypatch.setattr(stack.store, "publish_cut", crash)
     with pytest.raises(RuntimeError):
-        stack.exports.books.replace_manuscript(
+        stack.services.books.replace_manuscript(
             "user-alice", book, None, manuscript="# Lost\n", upload_id=None
         )
     monkeypatch.undo()
@@ -225,11 +225,11 @@ def test_a_stranded_cut_is_removed_when_nothing_adopted_it(
 def test_deleting_a_book_cancels_its_pending_exports_and_the_gc_removes_every_byte(stack: Stack) -> None:
     book = stack.create_book()
     ready = stack.submit(book, "html").body["id"]
-    stack.exports.build(book, ready)
+    stack.services.builds.build(book, ready)
     pending = stack.submit(book, "markdown").body["id"]
     other = stack.create_book()
     kept = stack.submit(other, "markdown").body["id"]
-    stack.exports.build(other, kept)
+    stack.services.builds.build(other, kept)
 
     assert stack.http("DELETE", f"/books/{book}").status == 204
 
@@ -237,7 +237,7 @@ def test_deleting_a_book_cancels_its_pending_exports_and_the_gc_removes_every_by
     rows = {e.id: e for e in stack.store.all_exports()}
     assert rows[pending].state == State.CANCELLED and rows[ready].state == State.EXPIRED
     assert stack.store.live_ids("user-alice") == frozenset()
-    assert stack.exports.build(book, pending) == "refused:ended"
+    assert stack.services.builds.build(book, pending) == "refused:ended"
     stack.clock.advance(1)
     stack.gc()
     assert [k for k in stack.objects.keys("") if book in k] == []
@@ -253,7 +253,7 @@ def test_a_build_whose_book_was_deleted_under_it_is_cancelled(
     book = stack.create_book()
     export_id = stack.submit(book).body["id"]
     monkeypatch.setattr(stack.store, "read_book", lambda book_id: None)
-    assert stack.exports.build(book, export_id) == "cancelled:book_deleted"
+    assert stack.services.builds.build(book, export_id) == "cancelled:book_deleted"
     monkeypatch.undo()
     assert stack.store.live_ids("user-alice") == frozenset()
 
@@ -304,7 +304,7 @@ def test_poll_shows_progress_while_the_build_runs_at_most_every_few_seconds(
     monkeypatch.setattr(engine, "renderer_for", lambda fmt: recorder)
     recorder.export_id = stack.submit(book, "html").body["id"]
 
-    assert stack.exports.build(book, recorder.export_id) == "ready"
+    assert stack.services.builds.build(book, recorder.export_id) == "ready"
 
     shown = [p for p in recorder.seen if p]
     assert shown and shown[-1]["chapters_total"] == 6
@@ -321,7 +321,7 @@ def test_a_chapter_that_cannot_be_rendered_is_skipped_named_and_the_export_is_in
     monkeypatch.setattr(engine, "renderer_for", lambda fmt: recorder)
     recorder.export_id = stack.submit(book, "html").body["id"]
 
-    assert stack.exports.build(book, recorder.export_id) == "ready"
+    assert stack.services.builds.build(book, recorder.export_id) == "ready"
 
     polled = stack.poll(book, recorder.export_id).body
     assert polled["complete"] is False
@@ -340,7 +340,7 @@ def test_a_book_too_large_for_pdf_fails_early_and_never_reaches_the_engine(
     book = stack.create_book("# Long enough\n\nto be over ten bytes\n")
     export_id = stack.submit(book, "pdf").body["id"]
 
-    assert stack.exports.build(book, export_id) == "failed:too_large_for_format"
+    assert stack.services.builds.build(book, export_id) == "failed:too_large_for_format"
 
 
 def test_a_pdf_over_its_time_limit_fails_as_render_failed_and_leaves_no_artifact(
@@ -352,7 +352,7 @@ def test_a_pdf_over_its_time_limit_fails_as_render_failed_and_leaves_no_artifact
     book = stack.create_book("# One\n\ntext\n\n# Two\n\nmore text\n")
     export_id = stack.submit(book, "pdf").body["id"]
 
-    assert stack.exports.build(book, export_id) == "failed:render_failed"
+    assert stack.services.builds.build(book, export_id) == "failed:render_failed"
     polled = stack.poll(book, export_id).body
     assert (polled["state"], polled["failure_code"]) == ("failed", "render_failed")
     listed = boto3.client("s3").list_objects_v2(Bucket=stack.exports.settings.bucket, Prefix=ARTIFACT_PREFIX)
@@ -362,7 +362,7 @@ def test_a_pdf_over_its_time_limit_fails_as_render_failed_and_leaves_no_artifact
 def test_each_chapter_is_read_from_its_own_byte_range(stack: Stack) -> None:
     manuscript = "Ünïcödé opening.\n\n# Один\n\nπρώτο 🎉\n\n# 二\n\n第二\n"
     book = stack.create_book(manuscript)
-    _, chapters = stack.exports.books.get_book("user-alice", book)
+    _, chapters = stack.services.books.get_book("user-alice", book)
     data = manuscript.encode()
     texts = [data[c.offset : c.offset + c.size_bytes].decode() for c in chapters]
     assert texts == ["Ünïcödé opening.\n\n", "# Один\n\nπρώτο 🎉\n\n", "# 二\n\n第二\n"]

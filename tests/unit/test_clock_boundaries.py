@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from bindery.exports import Exports
 from bindery.states import State
+from tests.services import wired
 from tests.unit.conftest import Stack
 
 
@@ -20,7 +20,7 @@ def _states(stack: Stack) -> dict[str, State]:
 def test_expiry_cutoff(stack: Stack, offset: int, expected: str) -> None:
     book = stack.create_book()
     export_id = stack.submit(book).body["id"]
-    stack.exports.build(book, export_id)
+    stack.services.builds.build(book, export_id)
     expires_at = stack.clock() + stack.exports.settings.link_ttl_seconds
     stack.clock.now = expires_at + offset
 
@@ -33,7 +33,7 @@ def test_expiry_cutoff(stack: Stack, offset: int, expected: str) -> None:
 def test_poll_says_expired_from_the_promised_second_even_before_the_gc_runs(stack: Stack) -> None:
     book = stack.create_book()
     export_id = stack.submit(book).body["id"]
-    stack.exports.build(book, export_id)
+    stack.services.builds.build(book, export_id)
     stack.clock.advance(stack.exports.settings.link_ttl_seconds)
 
     polled = stack.poll(book, export_id).body
@@ -72,7 +72,7 @@ def test_sweeps_leave_ended_rows_alone(stack: Stack) -> None:
     stack.http("DELETE", f"/books/{book}/exports/{cancelled}")
     empty = stack.create_book("")
     failed = stack.submit(empty).body["id"]
-    assert stack.exports.build(empty, failed) == "failed:empty_book"
+    assert stack.services.builds.build(empty, failed) == "failed:empty_book"
     before = {e.id: e for e in stack.store.all_exports()}
     stack.clock.advance(10**6)
 
@@ -84,7 +84,7 @@ def test_sweeps_leave_ended_rows_alone(stack: Stack) -> None:
 
 def test_batch_size_plus_one_due_rows_are_all_swept(stack: Stack) -> None:
     small = dataclasses.replace(stack.exports.settings, sweep_batch=3, max_live_exports=10)
-    stack.exports = Exports(small, stack.store, stack.objects, clock=stack.clock)
+    stack.services = wired(small, stack.store, stack.objects, stack.clock)
     book = stack.create_book()
     ids = [stack.submit(book).body["id"] for _ in range(small.sweep_batch + 1)]
     stack.clock.advance(small.queue_grace_seconds + 1)

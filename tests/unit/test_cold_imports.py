@@ -14,9 +14,11 @@ from pathlib import Path
 import boto3
 import pytest
 
+from bindery import wiring
 from bindery.config import Settings
 from bindery.engine import FORMATS
-from bindery.exports import Exports
+from bindery.objects import Objects
+from bindery.storage import Store
 from bindery_local.aws import EmbeddedAws
 from bindery_local.template import create_table
 from tests.events import http_event
@@ -53,12 +55,14 @@ def test_a_cold_poll_of_each_format_imports_no_renderer(
     monkeypatch.setenv("AWS_ENDPOINT_URL", aws)
     create_table(boto3.client("dynamodb"), "cold")
     boto3.client("s3").create_bucket(Bucket="cold")
-    exports = Exports.from_settings(Settings(table="cold", bucket="cold"))
-    book, _, _ = exports.books.create_book("user-alice", "Cold", "# One\n\ntext\n")
+    settings = Settings(table="cold", bucket="cold")
+    store, objects = Store(settings), Objects(settings)
+    api, builds = wiring.api(settings, store, objects), wiring.build_worker(settings, store, objects)
+    book, _, _ = api.books.create_book("user-alice", "Cold", "# One\n\ntext\n")
     events = []
     for fmt in FORMATS:
-        export_id = exports.submit("user-alice", book.id, fmt, None)[0]["id"]
-        assert exports.build(book.id, export_id) == "ready"
+        export_id = api.exports.submit("user-alice", book.id, fmt, None)[0]["id"]
+        assert builds.build(book.id, export_id) == "ready"
         events.append(http_event("GET", f"/books/{book.id}/exports/{export_id}"))
     (tmp_path / "events.json").write_text(json.dumps(events))
 
@@ -74,3 +78,57 @@ def test_a_cold_poll_of_each_format_imports_no_renderer(
         (fmt, "ready", True) for fmt in FORMATS
     ]
     assert found["loaded"] == []
+
+
+WIRED = """
+import importlib, json, sys
+from bindery import wiring
+
+importlib.import_module(f"functions.{sys.argv[1]}.app")
+getattr(wiring, sys.argv[2])()  # builds the handler's services on its first invoke; makes no AWS call
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("bindery"))))
+"""
+# What each handler's services never call, and so must not load: the API's services and routes for the
+# worker and the schedules; anything of exports, books or builds for the webhook functions.
+NOT_THE_WEBHOOKS = {"bindery.api", "bindery.exports", "bindery.batches", "bindery.library", "bindery.builds"}
+
+
+@pytest.mark.parametrize(
+    ("handler", "wire", "needs", "never"),
+    [
+        ("webhook_ingest", "default_webhooks", "deliveries", NOT_THE_WEBHOOKS | {"bindery.engine"}),
+        ("webhook_sender", "default_webhooks", "deliveries", NOT_THE_WEBHOOKS | {"bindery.engine"}),
+        ("webhook_sweep", "default_webhooks", "deliveries", NOT_THE_WEBHOOKS | {"bindery.engine"}),
+        (
+            "build_worker",
+            "default_build_worker",
+            "builds",
+            {"bindery.api", "bindery.exports", "bindery.library"},
+        ),
+        ("expiry_gc", "default_expiry_gc", "schedules", {"bindery.api", "bindery.exports", "bindery.builds"}),
+        (
+            "stale_sweep",
+            "default_stale_sweep",
+            "batches",
+            {"bindery.api", "bindery.builds", "bindery.deliveries"},
+        ),
+        ("poll", "default_api", "api.http", {"bindery.builds", "bindery.schedules", "bindery.deliveries"}),
+    ],
+)
+def test_a_handler_and_its_wiring_load_no_other_handler_s_services(
+    handler: str, wire: str, needs: str, never: set[str]
+) -> None:
+    env = {
+        **os.environ,
+        "BINDERY_TABLE": "cold",
+        "BINDERY_BUCKET": "cold",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PYTHONPATH": str(ROOT),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", WIRED, handler, wire],
+        env=env, capture_output=True, text=True, cwd=ROOT, timeout=60, check=True,
+    )  # fmt: skip
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert f"bindery.{needs}" in loaded  # its own services were built
+    assert sorted(loaded & never) == []

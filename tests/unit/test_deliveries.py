@@ -36,7 +36,7 @@ def h(stack: Stack) -> Hooked:
 def _ready(h: Hooked) -> tuple[str, str]:
     book = h.stack.create_book()
     export = h.stack.submit(book, "markdown").body["id"]
-    h.stack.exports.build(book, export)
+    h.stack.services.builds.build(book, export)
     return book, export
 
 
@@ -214,11 +214,11 @@ def test_a_410_disables_the_endpoint_at_once_and_a_patch_enables_it(h: Hooked) -
 
 
 def test_a_run_of_failures_disables_the_endpoint_and_its_waiting_deliveries_wait(stack: Stack) -> None:
-    stack.exports.settings = settings = type(stack.exports.settings)(
-        **{**stack.exports.settings.__dict__, "webhook_disable_after": 3}
+    stack.services.settings = settings = type(stack.services.settings)(
+        **{**stack.services.settings.__dict__, "webhook_disable_after": 3}
     )
     h = hooked(stack)
-    h.stack.exports.store.settings = settings
+    h.stack.store.settings = settings
     ep = h.register(URL)["id"]
     h.receiver.answer(URL, 500)
     _ready(h)

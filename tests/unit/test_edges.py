@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bindery.batches import settle_batch
+from bindery.settlement import settle_batch
 from tests.calls import recording
 from tests.unit.conftest import Stack
 
@@ -187,7 +187,7 @@ MALFORMED_IDS = ["gggggggg", "ABCDEFGH", "x" * 41, "short", "a b c d e", "é" * 
 @pytest.fixture
 def everything(stack: Stack) -> dict[str, str]:
     """One of each resource a path can name, all the caller's own."""
-    stack.exports.hooks.resolve = lambda host, port: ["93.184.216.34"]
+    stack.services.hooks.resolve = lambda host, port: ["93.184.216.34"]
     book = stack.create_book()
     export = stack.submit(book).body["id"]
     hook = stack.http(

@@ -51,8 +51,8 @@ def _events(stack: Stack) -> list[tuple[str, dict[str, Any]]]:
 def test_every_terminal_transition_publishes_one_event_and_a_retry_publishes_none(stack: Stack) -> None:
     book = stack.create_book()
     ready = stack.submit(book, "markdown").body["id"]
-    stack.exports.build(book, ready)
-    stack.exports.build(book, ready)  # a duplicate delivery: refused, no second transition
+    stack.services.builds.build(book, ready)
+    stack.services.builds.build(book, ready)  # a duplicate delivery: refused, no second transition
     cancelled = stack.submit(book).body["id"]
     for _ in range(2):  # the caller retries the cancel
         stack.http("DELETE", f"/books/{book}/exports/{cancelled}")

@@ -48,20 +48,22 @@ def _seed(stack: Stack) -> None:
 
 def test_every_sample_event_drives_its_handler(stack: Stack) -> None:
     _seed(stack)
-    ctx, svc = stack.context, stack.exports
+    ctx, svc = stack.context, stack.services
 
-    assert submit.handler(sample("submit_create_book.json"), ctx, exports=svc)["statusCode"] == 201
-    assert poll.handler(sample("poll_get_book.json"), ctx, exports=svc)["statusCode"] == 200
-    assert poll.handler(sample("poll_list_exports.json"), ctx, exports=svc)["statusCode"] == 200
-    assert build_worker.handler(sample("build_worker_sqs.json"), ctx, exports=svc) == {
+    assert submit.handler(sample("submit_create_book.json"), ctx, services=svc.api)["statusCode"] == 201
+    assert poll.handler(sample("poll_get_book.json"), ctx, services=svc.api)["statusCode"] == 200
+    assert poll.handler(sample("poll_list_exports.json"), ctx, services=svc.api)["statusCode"] == 200
+    assert build_worker.handler(sample("build_worker_sqs.json"), ctx, builds=svc.builds) == {
         "batchItemFailures": []
     }
-    got = poll.handler(sample("poll_get_export.json"), ctx, exports=svc)
+    got = poll.handler(sample("poll_get_export.json"), ctx, services=svc.api)
     assert json.loads(got["body"])["state"] == "ready"
-    created = submit.handler(sample("submit_create_export.json"), ctx, exports=svc)
+    created = submit.handler(sample("submit_create_export.json"), ctx, services=svc.api)
     assert created["statusCode"] == 202
-    assert submit.handler(sample("submit_cancel_export.json"), ctx, exports=svc)["statusCode"] == 204
-    assert stale_sweep.handler(sample("stale_sweep_schedule.json"), ctx, exports=svc) == {
+    assert submit.handler(sample("submit_cancel_export.json"), ctx, services=svc.api)["statusCode"] == 204
+    assert stale_sweep.handler(
+        sample("stale_sweep_schedule.json"), ctx, schedules=svc.schedules, batches=svc.batches
+    ) == {
         "failed": 0,
         "refused": 0,
         "errors": 0,
@@ -70,7 +72,7 @@ def test_every_sample_event_drives_its_handler(stack: Stack) -> None:
         "cleared": 0,
     }
     assert stack.objects.keys("artifacts/") == []  # the revoked link's bytes went with the cancel
-    gc = expiry_gc.handler(sample("expiry_gc_schedule.json"), ctx, exports=svc)
+    gc = expiry_gc.handler(sample("expiry_gc_schedule.json"), ctx, schedules=svc.schedules)
     assert (gc["unlinked"], gc["unlink_failures"], gc["chore_failures"]) == (0, 0, 0)
 
 
@@ -78,7 +80,7 @@ def test_every_webhook_sample_event_drives_its_handler(stack: Stack) -> None:
     """The ingest sample's event becomes a feed entry and a delivery to the sample endpoint, whose key the
     sender sample names; the sender posts it signed; the sweep sample then finds nothing due."""
     _seed(stack)
-    ctx, svc, now = stack.context, stack.exports, stack.clock()
+    ctx, svc, now = stack.context, stack.services, stack.clock()
     secret = new_secret()
     endpoint = Endpoint(
         ENDPOINT, "user-alice", "https://hooks.example.com/bindery", frozenset(EVENT_TYPES), "",
@@ -96,14 +98,14 @@ def test_every_webhook_sample_event_drives_its_handler(stack: Stack) -> None:
     queue = SendQueue(replace(svc.settings, webhook_send_queue_url=url))
     svc.deliveries = Deliveries(svc.settings, svc.store, svc.clock, queue, post=post)
 
-    assert webhook_ingest.handler(sample("webhook_ingest_sqs.json"), ctx, exports=svc) == {
+    assert webhook_ingest.handler(sample("webhook_ingest_sqs.json"), ctx, deliveries=svc.deliveries) == {
         "batchItemFailures": []
     }
     (sent,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     # The key the ingest sent is the one the sender sample carries.
     sender_sample = sample("webhook_sender_sqs.json")
     assert parse_message(sent["Body"]) == parse_message(sender_sample["Records"][0]["body"]) == (ENDPOINT, 1)
-    assert webhook_sender.handler(sender_sample, ctx, exports=svc) == {"batchItemFailures": []}
+    assert webhook_sender.handler(sender_sample, ctx, deliveries=svc.deliveries) == {"batchItemFailures": []}
     [(to, body, headers)] = posted
     assert to == "https://hooks.example.com/bindery"
     # Signed with the endpoint's secret as Standard Webhooks says (the library's verify() would also hold
@@ -116,11 +118,11 @@ def test_every_webhook_sample_event_drives_its_handler(stack: Stack) -> None:
     assert (headers["webhook-id"], event["id"], event["type"]) == (f"{EXPORT}:ready",) * 2 + (
         "bindery.export.ready",
     )
-    assert webhook_sweep.handler(sample("webhook_sweep_schedule.json"), ctx, exports=svc) == {
+    assert webhook_sweep.handler(sample("webhook_sweep_schedule.json"), ctx, deliveries=svc.deliveries) == {
         "resent": 0,
         "withdrawn": 0,
     }
-    feed = poll.handler(sample("poll_list_events.json"), ctx, exports=svc)
+    feed = poll.handler(sample("poll_list_events.json"), ctx, services=svc.api)
     assert [e["id"] for e in json.loads(feed["body"])["events"]] == [f"{EXPORT}:ready"]
     assert stack.store.read_delivery(ENDPOINT, 1).state == "acked"  # type: ignore[union-attr]
 

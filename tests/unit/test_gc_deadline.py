@@ -48,7 +48,7 @@ def test_a_backlog_of_links_leaves_time_for_the_chores_after_it(stack: Stack) ->
     doomed = stack.create_book(title="Doomed")
     assert stack.http("DELETE", f"/books/{doomed}").status == 204
     # Each look at the clock costs a second, so 5 chores sharing 20 s get 4 looks each, or so.
-    result = stack.exports.collect_garbage(time_left=Countdown(GC_MARGIN_SECONDS + 20))
+    result = stack.services.schedules.collect_garbage(time_left=Countdown(GC_MARGIN_SECONDS + 20))
 
     assert 0 < result["expired"] < 6
     assert "expire" in result["left_for_next_run"]
@@ -59,7 +59,7 @@ def test_a_backlog_of_links_leaves_time_for_the_chores_after_it(stack: Stack) ->
     audit = stack.store.audits(1)[0]
     assert audit["left_for_next_run"] == result["left_for_next_run"]
 
-    rest = stack.exports.collect_garbage()  # the next run, with all the time it needs
+    rest = stack.services.schedules.collect_garbage()  # the next run, with all the time it needs
     assert result["expired"] + rest["expired"] == 6
     assert rest["left_for_next_run"] == []
 
@@ -72,7 +72,7 @@ def test_the_audit_row_is_written_when_a_chore_fails(stack: Stack, monkeypatch: 
 
     monkeypatch.setattr(stack.store, "due_markers", down)
     with pytest.raises(StorageError):
-        stack.exports.collect_garbage()
+        stack.services.schedules.collect_garbage()
     audit = stack.store.audits(1)[0]
     # The two marker chores failed; the others ran all the same: the link expired, its bytes went.
     assert audit["failed_chores"] == ["purge", "retire"]

@@ -129,7 +129,7 @@ def test_a_finish_refused_because_the_export_was_cancelled_removes_the_attempts_
         return size
 
     monkeypatch.setattr(type(stack.objects.writer("k", "t")), "commit", commit_then_cancel)
-    assert stack.exports.build(book, export_id) == "finish_refused"
+    assert stack.services.builds.build(book, export_id) == "finish_refused"
 
     assert stack.objects.keys("artifacts/") == []
     assert _row(stack, book, export_id).state == State.CANCELLED
@@ -140,7 +140,7 @@ def test_a_finish_refused_because_the_export_was_cancelled_removes_the_attempts_
 
 def _ready(stack: Stack) -> tuple[str, str]:
     book, export_id = _pending(stack)
-    assert stack.exports.build(book, export_id) == "ready"
+    assert stack.services.builds.build(book, export_id) == "ready"
     return book, export_id
 
 
@@ -235,7 +235,7 @@ def test_cancel_of_a_pending_export_ends_it_and_frees_its_live_slot(stack: Stack
 
     assert stack.poll(book, export_id).body["state"] == "cancelled"
     assert stack.store.live_ids("user-alice") == frozenset()
-    assert stack.exports.build(book, export_id) == "refused:ended"
+    assert stack.services.builds.build(book, export_id) == "refused:ended"
 
 
 def test_cancel_of_a_ready_export_ends_its_link_and_removes_its_bytes_at_once(stack: Stack) -> None:

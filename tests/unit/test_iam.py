@@ -168,7 +168,7 @@ def _workload(stack: Stack) -> None:
 def _webhooks(stack: Stack, queue: SendQueue) -> None:
     """The delivery path's every call, driven by real events through the three handlers (and the API's
     webhook routes through submit and poll), for a caller of its own. Each step's outcome is read back."""
-    svc, ctx, caller = stack.exports, stack.context, "user-hooks"
+    svc, ctx, caller = stack.services, stack.context, "user-hooks"
     answers: list[Sent] = []
 
     def post(url: str, body: bytes, headers: dict[str, str], *, local_http: bool) -> Sent:
@@ -194,13 +194,13 @@ def _webhooks(stack: Stack, queue: SendQueue) -> None:
         happened = datetime.fromtimestamp(stack.clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         envelope = bus_event({**detail, "state": state}, when=happened)
         with acting_as("webhook_ingest"):
-            result = webhook_ingest.handler(ingest_event_for(envelope), ctx, exports=svc)
+            result = webhook_ingest.handler(ingest_event_for(envelope), ctx, deliveries=svc.deliveries)
         assert result == {"batchItemFailures": []}
 
     def send(seq: int, *sent: Sent) -> str:
         answers.extend(sent)
         with acting_as("webhook_sender"):
-            result = webhook_sender.handler(send_event_for((hook, seq)), ctx, exports=svc)
+            result = webhook_sender.handler(send_event_for((hook, seq)), ctx, deliveries=svc.deliveries)
         assert result == {"batchItemFailures": []}
         assert answers == [], "a POST the step expected was not made"
         found = svc.store.read_delivery(hook, seq)
@@ -210,7 +210,7 @@ def _webhooks(stack: Stack, queue: SendQueue) -> None:
     def sweep() -> dict[str, Any]:
         with acting_as("webhook_sweep"):
             result: dict[str, Any] = webhook_sweep.handler(
-                sample("webhook_sweep_schedule.json"), ctx, exports=svc
+                sample("webhook_sweep_schedule.json"), ctx, deliveries=svc.deliveries
             )
         return result
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import boto3
 
-from bindery.api import CHAPTERS_PAGE, INLINE_BODY_LIMIT
+from bindery.api.books import CHAPTERS_PAGE
+from bindery.api.http import INLINE_BODY_LIMIT
 from bindery.library import MAX_CHAPTERS
 from bindery.objects import upload_key
 from tests.unit.conftest import Stack

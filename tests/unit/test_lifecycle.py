@@ -48,7 +48,7 @@ def test_a_book_with_no_chapters_fails_as_empty_book_and_never_reaches_the_engin
 def _ready(stack: Stack) -> tuple[str, str]:
     book = stack.create_book(title="Ünïcode & Title")
     export_id = stack.submit(book, "markdown").body["id"]
-    stack.exports.build(book, export_id)
+    stack.services.builds.build(book, export_id)
     return book, export_id
 
 

@@ -200,7 +200,7 @@ def test_a_class_pdf_limit_fails_the_build_early_and_never_reaches_the_engine(
     book = stack.create_book("# Long enough\n\nto be over ten bytes\n")
     for cls in ("standard", "restricted"):  # restricted is held to the tightest, so to 10 as well
         export_id = stack.submit(book, "pdf", caller_class=cls).body["id"]
-        assert stack.exports.build(book, export_id) == "failed:too_large_for_format"
+        assert stack.services.builds.build(book, export_id) == "failed:too_large_for_format"
 
 
 def test_rows_from_before_the_caps_end_and_unlink_without_moving_a_shard_or_the_usage(stack: Stack) -> None:

@@ -81,7 +81,7 @@ def _conforms(route: str, reply: Reply) -> None:
 
 
 def test_every_webhook_answer_is_the_one_the_document_describes(stack: Stack) -> None:
-    svc = stack.exports
+    svc = stack.services
     svc.hooks.resolve = lambda host, port: ["93.184.216.34"]
     svc.deliveries.queue = Keys()
     answers = [

@@ -7,9 +7,9 @@ import dataclasses
 import json
 import os
 
-from bindery.exports import Exports
 from bindery.objects import artifact_key
 from bindery_cli import cli
+from tests.services import wired
 from tests.unit.conftest import Stack
 
 
@@ -22,7 +22,7 @@ def _orphan(stack: Stack, name: str) -> str:
 def _ready(stack: Stack) -> str:
     book = stack.create_book()
     export_id = stack.submit(book, "markdown").body["id"]
-    stack.exports.build(book, export_id)
+    stack.services.builds.build(book, export_id)
     [row] = [e for e in stack.store.all_exports() if e.id == export_id]
     assert row.path is not None
     return row.path
@@ -58,7 +58,7 @@ def test_an_object_younger_than_the_longest_lease_is_left_for_a_later_pass(stack
 
 def test_the_work_per_run_is_bounded_and_the_cursor_carries_the_rest(stack: Stack) -> None:
     small = dataclasses.replace(stack.exports.settings, reconcile_batch=2)
-    stack.exports = Exports(small, stack.store, stack.objects, clock=stack.clock)
+    stack.services = wired(small, stack.store, stack.objects, stack.clock)
     orphans = [_orphan(stack, f"c000000000{n}") for n in range(5)]
 
     scanned = [stack.gc()["orphans_scanned"] for _ in range(3)]
@@ -92,7 +92,7 @@ def test_every_gc_run_records_an_audit_row_that_the_cli_reads(stack: Stack, caps
     )
     assert rows[0]["ran_at"] > rows[1]["ran_at"]
 
-    assert cli.main(["audits", "--limit", "1"], exports=stack.exports) == 0
+    assert cli.main(["audits", "--limit", "1"], store=stack.store) == 0
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(printed) == 1 and printed[0]["orphans_deleted"] == 0
 
@@ -105,10 +105,9 @@ def test_audits_reads_an_env_file_and_without_credentials_says_the_one_thing_to_
     from botocore.exceptions import NoCredentialsError
 
     class NoCredentials:
-        class store:
-            @staticmethod
-            def audits(limit: int) -> list[dict[str, object]]:
-                raise NoCredentialsError()
+        @staticmethod
+        def audits(limit: int) -> list[dict[str, object]]:
+            raise NoCredentialsError()
 
     env = tmp_path / "env.json"
     env.write_text(json.dumps({"Parameters": {"BINDERY_AUDIT_PROBE": "read"}, "gc": {"BINDERY_X": "gc's"}}))
@@ -116,7 +115,7 @@ def test_audits_reads_an_env_file_and_without_credentials_says_the_one_thing_to_
     monkeypatch.setenv("BINDERY_AUDIT_PROBE", "unset")
     monkeypatch.setenv("BINDERY_X", "unset")
 
-    assert cli.main(["audits", "--env-vars", str(env)], exports=NoCredentials()) == 2
+    assert cli.main(["audits", "--env-vars", str(env)], store=NoCredentials()) == 2
 
     assert (os.environ["BINDERY_AUDIT_PROBE"], os.environ["BINDERY_X"]) == ("read", "gc's")
     assert capsys.readouterr().err == (

@@ -63,9 +63,10 @@ def test_each_queue_drops_a_message_it_cannot_read_and_names_what_it_was_not(
     send = send_event_for(("endpoint", 1))
     send["Records"][0]["body"] = json.dumps({"endpoint": "e", "seq": 0})
 
-    assert build_worker.handler(build, stack.context, exports=stack.exports) == {"batchItemFailures": []}
-    assert webhook_ingest.handler(ingest, stack.context, exports=stack.exports) == {"batchItemFailures": []}
-    assert webhook_sender.handler(send, stack.context, exports=stack.exports) == {"batchItemFailures": []}
+    services, none_failed = stack.services, {"batchItemFailures": []}
+    assert build_worker.handler(build, stack.context, builds=services.builds) == none_failed
+    assert webhook_ingest.handler(ingest, stack.context, deliveries=services.deliveries) == none_failed
+    assert webhook_sender.handler(send, stack.context, deliveries=services.deliveries) == none_failed
     assert dropped == [
         ("dropping a message that names no export", "m-1"),
         ("dropping a message that is not an event", "m-1"),
@@ -79,9 +80,11 @@ def test_a_value_error_from_a_send_is_handed_back_not_taken_for_a_message_that_n
     def send(endpoint_id: str, seq: int) -> str:
         raise ValueError(f"a bug in sending {endpoint_id} {seq}")
 
-    monkeypatch.setattr(stack.exports.deliveries, "send", send)
+    monkeypatch.setattr(stack.services.deliveries, "send", send)
 
-    result = webhook_sender.handler(send_event_for(("endpoint", 1)), stack.context, exports=stack.exports)
+    result = webhook_sender.handler(
+        send_event_for(("endpoint", 1)), stack.context, deliveries=stack.services.deliveries
+    )
 
     assert result == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
     assert dropped == []

@@ -34,7 +34,7 @@ def test_a_replayed_idempotency_key_costs_one_call_and_no_second_read(stack: Sta
 def test_poll_is_one_read_and_no_write(stack: Stack) -> None:
     book = stack.create_book()
     export_id = stack.submit(book).body["id"]
-    stack.exports.build(book, export_id)
+    stack.services.builds.build(book, export_id)
     with recording(*_clients(stack)) as calls:
         polled = stack.poll(book, export_id)
     assert polled.body["download_url"]  # presigning is local arithmetic, not a call
@@ -80,7 +80,7 @@ def test_each_lapsed_link_costs_one_expire_one_delete_and_one_forget(stack: Stac
     book = stack.create_book()
     for _ in range(2):
         export_id = stack.submit(book).body["id"]
-        stack.exports.build(book, export_id)
+        stack.services.builds.build(book, export_id)
     stack.clock.advance(stack.exports.settings.link_ttl_seconds)
     with recording(*_clients(stack)) as calls:
         result = stack.gc()
@@ -106,7 +106,7 @@ def test_a_small_build_uploads_with_one_put(stack: Stack) -> None:
     book = stack.create_book()
     export_id = stack.submit(book).body["id"]
     with recording(stack.store.client, stack.objects.client) as calls:
-        stack.exports.build(book, export_id)
+        stack.services.builds.build(book, export_id)
     # Claim, the book, its chapters, finish; one streaming read of the whole manuscript, one upload of the
     # whole artifact. (A small book writes no progress: that is at most one write every few seconds.)
     assert calls.count("dynamodb") == {"UpdateItem": 1, "GetItem": 1, "Query": 1, "TransactWriteItems": 1}
@@ -118,7 +118,7 @@ def test_a_large_build_is_a_multipart_upload_sized_to_the_artifact(stack: Stack)
     book = stack.create_book("".join(f"# C{n}\n\n{chapter}" for n in range(120)))  # 4.3 MB in, 17 MB out
     export_id = stack.submit(book, "html").body["id"]
     with recording(stack.objects.client) as calls:
-        stack.exports.build(book, export_id)
+        stack.services.builds.build(book, export_id)
     size = stack.poll(book, export_id).body["size_bytes"]
     parts = -(-size // PART_BYTES)
     assert parts >= 2
@@ -134,7 +134,7 @@ def test_a_markdown_build_is_one_server_side_copy(stack: Stack) -> None:
     book = stack.create_book("# One\r\n\r\nThe text, with a hard break  \r\nhere.\r\n\r\n\r\n")
     export_id = stack.submit(book, "markdown").body["id"]
     with recording(stack.store.client, stack.objects.client) as calls:
-        assert stack.exports.build(book, export_id) == "ready"
+        assert stack.services.builds.build(book, export_id) == "ready"
     # Claim, the book, finish: its chapters are not read, since none of their text is.
     assert calls.count("dynamodb") == {"UpdateItem": 1, "GetItem": 1, "TransactWriteItems": 1}
     assert calls.count("s3") == {"CopyObject": 1}  # the revision is kept normalised: no byte passes through

@@ -7,10 +7,18 @@ from __future__ import annotations
 import boto3
 from moto import mock_aws
 
+from bindery import wiring
+from bindery.api.http import ApiServices
 from bindery.config import Settings
-from bindery.exports import Exports
+from bindery.objects import Objects
 from bindery.states import Queue
+from bindery.storage import Store
 from bindery_local.template import create_table
+
+
+def _api(name: str) -> ApiServices:
+    settings = Settings(table=name, bucket=name)
+    return wiring.api(settings, Store(settings), Objects(settings))
 
 
 def test_two_stores_on_two_tables_keep_to_their_own() -> None:
@@ -20,11 +28,11 @@ def test_two_stores_on_two_tables_keep_to_their_own() -> None:
         for name in ("first-table", "second-table"):
             create_table(client, name)
             boto3.client("s3").create_bucket(Bucket=name)
-            services.append(Exports.from_settings(Settings(table=name, bucket=name)))
+            services.append(_api(name))
         first, second = services  # the second built after the first, as a rebinding would have it win
         a, _, _ = first.books.create_book("user-alice", "First", "# One\n\ntext\n")
         b, _, _ = second.books.create_book("user-bob", "Second", "# Two\n\ntext\n")
-        first.submit("user-alice", a.id, "html", None)
+        first.exports.submit("user-alice", a.id, "html", None)
 
         def books_in(table: str) -> set[str]:
             items = client.scan(TableName=table)["Items"]
@@ -32,9 +40,10 @@ def test_two_stores_on_two_tables_keep_to_their_own() -> None:
 
         assert books_in("first-table") == {f"BOOK#{a.id}"}
         assert books_in("second-table") == {f"BOOK#{b.id}"}
-        assert first.store.read_book(b.id) is None and second.store.read_book(a.id) is None
-        assert [e.book_id for e in first.store.all_exports()] == [a.id]
-        assert list(second.store.all_exports()) == []
+        one, two = first.exports.store, second.exports.store
+        assert one.read_book(b.id) is None and two.read_book(a.id) is None
+        assert [e.book_id for e in one.all_exports()] == [a.id]
+        assert list(two.all_exports()) == []
 
 
 def test_every_model_of_a_store_talks_through_its_one_client() -> None:
@@ -44,12 +53,12 @@ def test_every_model_of_a_store_talks_through_its_one_client() -> None:
     with mock_aws():
         create_table(boto3.client("dynamodb"), "table")
         boto3.client("s3").create_bucket(Bucket="table")
-        exports = Exports.from_settings(Settings(table="table", bucket="table"))
-        store = exports.store
+        api = _api("table")
+        store = api.exports.store
         seen: list[str] = []
         store.client.meta.events.register("before-call.dynamodb", lambda model, **_: seen.append(model.name))
-        book, _, _ = exports.books.create_book("user-alice", "One", "# One\n\ntext\n")  # book, chapters
-        exports.submit("user-alice", book.id, "html", None)  # export, live set
+        book, _, _ = api.books.create_book("user-alice", "One", "# One\n\ntext\n")  # book, chapters
+        api.exports.submit("user-alice", book.id, "html", None)  # export, live set
         store.read_book(book.id)  # the book model
         store.read_chapters(book.id, book.cut)  # the chapter model
         list(store.all_exports())  # the export model

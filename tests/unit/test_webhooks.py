@@ -92,7 +92,7 @@ def test_another_callers_endpoint_answers_exactly_as_a_missing_one(h: Hooked) ->
 def test_a_hostile_url_is_refused_with_a_422_that_names_why_and_nothing_is_written(
     h: Hooked, url: str, code: str
 ) -> None:
-    h.stack.exports.hooks.resolve = lambda host, port: (
+    h.stack.services.hooks.resolve = lambda host, port: (
         ["10.0.0.5"] if host.endswith(".bindery.test") else ["93.184.216.34"]
     )
     refused = h.stack.http("POST", "/webhooks", body={"url": url, "events": ["bindery.export.ready"]})
@@ -135,7 +135,7 @@ def test_a_rotated_secret_signs_beside_the_old_one_during_the_overlap_and_alone_
     h.stack.clock.advance(overlap)
     book = h.stack.create_book()
     export = h.stack.submit(book, "markdown").body["id"]
-    h.stack.exports.build(book, export)
+    h.stack.services.builds.build(book, export)
     h.publish()
     h.send_all()
 

@@ -40,7 +40,9 @@ def test_a_message_for_an_ended_export_is_consumed_without_a_build(stack: Stack)
 def test_a_message_that_names_no_export_is_dropped_not_retried(stack: Stack) -> None:
     event = sqs_event_for("b", "e")
     event["Records"][0]["body"] = json.dumps({"hello": "world"})
-    assert build_worker.handler(event, stack.context, exports=stack.exports) == {"batchItemFailures": []}
+    assert build_worker.handler(event, stack.context, builds=stack.services.builds) == {
+        "batchItemFailures": []
+    }
 
 
 class _Exploding:

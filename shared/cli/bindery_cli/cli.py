@@ -123,7 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None, *, exports: Any = None) -> int:
+def main(argv: list[str] | None = None, *, store: Any = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     # Known before parsing, so that the parser's own mistakes (a bad --limit, an unknown format) obey it.
     _Parser.json = "--json" in given[: given.index("--")] if "--" in given else "--json" in given
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None, *, exports: Any = None) -> int:
             return fail(args, message + " (make run), where the server package is installed")
         if extra:
             return fail(args, f"unrecognized arguments: {' '.join(extra)}: see bindery {args.command} -h")
-        code: int = importlib.import_module(LOCAL_TOOLS).run(args, exports=exports)
+        code: int = importlib.import_module(LOCAL_TOOLS).run(args, store=store)
         return code
     if extra:
         return fail(args, f"unrecognized arguments: {' '.join(extra)}: see bindery {args.command} -h")

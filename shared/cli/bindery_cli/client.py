@@ -51,7 +51,7 @@ __all__ = [
     "part_path",
 ]
 
-# The API takes a body of this many encoded bytes (bindery.api.INLINE_BODY_LIMIT), with room here for the
+# The API takes a body of this many encoded bytes (bindery.api.http.INLINE_BODY_LIMIT), with room here for the
 # title and the JSON around the manuscript; a manuscript whose JSON is larger goes up as an upload.
 INLINE_LIMIT = 5_000_000 - 4096
 

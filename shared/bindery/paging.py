@@ -1,0 +1,40 @@
+"""A list's pages: the page size a caller may ask for, and the opaque cursor that names where the next
+page starts."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from typing import Any
+
+from bindery import errors
+from bindery.ids import valid_id
+
+PAGE_DEFAULT, PAGE_MAX = 20, 100
+
+
+def page_size(limit: Any, largest: int = PAGE_MAX) -> int:
+    try:
+        size = PAGE_DEFAULT if limit is None else int(limit)
+    except ValueError:
+        size = 0
+    if not 1 <= size <= largest:
+        raise errors.BadRequest(f"limit must be a whole number from 1 to {largest}", code="invalid_limit")
+    return size
+
+
+def encode_cursor(export_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"after": export_id}).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, valid: Callable[[str], bool] = valid_id) -> str:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        after = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))["after"]
+    except (ValueError, KeyError, TypeError, UnicodeError, binascii.Error):
+        after = None
+    if not isinstance(after, str) or not valid(after):
+        raise errors.BadRequest("cursor is not one this API issued", code="invalid_cursor")
+    return after
