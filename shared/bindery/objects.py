@@ -1,6 +1,6 @@
 """The bucket: chapter text under each book's prefix, artifacts under a prefix of their own.
 
-books/<book>/<cut>.md                    one revision's manuscript, normalised (the seed's `workdir`);
+books/<book>/<cut>.md                    one revision's manuscript, normalised (a build's `workdir`);
                                          its chapters are byte ranges of it
 books/<book>/assets/<object>             one image asset's bytes, as adopted (a new upload, a new object)
 books/uploads/<book>/<upload>            a presigned upload, until a replacement or an asset adopts it

@@ -23,7 +23,7 @@ from bindery.storage.types import Claimed, ClaimRefused, Export, Slot
 @translate_faults
 class ClaimRows(LifecycleRows):
     def claim_build(self, book_id: str, export_id: str, path: str, now: float) -> Claimed | ClaimRefused:
-        """The seed's StampExportStart, with retries: take the build exclusively for one lease.
+        """StampExportStart (docs/ARCHITECTURE.md), with retries: take the build exclusively for one lease.
 
         The attempt number it hands out is a fencing token. Each attempt writes its own artifact key, and
         finish/fail are conditional on `attempt = mine`, so a late attempt can neither publish nor delete

@@ -1,7 +1,7 @@
 """Exports as callers see them: submit, read, list, cancel and revoke; and ending a deleted book's exports.
 
 A submit is one transaction of the export row, its Idempotency-Key and the caller's live set. Ownership lives
-on the book item and nowhere else (the seed's "one carrier of that fact"): every caller read or write of an
+on the book item and nowhere else ("one carrier of that fact"): every caller read or write of an
 export checks the book's `owner` in the same round trip.
 """
 

@@ -47,8 +47,9 @@ def _holder(export: Export) -> Any:
 
 
 def claim(slot: Slot, path: str, now: float, *, lease_seconds: float, grace: float, most: int) -> Transition:
-    """The seed's StampExportStart: take the build exclusively for one lease, adding this attempt's key to
-    `paths` BEFORE any byte is written, so bytes a dying attempt left are named by a row."""
+    """StampExportStart (docs/ARCHITECTURE.md, "Claim"): take the build exclusively for one lease, adding
+    this attempt's key to `paths` BEFORE any byte is written, so bytes a dying attempt left are named by a
+    row."""
     lease_until = now + lease_seconds
     attempt = ExportItem.attempt
     guard = (
@@ -172,10 +173,10 @@ def cancel(slot: Slot, owner: str, now: float) -> Transition:
 
 
 def sweep(slot: Slot, attempt: int, code: FailureCode, now: float) -> Transition:
-    """The seed's FailStalePendingExports, its two clocks kept in one attribute: `due_at` is the queue-grace
-    deadline until a worker claims the row, and the lease (plus the retry grace) after. A claim moves it, so
-    `due_at <= now` re-checks whichever clock applies, and `attempt = seen` pins the code chosen from what
-    the index showed."""
+    """FailStalePendingExports (docs/ARCHITECTURE.md), its two clocks kept in one attribute: `due_at` is the
+    queue-grace deadline until a worker claims the row, and the lease (plus the retry grace) after. A claim
+    moves it, so `due_at <= now` re-checks whichever clock applies, and `attempt = seen` pins the code
+    chosen from what the index showed."""
     guard = (
         (ExportItem.state == State.PENDING.value)
         & (ExportItem.due_at <= now)

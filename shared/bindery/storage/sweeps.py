@@ -84,8 +84,9 @@ class SweepRows(LifecycleRows):
         return isinstance(self.transition(step), Applied)
 
     def fail_stale(self, due: Due, now: float) -> Swept:
-        """The seed's FailStalePendingExports, with its two clocks kept in one attribute (`steps.sweep`).
-        The code is chosen from what the index showed, and the write's `attempt = seen` pins it."""
+        """FailStalePendingExports (docs/ARCHITECTURE.md), with its two clocks kept in one attribute
+        (`steps.sweep`). The code is chosen from what the index showed, and the write's `attempt = seen`
+        pins it."""
         code = FailureCode.WORKER_LOST if due.attempt > 0 else FailureCode.QUEUE_TIMEOUT
         outcome = self.transition(steps.sweep(due.slot, due.attempt, code, now))
         return Swept(code if isinstance(outcome, Applied) else None, ended_target(outcome))
@@ -96,8 +97,8 @@ class SweepRows(LifecycleRows):
         return (0, "") if item is None else (int(item.pass_no), item.after)
 
     def set_orphan_cursor(self, pass_no: int, after: str) -> bool:
-        """Record how far a run read. A position at or before the recorded one is left alone (seed 004's
-        set_hook_cursor): a run that resumed from an older read, or two overlapping runs, must never walk
+        """Record how far a run read. A position at or before the recorded one is left alone (a cursor
+        only moves forward): a run that resumed from an older read, or two overlapping runs, must never walk
         the cursor backwards and make the next run repeat work it thinks is new. False: left alone."""
         newer = (
             CursorItem.pk.does_not_exist()

@@ -212,7 +212,7 @@ class CursorItem(Item):
 
 
 class AuditItem(Item):
-    """One GC run and what it did (the seed's ghost-sweep rows)."""
+    """One GC run and what it did (the audit rows of the GC's runs)."""
 
     ran_at = NumberAttribute()
     counts = UnicodeAttribute()  # JSON
