@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, Literal
@@ -367,6 +368,10 @@ class _NotAllEnded(Exception):
 def _check_title(title: Any) -> None:
     if not isinstance(title, str) or not title.strip() or len(title) > MAX_TITLE:
         raise errors.BadRequest(f"title must be 1 to {MAX_TITLE} characters", code="invalid_title")
+    # As the metadata's fields: a control character (a NUL, an escape, a line break) is no part of a title,
+    # and every format would have to drop or replace it.
+    if any(unicodedata.category(c) == "Cc" for c in title):
+        raise errors.BadRequest("title must not hold control characters", code="invalid_title")
 
 
 def _unknown_cover(name: str) -> errors.Unprocessable:

@@ -41,7 +41,7 @@ def test_create_book_returns_the_book_with_chapters_cut_at_level_one_headings(st
         ('{"format": 7}', 400, "invalid_format"),
         ('{"format": null}', 400, "invalid_format"),
         ('{"format": "html", "owner": "user-mallory"}', 400, "unknown_field"),
-        ('{"format": "docx"}', 422, "unknown_format"),
+        ('{"format": "odt"}', 422, "unknown_format"),
         ('{"format": "' + "x" * 20_000 + '"}', 413, "body_too_large"),
     ],
 )
@@ -59,9 +59,9 @@ def test_a_bad_export_request_is_refused_with_its_reason_and_writes_nothing(
 
 def test_an_unknown_format_is_answered_with_the_known_ones(stack: Stack) -> None:
     book = stack.create_book()
-    reply = stack.submit(book, "docx")
-    assert reply.body["error"]["known"] == ["epub", "html", "markdown", "pdf"]
-    assert "docx" in reply.body["error"]["message"]
+    reply = stack.submit(book, "odt")
+    assert reply.body["error"]["known"] == ["docx", "epub", "html", "markdown", "pdf"]
+    assert "odt" in reply.body["error"]["message"]
 
 
 @pytest.mark.parametrize(
@@ -70,6 +70,9 @@ def test_an_unknown_format_is_answered_with_the_known_ones(stack: Stack) -> None
         ({"title": "t"}, "missing_field"),
         ({"title": 1, "manuscript": "x"}, "invalid_field"),
         ({"title": "  ", "manuscript": "x"}, "invalid_title"),
+        ({"title": "S\u0000", "manuscript": "x"}, "invalid_title"),
+        ({"title": "S\u0007\u001b", "manuscript": "x"}, "invalid_title"),
+        ({"title": "two\nlines", "manuscript": "x"}, "invalid_title"),
         ({"title": "t", "manuscript": "x", "owner": "someone-else"}, "unknown_field"),
     ],
 )
