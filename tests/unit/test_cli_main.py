@@ -189,6 +189,10 @@ def test_a_create_that_fails_after_the_book_was_made_deletes_it_and_says_so(
         (["export", "X", "-f", "odt"], "bindery export: argument --format/-f: invalid choice: 'odt'"),
         (["books", "list", "--limit", "abc"], "bindery books list: argument --limit: invalid int value"),
         (["batch", "create", "X:odt"], "X:odt: no format 'odt': one of markdown, html, epub, pdf, docx"),
+        (
+            ["export", "X", "-f", "html", "--option", "toc_depth=2", "--option", "toc_depth=3"],
+            "--option toc_depth given twice",
+        ),
     ],
 )
 def test_under_json_an_argument_mistake_is_json_on_stdout_and_nothing_is_sent(

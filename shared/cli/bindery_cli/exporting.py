@@ -95,6 +95,8 @@ def run_export(client: Client, args: argparse.Namespace) -> int:
         name, sep, value = option.partition("=")
         if not sep or not name:
             return fail(args, f"--option {option}: expected NAME=VALUE, e.g. --option page_size=a4")
+        if name in options:
+            return fail(args, f"--option {name} given twice: give each option once")
         options[name] = int(value) if value.isdigit() else value
     if args.wait and (refused := unwritable(args)):
         return fail(args, refused)
@@ -297,18 +299,25 @@ def unwritable(args: argparse.Namespace) -> str | None:
 
 
 def _download(
-    client: Client, args: argparse.Namespace, url: str, target: Path, size: int | None, sha256: str | None
+    client: Client,
+    args: argparse.Namespace,
+    url: str,
+    target: Path,
+    size: int | None,
+    sha256: str | None,
+    shown: str | None = None,
 ) -> int:
-    """The file at `url` written to `target`, checked; `--out -` writes it to stdout once it is checked."""
+    """The file at `url` written to `target`, checked; `--out -` writes it to stdout once it is checked.
+    The progress bar names `shown`, else the target's file name."""
     if target == STDOUT:
         with tempfile.TemporaryDirectory(prefix="bindery-") as folder:
             held = Path(folder) / "download"
-            size = _download(client, args, url, held, size, sha256)
+            size = _download(client, args, url, held, size, sha256, shown="to stdout")
             with held.open("rb") as source:
                 shutil.copyfileobj(source, sys.stdout.buffer)
             sys.stdout.flush()
             return size
-    down = bar(args, unit="B", unit_scale=True, desc=f"downloading {target.name}", total=size)
+    down = bar(args, unit="B", unit_scale=True, desc=f"downloading {shown or target.name}", total=size)
 
     def bytes_done(done: int, total: int | None) -> None:
         if down is not None:
