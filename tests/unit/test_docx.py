@@ -369,3 +369,33 @@ def test_a_book_too_large_for_a_docx_fails_early_and_never_reaches_the_engine(
     book = stack.create_book("# Long enough\n\nto be over ten bytes\n")
     export_id = stack.submit(book, "docx").body["id"]
     assert stack.exports.build(book, export_id) == "failed:too_large_for_format"
+
+
+NOTES = (
+    "# Notes\n\nOuter note[^outer].\n\n[^outer]: outer refers to inner[^inner]\n[^inner]: inner note text\n\n"
+    "[^self]: self ref [^self]\n\nSelf[^self].\n\nAgain[^self] and last[^last].\n\n[^last]: last note text\n"
+)
+
+
+@pytest.mark.slow(8)
+def test_a_note_cited_only_from_a_note_or_before_its_definition_keeps_its_reference_and_text(
+    tmp_path: Path,
+) -> None:
+    """Word nests no notes: a note cited only from inside another is referenced in the body right after
+    that one's, and numbered so; a note whose definition (citing itself) comes before its first citation
+    is referenced there. pandoc and LibreOffice read every note's text, each once."""
+    path = tmp_path / "notes.docx"
+    build(NOTES, "Notes", path)
+    document = _document(path)
+    assert re.findall(r'<w:footnoteReference w:id="(\d+)"/>', document) == ["1", "2", "3", "4"]
+    assert "Outer note" in document.split('w:id="1"/>')[0] and "Self" in document.split('w:id="3"/>')[0]
+    notes = _document(path, "word/footnotes.xml")
+    outer = re.search(r'<w:footnote w:id="1">(.*?)</w:footnote>', notes)
+    assert outer and "outer refers to inner" in outer.group(1) and "<w:t>2</w:t>" in outer.group(1)
+    got = shape(pandoc_ast(path, "docx")).notes
+    assert got == ["outer refers to inner2", "inner note text", "self ref 3", "last note text"]
+    run = libreoffice_to_pdf([path], tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    text = _folded(pdftotext(tmp_path / "notes.pdf"))
+    for note in ("outer refers to inner", "inner note text", "self ref", "last note text"):
+        assert note in text, note

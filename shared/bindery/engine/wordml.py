@@ -129,19 +129,48 @@ class Writer:
         self.base_rtl = base_rtl
         self.lang = lang  # a <w:lang/> every run of the chapter carries, when its language is not the book's
         self.notes: dict[int, int] = {}  # markdown-it's note id in this chapter -> Word's
+        # A note cited only from inside other notes (Word nests no notes) -> those referenced in the body
+        # right after its citer's reference, so that their text is kept and numbered where they are cited.
+        self.follows: dict[int, list[int]] = {}
+        self._referenced: set[int] = set()  # the notes whose reference the body already holds
         self._first = True  # the next body paragraph is the first after a heading
         self._noted = True  # the note being written shows its number (False until its first paragraph)
 
     # ---- blocks -------------------------------------------------------------------------------------
 
     def chapter(self, tokens: list[Token]) -> None:
-        # Word numbers notes in the order their references come, as markdown-it does: map them first.
-        for token in tokens:
-            for child in token.children or ():
-                if child.type == "footnote_ref" and child.meta["id"] not in self.notes:
-                    self.counters.note += 1
-                    self.notes[child.meta["id"]] = self.counters.note
+        self._number_notes(tokens)
         self.blocks(tokens, 0, len(tokens), self.out.body, note=False)
+
+    def _number_notes(self, tokens: list[Token]) -> None:
+        """Number the notes as Word will: in the order of their references in the body. A note's reference
+        is its first citation from the body, wherever its definition stands (one before its citation, or
+        one citing itself, is still referenced); the notes cited only from inside a note are referenced
+        right after that note's, in the order they are cited (depth first: theirs after them)."""
+        body: list[int] = []  # the notes the body cites, in order
+        cites: dict[int, list[int]] = {}  # a note -> the notes its text cites
+        owner: int | None = None  # the note whose text is being read
+        for token in tokens:
+            if token.type == "footnote_open":
+                owner = token.meta["id"]
+            elif token.type == "footnote_close":
+                owner = None
+            for child in token.children or ():
+                if child.type == "footnote_ref":
+                    (body if owner is None else cites.setdefault(owner, [])).append(child.meta["id"])
+        from_body = set(body)
+        for first in body:
+            stack = [first]
+            while stack:  # (a stack, not recursion: notes may cite notes to any depth)
+                note = stack.pop()
+                if note in self.notes:
+                    continue
+                self.counters.note += 1
+                self.notes[note] = self.counters.note
+                if note != first:
+                    self.follows.setdefault(first, []).append(note)
+                inner = [n for n in cites.get(note, ()) if n not in from_body and n not in self.notes]
+                stack.extend(reversed(inner))
 
     def blocks(self, tokens: list[Token], start: int, end: int, out: list[str], *, note: bool) -> None:
         quote = 0
@@ -317,14 +346,19 @@ class Writer:
         return self._styled(f"[{alt or (found if isinstance(found, str) else '') or 'image'}]", state)
 
     def _note_ref(self, token: Token, in_note: bool) -> str:
-        number = self.notes.get(token.meta["id"])
+        cited = token.meta["id"]
+        number = self.notes.get(cited)
         if number is None:
             return ""
         props = f'<w:rPr><w:rStyle w:val="FootnoteReference"/>{self.lang}</w:rPr>'
-        if in_note or token.meta.get("subId", 0):
-            # Word cites a note once, and never from inside a note: a second citation is its number.
+        if in_note or cited in self._referenced:
+            # Word cites a note once, and never from inside a note: any other citation is its number.
             return f"<w:r>{props}<w:t>{number}</w:t></w:r>"
-        return f'<w:r>{props}<w:footnoteReference w:id="{number}"/></w:r>'
+        self._referenced.add(cited)
+        return "".join(
+            f'<w:r>{props}<w:footnoteReference w:id="{self.notes[n]}"/></w:r>'
+            for n in [cited, *self.follows.get(cited, ())]
+        )
 
     def _note_mark(self) -> str:
         return '<w:r><w:rPr><w:rStyle w:val="FootnoteReference"/></w:rPr><w:footnoteRef/></w:r>'
