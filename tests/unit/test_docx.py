@@ -399,3 +399,24 @@ def test_a_note_cited_only_from_a_note_or_before_its_definition_keeps_its_refere
     text = _folded(pdftotext(tmp_path / "notes.pdf"))
     for note in ("outer refers to inner", "inner note text", "self ref", "last note text"):
         assert note in text, note
+
+
+def test_lists_and_code_inside_a_quote_are_set_in_as_the_quote(tmp_path: Path) -> None:
+    manuscript = (
+        "# Quoted\n\n> quote\n> - list in quote\n>   - nested in quote\n>\n> ```\n> code in quote\n> ```\n"
+        ">\n> > deeper quote\n\n- a list outside\n\n```\ncode outside\n```\n"
+    )
+    build(manuscript, "Quoted", tmp_path / "q.docx")
+    paragraphs = re.findall(r"<w:p><w:pPr>(.*?)</w:pPr>(.*?)</w:p>", _document(tmp_path / "q.docx"))
+
+    def props(text: str) -> str:
+        (found,) = [p for p, runs in paragraphs if f">{text}</w:t>" in runs]
+        return found
+
+    assert '<w:pStyle w:val="BlockText"/>' in props("quote") and "w:ind" not in props("quote")
+    # The quote's 567 twips, then the list's own 720 a level; the marker hangs as outside a quote.
+    assert '<w:ind w:left="1287" w:right="567" w:hanging="360"/>' in props("list in quote")
+    assert '<w:ind w:left="2007" w:right="567" w:hanging="360"/>' in props("nested in quote")
+    assert props("code in quote") == '<w:pStyle w:val="SourceCode"/><w:ind w:left="567" w:right="567"/>'
+    assert '<w:ind w:left="1134" w:right="567"/>' in props("deeper quote")
+    assert "w:ind" not in props("a list outside") and "w:ind" not in props("code outside")

@@ -33,6 +33,9 @@ from bindery.images import Asset
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")  # a link that leaves the book; the rest stay text
 MAX_LEVEL = 8  # Word's list levels are 0 to 8
+QUOTE_INDENT = 567  # twips a block quote is set in on each side (docx_parts' BlockText), per level
+LIST_INDENT = 720  # twips each list level is set in (docx_parts' numbering), its marker hanging 360
+UNTITLED = "Untitled"  # an empty chapter heading's title, as bindery.manuscript names the chapter
 TEXT_W = 9070  # the text block's width in twips (docx_parts: A4 less its margins), which tables share
 
 
@@ -203,15 +206,22 @@ class Writer:
                 else:
                     style = "FirstParagraph" if self._first else "BodyText"
                 extra = ""
-                if lists and lists[-1][1]:
+                numbered = lists and lists[-1][1]
+                if numbered:
                     extra = f'<w:numPr><w:ilvl w:val="{min(len(lists) - 1, MAX_LEVEL)}"/>'
                     extra += f'<w:numId w:val="{lists[-1][0]}"/></w:numPr>'
                     lists[-1] = (lists[-1][0], False)
+                indent = ""
+                if quote and not note and (lists or quote > 1):
+                    # Inside a quote, a list (or a quote in it) is set in as far again as the quote is.
+                    level = min(len(lists), MAX_LEVEL + 1)
+                    hanging = ' w:hanging="360"' if numbered else ""
+                    indent = _indent(quote, LIST_INDENT * level, hanging)
                 runs = self.inline(inline, note=note)
                 if note and not self._noted:  # the note's number, at the head of its first paragraph
                     self._noted = True
                     runs = self._note_mark() + run(" ") + runs
-                out.append(self._para(style, runs, inline.content, extra=extra))
+                out.append(self._para(style, runs, inline.content, extra=extra, indent=indent))
                 if alone is not None and alone.attrGet("title"):
                     title = str(alone.attrGet("title"))
                     out.append(self._para("Caption", self._text(title), title))
@@ -230,7 +240,11 @@ class Writer:
                 continue
             if kind in ("fence", "code_block"):
                 code = token.content[:-1] if token.content.endswith("\n") else token.content
-                out.append(paragraph("SourceCode", run(code, '<w:rStyle w:val="VerbatimChar"/>' + self.lang)))
+                indent = (
+                    _indent(quote, LIST_INDENT * min(len(lists), MAX_LEVEL + 1)) if quote and not note else ""
+                )
+                runs = run(code, '<w:rStyle w:val="VerbatimChar"/>' + self.lang)
+                out.append(paragraph("SourceCode", runs, extra=indent))
                 self._first = False
             elif kind == "html_block":  # raw HTML is text, as in every format
                 out.append(self._para("BodyText", self._text(token.content.rstrip("\n")), token.content))
@@ -384,11 +398,13 @@ class Writer:
             return runs
         return f'<w:hyperlink r:id="{state.link}">{runs}</w:hyperlink>'
 
-    def _para(self, style: str, runs: str, sample: str, *, extra: str = "", align: str = "") -> str:
+    def _para(
+        self, style: str, runs: str, sample: str, *, extra: str = "", indent: str = "", align: str = ""
+    ) -> str:
         # A paragraph set against the book's direction says so; the rest take the document's default.
         rtl = direction(sample) == "rtl"
         bidi = "" if rtl == self.base_rtl else "<w:bidi/>" if rtl else '<w:bidi w:val="0"/>'
-        return f'<w:p><w:pPr><w:pStyle w:val="{style}"/>{extra}{bidi}{align}</w:pPr>{runs}</w:p>'
+        return f'<w:p><w:pPr><w:pStyle w:val="{style}"/>{extra}{bidi}{indent}{align}</w:pPr>{runs}</w:p>'
 
 
 def _plain(token: Token) -> str:
@@ -402,6 +418,22 @@ def _plain(token: Token) -> str:
         elif child.type == "image":
             parts.append(_plain(child))
     return "".join(parts)
+
+
+def _heading_text(inline: Token) -> str:
+    """A heading's text as the body shows it and Word's contents copy it: no note's marker, no image."""
+    parts: list[str] = []
+    for child in inline.children or ():
+        if child.type in ("text", "text_special", "code_inline", "html_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+    return "".join(parts).strip()
+
+
+def _indent(quote: int, more: int, hanging: str = "") -> str:
+    """The indentation of a paragraph `quote` quotes deep, set in `more` twips further (a list's)."""
+    return f'<w:ind w:left="{QUOTE_INDENT * quote + more}" w:right="{QUOTE_INDENT}"{hanging}/>'
 
 
 def _image_alone(inline: Token) -> Token | None:
