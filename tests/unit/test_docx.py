@@ -8,6 +8,7 @@ images): tests/unit/test_illustrated.py; a batch with a docx target: tests/unit/
 from __future__ import annotations
 
 import io
+import json
 import re
 import unicodedata
 import zipfile
@@ -420,3 +421,26 @@ def test_lists_and_code_inside_a_quote_are_set_in_as_the_quote(tmp_path: Path) -
     assert props("code in quote") == '<w:pStyle w:val="SourceCode"/><w:ind w:left="567" w:right="567"/>'
     assert '<w:ind w:left="1134" w:right="567"/>' in props("deeper quote")
     assert "w:ind" not in props("a list outside") and "w:ind" not in props("code outside")
+
+
+def test_a_linked_picture_is_a_link_and_an_empty_link_leaves_no_relationship(tmp_path: Path) -> None:
+    spec = lighthouse()
+    manuscript = (
+        "# Linked\n\n[![linked img](images/map.gif)](http://example.com/?a=1&b=<2>\"')\n\n"
+        "[](https://example.org/empty) and [text](https://example.org/kept)\n"
+    )
+    build(manuscript, "Linked", tmp_path / "l.docx", replace(spec, manuscript=manuscript))
+    document = _document(tmp_path / "l.docx")
+    linked = re.search(
+        r'<w:hyperlink r:id="(rIdL\d+)">(<w:r><w:drawing>.*?</w:drawing></w:r>)</w:hyperlink>', document
+    )
+    assert linked and 'descr="linked img"' in linked.group(2)
+    rels = _document(tmp_path / "l.docx", "word/_rels/document.xml.rels")
+    targets = dict(re.findall(r'<Relationship Id="(rIdL\d+)" Type="[^"]*/hyperlink" Target="([^"]*)"', rels))
+    assert targets == {
+        linked.group(1): "http://example.com/?a=1&amp;b=%3C2%3E%22&#x27;",
+        "rIdL2": "https://example.org/kept",
+    }
+    assert set(re.findall(r'r:id="(rIdL\d+)"', document)) == set(targets)
+    got = pandoc_ast(tmp_path / "l.docx", "docx")
+    assert '"t":"Link"' in json.dumps(got, separators=(",", ":")) and shape(got).images[-1][0] == "linked img"

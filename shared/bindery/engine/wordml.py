@@ -313,6 +313,7 @@ class Writer:
     def inline(self, token: Token, *, note: bool = False) -> str:
         state = _Run()
         out: list[str] = []
+        opened = 0  # where the link being written began in `out`
         for child in token.children or ():
             kind = child.type
             if kind in ("text", "text_special", "html_inline"):
@@ -335,7 +336,12 @@ class Writer:
                     self.counters.link += 1
                     state.link = f"rIdL{self.counters.link}"
                     self.out.links.append((state.link, href))
+                    opened = len(out)
             elif kind == "link_close":
+                if state.link is not None and not any(out[opened:]):
+                    # A link that shows nothing (`[](...)`) leaves no relationship that nothing uses.
+                    self.out.links.pop()
+                    self.counters.link -= 1
                 state.link = None
             elif kind == "image":
                 out.append(self._figure(child, state))
@@ -348,7 +354,7 @@ class Writer:
         src = str(token.attrGet("src") or "")
         found = self.figures.resolve(src, alt)
         if isinstance(found, Asset):
-            return self.image(found, alt)
+            return self._wrap(self.image(found, alt), state)  # a linked picture is a link, as in Word
         # Missing (named in the build's notes), or not one of the book's: its alt text, never a fetch; an
         # image elsewhere is a link to it.
         if found is None and src.startswith(_SAFE_SCHEMES) and state.link is None:
@@ -437,7 +443,11 @@ def _indent(quote: int, more: int, hanging: str = "") -> str:
 
 
 def _image_alone(inline: Token) -> Token | None:
-    children = [c for c in inline.children or () if not (c.type == "text" and not c.content.strip())]
+    children = [
+        c
+        for c in inline.children or ()
+        if not (c.type == "text" and not c.content.strip()) and c.type not in ("link_open", "link_close")
+    ]
     return children[0] if len(children) == 1 and children[0].type == "image" else None
 
 
