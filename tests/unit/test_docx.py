@@ -444,3 +444,23 @@ def test_a_linked_picture_is_a_link_and_an_empty_link_leaves_no_relationship(tmp
     assert set(re.findall(r'r:id="(rIdL\d+)"', document)) == set(targets)
     got = pandoc_ast(tmp_path / "l.docx", "docx")
     assert '"t":"Link"' in json.dumps(got, separators=(",", ":")) and shape(got).images[-1][0] == "linked img"
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_the_contents_show_what_word_fills_in_to_toc_depth(depth: int, tmp_path: Path) -> None:
+    manuscript = (
+        "# Heading with note[^h]\n\ntext\n\n[^h]: a note\n\n## Second *level*\n\n### Third `level`\n\n"
+        "#### Fourth\n\n# \n\nUntitled's text\n"
+    )
+    build(manuscript, "Contents", tmp_path / "c.docx", toc_depth=depth)
+    document = _document(tmp_path / "c.docx")
+    listed = re.findall(
+        r'<w:pStyle w:val="TOC(\d)"/></w:pPr>.*?<w:t xml:space="preserve">([^<]*)</w:t>', document
+    )
+    everything = [("1", "Heading with note"), ("2", "Second level"), ("3", "Third level"), ("1", "Untitled")]
+    assert listed == [(level, title) for level, title in everything if int(level) <= depth]
+    headings = re.findall(
+        r'<w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t xml:space="preserve">([^<]*)<', document
+    )
+    assert headings == ["Heading with note", "Untitled"]  # the untitled chapter's title, in both places
+    assert "[^h]" not in document

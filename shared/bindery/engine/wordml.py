@@ -63,6 +63,7 @@ class Chapter:
     notes: list[str] = field(default_factory=list)
     lists: list[tuple[int, int, int]] = field(default_factory=list)  # (num id, level, start)
     links: list[tuple[str, str]] = field(default_factory=list)  # (relationship id, target)
+    headings: list[tuple[int, str]] = field(default_factory=list)  # (level, text as the body shows it)
 
 
 @dataclass
@@ -124,8 +125,10 @@ class Writer:
         *,
         base_rtl: bool,
         lang: str = "",
+        title: str = UNTITLED,
     ) -> None:
         self.out = chapter
+        self.title = title  # what an empty chapter heading shows (the chapter's title, as the TOC lists it)
         self.counters = counters
         self.figures = figures
         self.image = image
@@ -188,6 +191,12 @@ class Writer:
             if kind == "heading_open":
                 level = min(int(token.tag[1]), 6)
                 runs = self.inline(tokens[i + 1], note=note)
+                shown = _heading_text(tokens[i + 1])
+                if level == 1 and token.level == 0 and not note and not shown:  # the chapter's title
+                    shown = self.title
+                    runs = self._text(shown) + runs
+                if not note and shown:  # (Word's contents list no empty heading, nor one in a note)
+                    self.out.headings.append((level, shown))
                 out.append(self._para(f"Heading{level}", runs, tokens[i + 1].content))
                 self._first = True
                 i += 3
