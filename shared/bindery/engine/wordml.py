@@ -37,6 +37,7 @@ QUOTE_INDENT = 567  # twips a block quote is set in on each side (docx_parts' Bl
 LIST_INDENT = 720  # twips each list level is set in (docx_parts' numbering), its marker hanging 360
 UNTITLED = "Untitled"  # an empty chapter heading's title, as bindery.manuscript names the chapter
 TEXT_W = 9070  # the text block's width in twips (docx_parts: A4 less its margins), which tables share
+MAX_INDENT = TEXT_W * 2 // 3  # the furthest a quoted paragraph is set in
 
 
 def text(value: str) -> str:
@@ -447,8 +448,10 @@ def _heading_text(inline: Token) -> str:
 
 
 def _indent(quote: int, more: int, hanging: str = "") -> str:
-    """The indentation of a paragraph `quote` quotes deep, set in `more` twips further (a list's)."""
-    return f'<w:ind w:left="{QUOTE_INDENT * quote + more}" w:right="{QUOTE_INDENT}"{hanging}/>'
+    """The indentation of a paragraph `quote` quotes deep, set in `more` twips further (a list's); never
+    more than two thirds of the text block, so that a quote 20 deep still leaves its text a column."""
+    left = min(QUOTE_INDENT * quote + more, MAX_INDENT)
+    return f'<w:ind w:left="{left}" w:right="{QUOTE_INDENT}"{hanging}/>'
 
 
 def _image_alone(inline: Token) -> Token | None:
