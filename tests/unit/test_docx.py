@@ -8,6 +8,7 @@ images): tests/unit/test_illustrated.py; a batch with a docx target: tests/unit/
 from __future__ import annotations
 
 import io
+import json
 import re
 import unicodedata
 import zipfile
@@ -369,3 +370,99 @@ def test_a_book_too_large_for_a_docx_fails_early_and_never_reaches_the_engine(
     book = stack.create_book("# Long enough\n\nto be over ten bytes\n")
     export_id = stack.submit(book, "docx").body["id"]
     assert stack.exports.build(book, export_id) == "failed:too_large_for_format"
+
+
+NOTES = (
+    "# Notes\n\nOuter note[^outer].\n\n[^outer]: outer refers to inner[^inner]\n[^inner]: inner note text\n\n"
+    "[^self]: self ref [^self]\n\nSelf[^self].\n\nAgain[^self] and last[^last].\n\n[^last]: last note text\n"
+)
+
+
+@pytest.mark.slow(8)
+def test_a_note_cited_only_from_a_note_or_before_its_definition_keeps_its_reference_and_text(
+    tmp_path: Path,
+) -> None:
+    """Word nests no notes: a note cited only from inside another is referenced in the body right after
+    that one's, and numbered so; a note whose definition (citing itself) comes before its first citation
+    is referenced there. pandoc and LibreOffice read every note's text, each once."""
+    path = tmp_path / "notes.docx"
+    build(NOTES, "Notes", path)
+    document = _document(path)
+    assert re.findall(r'<w:footnoteReference w:id="(\d+)"/>', document) == ["1", "2", "3", "4"]
+    assert "Outer note" in document.split('w:id="1"/>')[0] and "Self" in document.split('w:id="3"/>')[0]
+    notes = _document(path, "word/footnotes.xml")
+    outer = re.search(r'<w:footnote w:id="1">(.*?)</w:footnote>', notes)
+    assert outer and "outer refers to inner" in outer.group(1) and "<w:t>2</w:t>" in outer.group(1)
+    got = shape(pandoc_ast(path, "docx")).notes
+    assert got == ["outer refers to inner2", "inner note text", "self ref 3", "last note text"]
+    run = libreoffice_to_pdf([path], tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    text = _folded(pdftotext(tmp_path / "notes.pdf"))
+    for note in ("outer refers to inner", "inner note text", "self ref", "last note text"):
+        assert note in text, note
+
+
+def test_lists_and_code_inside_a_quote_are_set_in_as_the_quote(tmp_path: Path) -> None:
+    manuscript = (
+        "# Quoted\n\n> quote\n> - list in quote\n>   - nested in quote\n>\n> ```\n> code in quote\n> ```\n"
+        ">\n> > deeper quote\n\n- a list outside\n\n```\ncode outside\n```\n\n" + ">" * 30 + " very deep\n"
+    )
+    build(manuscript, "Quoted", tmp_path / "q.docx")
+    paragraphs = re.findall(r"<w:p><w:pPr>(.*?)</w:pPr>(.*?)</w:p>", _document(tmp_path / "q.docx"))
+
+    def props(text: str) -> str:
+        (found,) = [p for p, runs in paragraphs if re.search(f"[>;]{text}</w:t>", runs)]
+        return found
+
+    assert '<w:pStyle w:val="BlockText"/>' in props("quote") and "w:ind" not in props("quote")
+    # The quote's 567 twips, then the list's own 720 a level; the marker hangs as outside a quote.
+    assert '<w:ind w:left="1287" w:right="567" w:hanging="360"/>' in props("list in quote")
+    assert '<w:ind w:left="2007" w:right="567" w:hanging="360"/>' in props("nested in quote")
+    assert props("code in quote") == '<w:pStyle w:val="SourceCode"/><w:ind w:left="567" w:right="567"/>'
+    assert '<w:ind w:left="1134" w:right="567"/>' in props("deeper quote")
+    assert "w:ind" not in props("a list outside") and "w:ind" not in props("code outside")
+    # markdown-it stops nesting at 20 quotes: their indentation stops at two thirds of the text block.
+    assert '<w:ind w:left="6046" w:right="567"/>' in props(" very deep")
+
+
+def test_a_linked_picture_is_a_link_and_an_empty_link_leaves_no_relationship(tmp_path: Path) -> None:
+    spec = lighthouse()
+    manuscript = (
+        "# Linked\n\n[![linked img](images/map.gif)](http://example.com/?a=1&b=<2>\"')\n\n"
+        "[](https://example.org/empty) and [text](https://example.org/kept)\n"
+    )
+    build(manuscript, "Linked", tmp_path / "l.docx", replace(spec, manuscript=manuscript))
+    document = _document(tmp_path / "l.docx")
+    linked = re.search(
+        r'<w:hyperlink r:id="(rIdL\d+)">(<w:r><w:drawing>.*?</w:drawing></w:r>)</w:hyperlink>', document
+    )
+    assert linked and 'descr="linked img"' in linked.group(2)
+    rels = _document(tmp_path / "l.docx", "word/_rels/document.xml.rels")
+    targets = dict(re.findall(r'<Relationship Id="(rIdL\d+)" Type="[^"]*/hyperlink" Target="([^"]*)"', rels))
+    assert targets == {
+        linked.group(1): "http://example.com/?a=1&amp;b=%3C2%3E%22&#x27;",
+        "rIdL2": "https://example.org/kept",
+    }
+    assert set(re.findall(r'r:id="(rIdL\d+)"', document)) == set(targets)
+    got = pandoc_ast(tmp_path / "l.docx", "docx")
+    assert '"t":"Link"' in json.dumps(got, separators=(",", ":")) and shape(got).images[-1][0] == "linked img"
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_the_contents_show_what_word_fills_in_to_toc_depth(depth: int, tmp_path: Path) -> None:
+    manuscript = (
+        "# Heading with note[^h]\n\ntext\n\n[^h]: a note\n\n## Second *level*\n\n### Third `level`\n\n"
+        "#### Fourth\n\n# \n\nUntitled's text\n"
+    )
+    build(manuscript, "Contents", tmp_path / "c.docx", toc_depth=depth)
+    document = _document(tmp_path / "c.docx")
+    listed = re.findall(
+        r'<w:pStyle w:val="TOC(\d)"/></w:pPr>.*?<w:t xml:space="preserve">([^<]*)</w:t>', document
+    )
+    everything = [("1", "Heading with note"), ("2", "Second level"), ("3", "Third level"), ("1", "Untitled")]
+    assert listed == [(level, title) for level, title in everything if int(level) <= depth]
+    headings = re.findall(
+        r'<w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t xml:space="preserve">([^<]*)<', document
+    )
+    assert headings == ["Heading with note", "Untitled"]  # the untitled chapter's title, in both places
+    assert "[^h]" not in document

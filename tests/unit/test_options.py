@@ -71,6 +71,29 @@ def test_options_are_part_of_what_an_idempotency_key_promises(stack: Stack) -> N
     assert (other.status, other.body["error"]["code"]) == (422, "idempotency_key_reused")
 
 
+@pytest.mark.parametrize("fmt", ["html", "epub", "pdf", "docx"])
+def test_a_value_equal_to_an_allowed_one_becomes_it(fmt: str) -> None:
+    """JSON's 2.0 is the integer 2 (as JSON Schema counts it): the options carry the 2 itself, never the
+    float a renderer would print as "2.0"; a bool, a string or 2.5 is still refused."""
+    from bindery import errors
+    from bindery.engine import options_for
+
+    chosen = options_for(fmt, {"toc_depth": 2.0})
+    assert chosen["toc_depth"] == 2 and type(chosen["toc_depth"]) is int
+    for bad in (True, "2", 2.5):
+        with pytest.raises(errors.Unprocessable):
+            options_for(fmt, {"toc_depth": bad})
+
+
+def test_a_float_equal_to_an_allowed_value_is_shown_as_it_and_is_the_same_request(stack: Stack) -> None:
+    book = stack.create_book()
+    first = _submit(stack, book, "docx", {"toc_depth": 2.0}, key="k2")
+    assert first.status == 202 and first.body["options"] == {"toc_depth": 2}
+    assert repr(first.body["options"]["toc_depth"]) == "2"  # not 2.0
+    again = _submit(stack, book, "docx", {"toc_depth": 2}, key="k2")
+    assert again.status == 202 and again.body["id"] == first.body["id"]
+
+
 def _page_size(path: Path) -> tuple[float, float]:
     info = subprocess.run(
         [_need("pdfinfo", "poppler-utils"), str(path)], capture_output=True, text=True

@@ -76,6 +76,7 @@ def options_for(fmt: str, given: Any) -> dict[str, Any]:
         given = {}
     if not isinstance(given, dict):
         raise errors.BadRequest("options must be a JSON object", code="invalid_options")
+    chosen: dict[str, Any] = {}
     for name, value in given.items():
         if name not in known:
             listed = ", ".join(sorted(known)) or "none"
@@ -91,7 +92,12 @@ def options_for(fmt: str, given: Any) -> dict[str, Any]:
                 field=f"options.{name}",
                 allowed=list(known[name].allowed),
             )
-    return {name: given.get(name, option.default) for name, option in known.items()}
+        # The allowed value itself, not the one equal to it: JSON's 2.0 is the integer 2 (as JSON Schema
+        # counts it), and left a float it would be echoed as 2.0, reach a renderer as "1-2.0" and hash to
+        # another request under the same Idempotency-Key than 2.
+        allowed = known[name].allowed
+        chosen[name] = allowed[allowed.index(value)]
+    return {name: chosen.get(name, option.default) for name, option in known.items()}
 
 
 # Formats whose artifact is the revision's normalised manuscript itself: a build copies it server-side and

@@ -11,10 +11,13 @@ chapter in another script carries that script's language (see `chapter_language`
 strong character is right to left is set right to left, as HTML's dir="auto" reads it.
 
 The package is written with zipfile into a temporary file on the function's ephemeral storage, then
-streamed up, as the EPUB is. The body (word/document.xml) is one zip entry written a chapter at a time;
-what the chapters add to other parts (their notes, their lists' numbering, their links' targets) is
-spooled to temporary files and copied into the package once the body is done. Memory holds one chapter,
-or one piece of one image, however long the book.
+streamed up, as the EPUB is. The body (word/document.xml) is one zip entry; its contents, at the top, list
+headings the chapters have not yet shown (as the HTML's do), so the chapters are written first, a chapter
+at a time, to a spool (gzip at its fastest level: the body is 2 to 6 times the manuscript), and copied
+into the entry after the front matter. What the chapters add to other parts (their notes, their lists'
+numbering, their links' targets) is spooled to temporary files too and copied into the package once the
+body is done. Memory holds one chapter, the contents' headings, or one piece of one image, however long
+the book.
 
 Written by hand, not with python-docx (measured by tests/bench/docx_probe.py): python-docx builds the whole
 document as an lxml tree in memory and has no footnotes API, so it would cost the layer 2.5 MB and a cold
@@ -23,6 +26,7 @@ import of about 146 ms (these modules: 48 KB, about 5 ms) and still leave the no
 
 from __future__ import annotations
 
+import gzip
 import io
 import tempfile
 import unicodedata
@@ -175,8 +179,11 @@ class DocxRenderer:
             counters.picture += 1
             return picture(rel, counters.picture, asset, alt, parts.TEXT_CX, max_cy)
 
+        contents: list[tuple[int, str]] = []  # (level, text) of each heading the contents list
+        depth = int(source.option("toc_depth"))
         with (
             tempfile.TemporaryFile() as spool,
+            tempfile.TemporaryFile() as body,
             tempfile.TemporaryFile() as notes,
             tempfile.TemporaryFile() as lists,
             tempfile.TemporaryFile() as links,
@@ -190,15 +197,13 @@ class DocxRenderer:
                     source.modified,
                 ), DEFLATE)  # fmt: skip
                 book.writestr("docProps/app.xml", parts.APP, DEFLATE)
-                entry = zipfile.ZipInfo("word/document.xml")
-                entry.compress_type = DEFLATE
-                with book.open(entry, "w") as document:
-                    document.write(f"{parts.HEAD}<w:document {parts.DOCUMENT_NAMESPACES}><w:body>".encode())
-                    front = self._front(source, cover, image_run)
-                    document.write(front.encode())
+                # The cover's picture is the document's first, as it is the first thing shown.
+                front = self._front(source, cover, image_run)
+                with gzip.GzipFile(fileobj=body, mode="wb", compresslevel=1) as spooled:
                     for chapter in chapters:
                         written = self._chapter(chapter, figures, counters, image_run, rtl, primary, report)
-                        document.write("".join(written.body).encode())
+                        contents += [(level, shown) for level, shown in written.headings if level <= depth]
+                        spooled.write("".join(written.body).encode())
                         notes.write("".join(written.notes).encode())
                         lists.write("".join(parts.numbered_list(*n) for n in written.lists).encode())
                         links.write(
@@ -208,6 +213,15 @@ class DocxRenderer:
                                 for rel, target in written.links
                             ).encode()
                         )
+                entry = zipfile.ZipInfo("word/document.xml")
+                entry.compress_type = DEFLATE
+                with book.open(entry, "w") as document:
+                    document.write(f"{parts.HEAD}<w:document {parts.DOCUMENT_NAMESPACES}><w:body>".encode())
+                    document.write((front + _contents(depth, contents)).encode())
+                    body.seek(0)
+                    with gzip.GzipFile(fileobj=body, mode="rb") as chapters_xml:
+                        while chunk := chapters_xml.read(COPY_CHUNK):
+                            document.write(chunk)
                     document.write(f"{parts.section(rtl)}</w:body></w:document>".encode())
                 cjk = primary in CJK_LANGUAGES
                 book.writestr("word/styles.xml", parts.styles(source.language, rtl, cjk), DEFLATE)
@@ -264,7 +278,9 @@ class DocxRenderer:
         try:
             tokens = self._md.parse(chapter.markdown, {})
             lang = _lang(language) if language else ""
-            writer = Writer(written, counters, figures, image_run, base_rtl=rtl, lang=lang)
+            writer = Writer(
+                written, counters, figures, image_run, base_rtl=rtl, lang=lang, title=chapter.title
+            )
             if not tokens or tokens[0].type != "heading_open" or tokens[0].tag != "h1":
                 # A chapter with no title of its own (the text before the first) still starts a page.
                 written.body.append('<w:p><w:r><w:br w:type="page"/></w:r></w:p>')
@@ -274,12 +290,12 @@ class DocxRenderer:
             for name, value in vars(saved).items():
                 setattr(counters, name, value)
             written = Chapter(body=[paragraph("Heading1", run(chapter.title)), paragraph("BodyText", run(
-                "This chapter could not be rendered."))])  # fmt: skip
+                "This chapter could not be rendered."))], headings=[(1, chapter.title)])  # fmt: skip
         return written
 
     @staticmethod
     def _front(source: Source, cover: Asset | None, image_run: Callable[..., str]) -> str:
-        """The cover on the first page, then the title page and the table of contents."""
+        """The cover on the first page, then the title page (the table of contents follows)."""
         meta = source.metadata
         out = []
         if cover is not None:
@@ -292,25 +308,24 @@ class DocxRenderer:
         for line in (meta.publisher, meta.rights):
             if line:
                 out.append(paragraph("Subtitle", run(line)))
-        out.append(_contents(source))
         return "".join(out)
 
 
-def _contents(source: Source) -> str:
+def _contents(depth: int, headings: list[tuple[int, str]]) -> str:
     """A table-of-contents field to `toc_depth`, which Word updates on opening (settings.xml asks it to).
-    Until then it shows the chapters' titles, so a reader that updates no field still lists them."""
-    depth = source.option("toc_depth")
+    Until then it shows what Word would fill in but the page numbers: the body's headings to `depth`, each
+    as the body shows it, so a reader that updates no field still lists them."""
     begin = (
         '<w:r><w:fldChar w:fldCharType="begin" w:dirty="true"/></w:r>'
         f'<w:r><w:instrText xml:space="preserve"> TOC \\o "1-{depth}" \\h \\z \\u </w:instrText></w:r>'
         '<w:r><w:fldChar w:fldCharType="separate"/></w:r>'
     )
     end = '<w:r><w:fldChar w:fldCharType="end"/></w:r>'
-    titles = list(source.chapter_titles) or [""]
+    shown = headings or [(1, "")]
     lines = []
-    for n, title in enumerate(titles):
-        runs = (begin if n == 0 else "") + run(title) + (end if n == len(titles) - 1 else "")
-        lines.append(paragraph("TOC1", runs))
+    for n, (level, title) in enumerate(shown):
+        runs = (begin if n == 0 else "") + run(title) + (end if n == len(shown) - 1 else "")
+        lines.append(paragraph(f"TOC{level}", runs))
     return paragraph("TOCHeading", run("Contents")) + "".join(lines)
 
 

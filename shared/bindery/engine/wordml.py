@@ -33,7 +33,11 @@ from bindery.images import Asset
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")  # a link that leaves the book; the rest stay text
 MAX_LEVEL = 8  # Word's list levels are 0 to 8
+QUOTE_INDENT = 567  # twips a block quote is set in on each side (docx_parts' BlockText), per level
+LIST_INDENT = 720  # twips each list level is set in (docx_parts' numbering), its marker hanging 360
+UNTITLED = "Untitled"  # an empty chapter heading's title, as bindery.manuscript names the chapter
 TEXT_W = 9070  # the text block's width in twips (docx_parts: A4 less its margins), which tables share
+MAX_INDENT = TEXT_W * 2 // 3  # the furthest a quoted paragraph is set in
 
 
 def text(value: str) -> str:
@@ -60,6 +64,7 @@ class Chapter:
     notes: list[str] = field(default_factory=list)
     lists: list[tuple[int, int, int]] = field(default_factory=list)  # (num id, level, start)
     links: list[tuple[str, str]] = field(default_factory=list)  # (relationship id, target)
+    headings: list[tuple[int, str]] = field(default_factory=list)  # (level, text as the body shows it)
 
 
 @dataclass
@@ -121,27 +126,58 @@ class Writer:
         *,
         base_rtl: bool,
         lang: str = "",
+        title: str = UNTITLED,
     ) -> None:
         self.out = chapter
+        self.title = title  # what an empty chapter heading shows (the chapter's title, as the TOC lists it)
         self.counters = counters
         self.figures = figures
         self.image = image
         self.base_rtl = base_rtl
         self.lang = lang  # a <w:lang/> every run of the chapter carries, when its language is not the book's
         self.notes: dict[int, int] = {}  # markdown-it's note id in this chapter -> Word's
+        # A note cited only from inside other notes (Word nests no notes) -> those referenced in the body
+        # right after its citer's reference, so that their text is kept and numbered where they are cited.
+        self.follows: dict[int, list[int]] = {}
+        self._referenced: set[int] = set()  # the notes whose reference the body already holds
         self._first = True  # the next body paragraph is the first after a heading
         self._noted = True  # the note being written shows its number (False until its first paragraph)
 
     # ---- blocks -------------------------------------------------------------------------------------
 
     def chapter(self, tokens: list[Token]) -> None:
-        # Word numbers notes in the order their references come, as markdown-it does: map them first.
-        for token in tokens:
-            for child in token.children or ():
-                if child.type == "footnote_ref" and child.meta["id"] not in self.notes:
-                    self.counters.note += 1
-                    self.notes[child.meta["id"]] = self.counters.note
+        self._number_notes(tokens)
         self.blocks(tokens, 0, len(tokens), self.out.body, note=False)
+
+    def _number_notes(self, tokens: list[Token]) -> None:
+        """Number the notes as Word will: in the order of their references in the body. A note's reference
+        is its first citation from the body, wherever its definition stands (one before its citation, or
+        one citing itself, is still referenced); the notes cited only from inside a note are referenced
+        right after that note's, in the order they are cited (depth first: theirs after them)."""
+        body: list[int] = []  # the notes the body cites, in order
+        cites: dict[int, list[int]] = {}  # a note -> the notes its text cites
+        owner: int | None = None  # the note whose text is being read
+        for token in tokens:
+            if token.type == "footnote_open":
+                owner = token.meta["id"]
+            elif token.type == "footnote_close":
+                owner = None
+            for child in token.children or ():
+                if child.type == "footnote_ref":
+                    (body if owner is None else cites.setdefault(owner, [])).append(child.meta["id"])
+        from_body = set(body)
+        for first in body:
+            stack = [first]
+            while stack:  # (a stack, not recursion: notes may cite notes to any depth)
+                note = stack.pop()
+                if note in self.notes:
+                    continue
+                self.counters.note += 1
+                self.notes[note] = self.counters.note
+                if note != first:
+                    self.follows.setdefault(first, []).append(note)
+                inner = [n for n in cites.get(note, ()) if n not in from_body and n not in self.notes]
+                stack.extend(reversed(inner))
 
     def blocks(self, tokens: list[Token], start: int, end: int, out: list[str], *, note: bool) -> None:
         quote = 0
@@ -156,6 +192,12 @@ class Writer:
             if kind == "heading_open":
                 level = min(int(token.tag[1]), 6)
                 runs = self.inline(tokens[i + 1], note=note)
+                shown = _heading_text(tokens[i + 1])
+                if level == 1 and token.level == 0 and not note and not shown:  # the chapter's title
+                    shown = self.title
+                    runs = self._text(shown) + runs
+                if not note and shown:  # (Word's contents list no empty heading, nor one in a note)
+                    self.out.headings.append((level, shown))
                 out.append(self._para(f"Heading{level}", runs, tokens[i + 1].content))
                 self._first = True
                 i += 3
@@ -174,15 +216,22 @@ class Writer:
                 else:
                     style = "FirstParagraph" if self._first else "BodyText"
                 extra = ""
-                if lists and lists[-1][1]:
+                numbered = lists and lists[-1][1]
+                if numbered:
                     extra = f'<w:numPr><w:ilvl w:val="{min(len(lists) - 1, MAX_LEVEL)}"/>'
                     extra += f'<w:numId w:val="{lists[-1][0]}"/></w:numPr>'
                     lists[-1] = (lists[-1][0], False)
+                indent = ""
+                if quote and not note and (lists or quote > 1):
+                    # Inside a quote, a list (or a quote in it) is set in as far again as the quote is.
+                    level = min(len(lists), MAX_LEVEL + 1)
+                    hanging = ' w:hanging="360"' if numbered else ""
+                    indent = _indent(quote, LIST_INDENT * level, hanging)
                 runs = self.inline(inline, note=note)
                 if note and not self._noted:  # the note's number, at the head of its first paragraph
                     self._noted = True
                     runs = self._note_mark() + run(" ") + runs
-                out.append(self._para(style, runs, inline.content, extra=extra))
+                out.append(self._para(style, runs, inline.content, extra=extra, indent=indent))
                 if alone is not None and alone.attrGet("title"):
                     title = str(alone.attrGet("title"))
                     out.append(self._para("Caption", self._text(title), title))
@@ -201,7 +250,11 @@ class Writer:
                 continue
             if kind in ("fence", "code_block"):
                 code = token.content[:-1] if token.content.endswith("\n") else token.content
-                out.append(paragraph("SourceCode", run(code, '<w:rStyle w:val="VerbatimChar"/>' + self.lang)))
+                indent = (
+                    _indent(quote, LIST_INDENT * min(len(lists), MAX_LEVEL + 1)) if quote and not note else ""
+                )
+                runs = run(code, '<w:rStyle w:val="VerbatimChar"/>' + self.lang)
+                out.append(paragraph("SourceCode", runs, extra=indent))
                 self._first = False
             elif kind == "html_block":  # raw HTML is text, as in every format
                 out.append(self._para("BodyText", self._text(token.content.rstrip("\n")), token.content))
@@ -270,6 +323,7 @@ class Writer:
     def inline(self, token: Token, *, note: bool = False) -> str:
         state = _Run()
         out: list[str] = []
+        opened = 0  # where the link being written began in `out`
         for child in token.children or ():
             kind = child.type
             if kind in ("text", "text_special", "html_inline"):
@@ -292,7 +346,12 @@ class Writer:
                     self.counters.link += 1
                     state.link = f"rIdL{self.counters.link}"
                     self.out.links.append((state.link, href))
+                    opened = len(out)
             elif kind == "link_close":
+                if state.link is not None and not any(out[opened:]):
+                    # A link that shows nothing (`[](...)`) leaves no relationship that nothing uses.
+                    self.out.links.pop()
+                    self.counters.link -= 1
                 state.link = None
             elif kind == "image":
                 out.append(self._figure(child, state))
@@ -305,7 +364,7 @@ class Writer:
         src = str(token.attrGet("src") or "")
         found = self.figures.resolve(src, alt)
         if isinstance(found, Asset):
-            return self.image(found, alt)
+            return self._wrap(self.image(found, alt), state)  # a linked picture is a link, as in Word
         # Missing (named in the build's notes), or not one of the book's: its alt text, never a fetch; an
         # image elsewhere is a link to it.
         if found is None and src.startswith(_SAFE_SCHEMES) and state.link is None:
@@ -317,14 +376,19 @@ class Writer:
         return self._styled(f"[{alt or (found if isinstance(found, str) else '') or 'image'}]", state)
 
     def _note_ref(self, token: Token, in_note: bool) -> str:
-        number = self.notes.get(token.meta["id"])
+        cited = token.meta["id"]
+        number = self.notes.get(cited)
         if number is None:
             return ""
         props = f'<w:rPr><w:rStyle w:val="FootnoteReference"/>{self.lang}</w:rPr>'
-        if in_note or token.meta.get("subId", 0):
-            # Word cites a note once, and never from inside a note: a second citation is its number.
+        if in_note or cited in self._referenced:
+            # Word cites a note once, and never from inside a note: any other citation is its number.
             return f"<w:r>{props}<w:t>{number}</w:t></w:r>"
-        return f'<w:r>{props}<w:footnoteReference w:id="{number}"/></w:r>'
+        self._referenced.add(cited)
+        return "".join(
+            f'<w:r>{props}<w:footnoteReference w:id="{self.notes[n]}"/></w:r>'
+            for n in [cited, *self.follows.get(cited, ())]
+        )
 
     def _note_mark(self) -> str:
         return '<w:r><w:rPr><w:rStyle w:val="FootnoteReference"/></w:rPr><w:footnoteRef/></w:r>'
@@ -350,11 +414,13 @@ class Writer:
             return runs
         return f'<w:hyperlink r:id="{state.link}">{runs}</w:hyperlink>'
 
-    def _para(self, style: str, runs: str, sample: str, *, extra: str = "", align: str = "") -> str:
+    def _para(
+        self, style: str, runs: str, sample: str, *, extra: str = "", indent: str = "", align: str = ""
+    ) -> str:
         # A paragraph set against the book's direction says so; the rest take the document's default.
         rtl = direction(sample) == "rtl"
         bidi = "" if rtl == self.base_rtl else "<w:bidi/>" if rtl else '<w:bidi w:val="0"/>'
-        return f'<w:p><w:pPr><w:pStyle w:val="{style}"/>{extra}{bidi}{align}</w:pPr>{runs}</w:p>'
+        return f'<w:p><w:pPr><w:pStyle w:val="{style}"/>{extra}{bidi}{indent}{align}</w:pPr>{runs}</w:p>'
 
 
 def _plain(token: Token) -> str:
@@ -370,8 +436,30 @@ def _plain(token: Token) -> str:
     return "".join(parts)
 
 
+def _heading_text(inline: Token) -> str:
+    """A heading's text as the body shows it and Word's contents copy it: no note's marker, no image."""
+    parts: list[str] = []
+    for child in inline.children or ():
+        if child.type in ("text", "text_special", "code_inline", "html_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+    return "".join(parts).strip()
+
+
+def _indent(quote: int, more: int, hanging: str = "") -> str:
+    """The indentation of a paragraph `quote` quotes deep, set in `more` twips further (a list's); never
+    more than two thirds of the text block, so that a quote 20 deep still leaves its text a column."""
+    left = min(QUOTE_INDENT * quote + more, MAX_INDENT)
+    return f'<w:ind w:left="{left}" w:right="{QUOTE_INDENT}"{hanging}/>'
+
+
 def _image_alone(inline: Token) -> Token | None:
-    children = [c for c in inline.children or () if not (c.type == "text" and not c.content.strip())]
+    children = [
+        c
+        for c in inline.children or ()
+        if not (c.type == "text" and not c.content.strip()) and c.type not in ("link_open", "link_close")
+    ]
     return children[0] if len(children) == 1 and children[0].type == "image" else None
 
 
