@@ -7,6 +7,7 @@ the first check, not at import: a cold start that checks no language pays nothin
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import cache
 from importlib.resources import files
 
@@ -82,3 +83,14 @@ def direction(tag: str) -> str:
     if script is not None:
         return "rtl" if script.title() in RTL_SCRIPTS else "ltr"
     return "rtl" if subtags[0].lower() in RTL_LANGUAGES else "ltr"
+
+
+def text_direction(sample: str) -> str:
+    """`rtl` when the first strongly directional character is right to left (as dir="auto" reads it)."""
+    for ch in sample:
+        kind = unicodedata.bidirectional(ch)
+        if kind in ("R", "AL"):
+            return "rtl"
+        if kind == "L":
+            return "ltr"
+    return "ltr"

@@ -369,7 +369,7 @@ def test_a_book_too_large_for_a_docx_fails_early_and_never_reaches_the_engine(
     monkeypatch.setattr(docx.RENDERER, "render", lambda *a: pytest.fail("the engine was called"))
     book = stack.create_book("# Long enough\n\nto be over ten bytes\n")
     export_id = stack.submit(book, "docx").body["id"]
-    assert stack.exports.build(book, export_id) == "failed:too_large_for_format"
+    assert stack.services.builds.build(book, export_id) == "failed:too_large_for_format"
 
 
 NOTES = (

@@ -27,7 +27,6 @@ import of about 146 ms (these modules: 48 KB, about 5 ms) and still leave the no
 from __future__ import annotations
 
 import gzip
-import io
 import tempfile
 import unicodedata
 import zipfile
@@ -36,9 +35,11 @@ from typing import IO
 
 from bindery.engine import Report, Sink, Source, Text, markup, skipped
 from bindery.engine import docx_parts as parts
-from bindery.engine.figures import Figures
-from bindery.engine.wordml import Chapter, Counters, Image, Writer, direction, paragraph, run, text
+from bindery.engine.figures import Figures, image_bytes
+from bindery.engine.ooxml import paragraph, run, text
+from bindery.engine.wordml import Chapter, Counters, Image, Writer
 from bindery.images import Asset
+from bindery.language import text_direction
 from bindery.metadata import package_identifier
 
 COPY_CHUNK = 1024 * 1024
@@ -142,16 +143,6 @@ def _packaged(asset: Asset) -> str:
     return f"media/{name[:-5]}.jpg" if name.endswith(".jpeg") else f"media/{name}"
 
 
-def _image_bytes(asset: Asset, source: Source) -> Iterable[bytes]:
-    if asset.content_type != "image/webp":
-        return source.read_asset(asset)
-    from PIL import Image  # the layer carries Pillow for pikepdf; only a WebP needs it here
-
-    out = io.BytesIO()
-    Image.open(io.BytesIO(b"".join(source.read_asset(asset)))).save(out, format="PNG")
-    return [out.getvalue()]
-
-
 def _copy(spool: IO[bytes], entry: IO[bytes]) -> None:
     spool.seek(0)
     while chunk := spool.read(COPY_CHUNK):
@@ -243,7 +234,7 @@ class DocxRenderer:
                 for _, asset in images.values():
                     # Already compressed: stored, not deflated again.
                     with book.open(f"word/{_packaged(asset)}", "w") as stored:
-                        for piece in _image_bytes(asset, source):
+                        for piece in image_bytes(asset, source.read_asset):
                             stored.write(piece)
             spool.seek(0)
             while chunk := spool.read(COPY_CHUNK):
@@ -301,7 +292,7 @@ class DocxRenderer:
         if cover is not None:
             shown = image_run(cover, f"The cover of {source.title}", parts.TEXT_CY)
             out.append(paragraph("Cover", shown + '<w:r><w:br w:type="page"/></w:r>'))
-        rtl = direction(source.title) == "rtl"
+        rtl = text_direction(source.title) == "rtl"
         out.append(paragraph("Title", run(source.title), rtl=rtl and meta.direction != "rtl"))
         if meta.authors:
             out.append(paragraph("Subtitle", run(", ".join(meta.authors))))

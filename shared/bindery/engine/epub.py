@@ -10,7 +10,6 @@ The package document is written last, once the chapters have said which images t
 
 from __future__ import annotations
 
-import io
 import tempfile
 import zipfile
 from collections.abc import Iterable
@@ -18,7 +17,7 @@ from datetime import UTC, datetime
 from html import escape
 
 from bindery.engine import Report, Sink, Source, Text, markup
-from bindery.engine.figures import Figures
+from bindery.engine.figures import Figures, image_bytes
 from bindery.images import Asset
 from bindery.metadata import package_identifier
 
@@ -90,16 +89,6 @@ def _packaged(asset: Asset) -> tuple[str, str]:
     return f"images/{asset.file_name}", asset.content_type
 
 
-def _image_bytes(asset: Asset, source: Source) -> Iterable[bytes]:
-    if asset.content_type != "image/webp":
-        return source.read_asset(asset)
-    from PIL import Image  # the layer carries Pillow for pikepdf; only a WebP in an EPUB needs it here
-
-    out = io.BytesIO()
-    Image.open(io.BytesIO(b"".join(source.read_asset(asset)))).save(out, format="PNG")
-    return [out.getvalue()]
-
-
 def _image_tag(asset: Asset, alt: str) -> str:
     return f'<img src="{_packaged(asset)[0]}" alt="{alt}" width="{asset.width}" height="{asset.height}"/>'
 
@@ -142,7 +131,7 @@ class EpubRenderer:
                 for asset in images.values():
                     # Already compressed: stored, not deflated again.
                     with book.open(f"OEBPS/{_packaged(asset)[0]}", "w") as entry:
-                        for piece in _image_bytes(asset, source):
+                        for piece in image_bytes(asset, source.read_asset):
                             entry.write(piece)
                 book.writestr("OEBPS/nav.xhtml", self._nav(source, contents), deflate)
                 book.writestr(

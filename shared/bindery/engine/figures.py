@@ -9,7 +9,7 @@ an export fetches nothing from outside, ever.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from html import escape
 from urllib.parse import unquote
@@ -63,3 +63,17 @@ def _asset_name(src: str) -> str | None:
     if not name or any(part in ("", ".", "..") for part in name.split("/")):
         return None
     return name
+
+
+def image_bytes(asset: Asset, read: Callable[[Asset], Iterable[bytes]]) -> Iterable[bytes]:
+    """An asset's bytes as a package carries them: as read, but a WebP as the PNG of its pixels (epub and
+    docx readers need not show WebP)."""
+    if asset.content_type != "image/webp":
+        return read(asset)
+    import io
+
+    from PIL import Image  # the layer carries Pillow for pikepdf; only a WebP in a package needs it
+
+    out = io.BytesIO()
+    Image.open(io.BytesIO(b"".join(read(asset)))).save(out, format="PNG")
+    return [out.getvalue()]

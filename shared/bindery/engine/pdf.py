@@ -44,8 +44,9 @@ from bindery.engine.literals import literal, text
 from bindery.engine.measures import Block, head
 from bindery.engine.pieces import Piece, read_piece
 from bindery.engine.typefaces import cjk_face, font_dirs
-from bindery.engine.typeset import Chapter, Parse, chapter_source, direction, image_file
+from bindery.engine.typeset import Chapter, Parse, chapter_source, image_file
 from bindery.images import Asset
+from bindery.language import text_direction
 from bindery.metadata import Metadata
 
 HERE = Path(__file__).resolve().parent
@@ -248,7 +249,7 @@ class _Book:
         return "".join(
             f"#chapter({head(chapter.title, self.page.block)}, [{self._fitted(chapter.title, TITLE_PT)}], "
             f"<c{chapter.ordinal}>, <e{chapter.ordinal}>, "
-            f"dir: {direction(chapter.title + chapter.markdown[:2000])})"
+            f"dir: {text_direction(chapter.title + chapter.markdown[:2000])})"
             f"[#metadata(none)<c{chapter.ordinal}>\n{body.source}\n#metadata(none)<e{chapter.ordinal}>]\n"
             for chapter, body in run
         )

@@ -1,5 +1,7 @@
 """markdown-it's tokens, a flat list in which an opening token and its closing one bracket what is inside,
-read as the tree they describe: where a token closes, a list's items, the plain text of inline tokens."""
+read as the tree they describe: where a token closes, a list's items, the plain text of inline tokens (as
+Typst sets it, as a reader hears an image's alt text, as Word's contents copy a heading), and the image a
+paragraph holds alone."""
 
 from __future__ import annotations
 
@@ -32,3 +34,36 @@ def list_items(inner: list[Token]) -> list[list[Token]]:
             items.append(inner[i + 1 : end])
         i = end + 1
     return items
+
+
+def spoken_text(token: Token) -> str:
+    """The text of an inline token or an image, as a reader hears it."""
+    parts: list[str] = []
+    for child in token.children or ():
+        if child.type in ("text", "text_special", "code_inline", "html_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        elif child.type == "image":
+            parts.append(spoken_text(child))
+    return "".join(parts)
+
+
+def heading_text(inline: Token) -> str:
+    """A heading's text as the body shows it and Word's contents copy it: no note's marker, no image."""
+    parts: list[str] = []
+    for child in inline.children or ():
+        if child.type in ("text", "text_special", "code_inline", "html_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+    return "".join(parts).strip()
+
+
+def image_alone(inline: Token) -> Token | None:
+    children = [
+        c
+        for c in inline.children or ()
+        if not (c.type == "text" and not c.content.strip()) and c.type not in ("link_open", "link_close")
+    ]
+    return children[0] if len(children) == 1 and children[0].type == "image" else None

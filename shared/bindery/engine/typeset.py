@@ -23,7 +23,6 @@ other widths, is set by book.typ's `code`, which measures.
 from __future__ import annotations
 
 import textwrap
-import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,18 +57,6 @@ from bindery.engine.token_tree import close_of, list_items, plain_text
 from bindery.images import Asset
 
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")  # a link that leaves the book; the rest stay text
-
-
-def direction(sample: str) -> str:
-    """`rtl` when the first strongly directional character is right-to-left (as HTML's dir="auto" reads
-    it), else `ltr`."""
-    for ch in sample:
-        kind = unicodedata.bidirectional(ch)
-        if kind in ("R", "AL"):
-            return "rtl"
-        if kind == "L":
-            return "ltr"
-    return "ltr"
 
 
 @dataclass

@@ -16,44 +16,20 @@ numbering of its ordered lists, the targets of its links, the images it shows) i
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from html import escape
 
 from markdown_it.token import Token
 
 from bindery.engine.figures import Figures
+from bindery.engine.ooxml import LIST_INDENT, alignment, indentation, paragraph, run, table_xml
+from bindery.engine.token_tree import heading_text, image_alone, spoken_text
 from bindery.images import Asset
+from bindery.language import text_direction
 
-# The characters outside XML 1.0's Char production (C0 controls but tab and line feeds, lone surrogates,
-# U+FFFE and U+FFFF) each become U+FFFD. (Named as the few it forbids: the class of all it allows takes
-# 20 ms to compile, at every cold start.)
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")  # a link that leaves the book; the rest stay text
 MAX_LEVEL = 8  # Word's list levels are 0 to 8
-QUOTE_INDENT = 567  # twips a block quote is set in on each side (docx_parts' BlockText), per level
-LIST_INDENT = 720  # twips each list level is set in (docx_parts' numbering), its marker hanging 360
 UNTITLED = "Untitled"  # an empty chapter heading's title, as bindery.manuscript names the chapter
-TEXT_W = 9070  # the text block's width in twips (docx_parts: A4 less its margins), which tables share
-MAX_INDENT = TEXT_W * 2 // 3  # the furthest a quoted paragraph is set in
-
-
-def text(value: str) -> str:
-    """`value` as XML character data (or an attribute's value): only ever characters."""
-    return escape(_NOT_XML.sub("\ufffd", value), quote=True)
-
-
-def direction(sample: str) -> str:
-    """`rtl` when the first strongly directional character is right to left (as dir="auto" reads it)."""
-    for ch in sample:
-        kind = unicodedata.bidirectional(ch)
-        if kind in ("R", "AL"):
-            return "rtl"
-        if kind == "L":
-            return "ltr"
-    return "ltr"
 
 
 @dataclass
@@ -85,30 +61,6 @@ class _Run:
     italic: int = 0
     strike: int = 0
     link: str | None = None  # the relationship id of the link being written, if any
-
-
-def paragraph(style: str, runs: str, *, rtl: bool = False, extra: str = "") -> str:
-    bidi = "<w:bidi/>" if rtl else ""
-    return f'<w:p><w:pPr><w:pStyle w:val="{style}"/>{extra}{bidi}</w:pPr>{runs}</w:p>'
-
-
-def run(value: str, props: str = "") -> str:
-    """A run of plain text: tabs as Word's tabs, line feeds as breaks, spaces kept."""
-    if not value:
-        return ""
-    rpr = f"<w:rPr>{props}</w:rPr>" if props else ""
-    if "\n" not in value and "\t" not in value:  # the usual run: one piece of text
-        return f'<w:r>{rpr}<w:t xml:space="preserve">{text(value)}</w:t></w:r>'
-    pieces = []
-    for n, line in enumerate(value.split("\n")):
-        if n:
-            pieces.append("<w:br/>")
-        for m, part in enumerate(line.split("\t")):
-            if m:
-                pieces.append("<w:tab/>")
-            if part:
-                pieces.append(f'<w:t xml:space="preserve">{text(part)}</w:t>')
-    return f"<w:r>{rpr}{''.join(pieces)}</w:r>"
 
 
 Image = Callable[[Asset, str], str]  # (an asset, its alt text) -> the run that shows it
@@ -192,7 +144,7 @@ class Writer:
             if kind == "heading_open":
                 level = min(int(token.tag[1]), 6)
                 runs = self.inline(tokens[i + 1], note=note)
-                shown = _heading_text(tokens[i + 1])
+                shown = heading_text(tokens[i + 1])
                 if level == 1 and token.level == 0 and not note and not shown:  # the chapter's title
                     shown = self.title
                     runs = self._text(shown) + runs
@@ -204,7 +156,7 @@ class Writer:
                 continue
             if kind == "paragraph_open":
                 inline = tokens[i + 1]
-                alone = _image_alone(inline)
+                alone = image_alone(inline)
                 if note:
                     style = "FootnoteText"
                 elif lists:
@@ -226,7 +178,7 @@ class Writer:
                     # Inside a quote, a list (or a quote in it) is set in as far again as the quote is.
                     level = min(len(lists), MAX_LEVEL + 1)
                     hanging = ' w:hanging="360"' if numbered else ""
-                    indent = _indent(quote, LIST_INDENT * level, hanging)
+                    indent = indentation(quote, LIST_INDENT * level, hanging)
                 runs = self.inline(inline, note=note)
                 if note and not self._noted:  # the note's number, at the head of its first paragraph
                     self._noted = True
@@ -242,7 +194,7 @@ class Writer:
             if kind in ("th_open", "td_open"):
                 inline = tokens[i + 1]
                 assert cells is not None
-                props = _align(str(token.attrGet("style") or ""))
+                props = alignment(str(token.attrGet("style") or ""))
                 cells.append(
                     self._para("Compact", self.inline(inline, note=note), inline.content, align=props)
                 )
@@ -250,9 +202,8 @@ class Writer:
                 continue
             if kind in ("fence", "code_block"):
                 code = token.content[:-1] if token.content.endswith("\n") else token.content
-                indent = (
-                    _indent(quote, LIST_INDENT * min(len(lists), MAX_LEVEL + 1)) if quote and not note else ""
-                )
+                deep = LIST_INDENT * min(len(lists), MAX_LEVEL + 1)
+                indent = indentation(quote, deep) if quote and not note else ""
                 runs = run(code, '<w:rStyle w:val="VerbatimChar"/>' + self.lang)
                 out.append(paragraph("SourceCode", runs, extra=indent))
                 self._first = False
@@ -293,7 +244,7 @@ class Writer:
                 table.append((head, cells))
                 cells = None
             elif kind == "table_close":
-                out.append(_table(table))
+                out.append(table_xml(table))
                 self._first = True
             elif kind == "footnote_block_open":
                 self.footnotes(tokens, i)
@@ -360,7 +311,7 @@ class Writer:
         return "".join(out)
 
     def _figure(self, token: Token, state: _Run) -> str:
-        alt = _plain(token)
+        alt = spoken_text(token)
         src = str(token.attrGet("src") or "")
         found = self.figures.resolve(src, alt)
         if isinstance(found, Asset):
@@ -403,7 +354,7 @@ class Writer:
         props += "<w:strike/>" if state.strike else ""
         if state.link is not None and not style:
             props = '<w:rStyle w:val="Hyperlink"/>' + props
-        if direction(value) == "rtl":
+        if text_direction(value) == "rtl":
             props += "<w:rtl/>"
         props += self.lang
         return self._wrap(run(value, props), state)
@@ -418,70 +369,6 @@ class Writer:
         self, style: str, runs: str, sample: str, *, extra: str = "", indent: str = "", align: str = ""
     ) -> str:
         # A paragraph set against the book's direction says so; the rest take the document's default.
-        rtl = direction(sample) == "rtl"
+        rtl = text_direction(sample) == "rtl"
         bidi = "" if rtl == self.base_rtl else "<w:bidi/>" if rtl else '<w:bidi w:val="0"/>'
         return f'<w:p><w:pPr><w:pStyle w:val="{style}"/>{extra}{bidi}{indent}{align}</w:pPr>{runs}</w:p>'
-
-
-def _plain(token: Token) -> str:
-    """The text of an inline token or an image, as a reader hears it."""
-    parts: list[str] = []
-    for child in token.children or ():
-        if child.type in ("text", "text_special", "code_inline", "html_inline"):
-            parts.append(child.content)
-        elif child.type in ("softbreak", "hardbreak"):
-            parts.append(" ")
-        elif child.type == "image":
-            parts.append(_plain(child))
-    return "".join(parts)
-
-
-def _heading_text(inline: Token) -> str:
-    """A heading's text as the body shows it and Word's contents copy it: no note's marker, no image."""
-    parts: list[str] = []
-    for child in inline.children or ():
-        if child.type in ("text", "text_special", "code_inline", "html_inline"):
-            parts.append(child.content)
-        elif child.type in ("softbreak", "hardbreak"):
-            parts.append(" ")
-    return "".join(parts).strip()
-
-
-def _indent(quote: int, more: int, hanging: str = "") -> str:
-    """The indentation of a paragraph `quote` quotes deep, set in `more` twips further (a list's); never
-    more than two thirds of the text block, so that a quote 20 deep still leaves its text a column."""
-    left = min(QUOTE_INDENT * quote + more, MAX_INDENT)
-    return f'<w:ind w:left="{left}" w:right="{QUOTE_INDENT}"{hanging}/>'
-
-
-def _image_alone(inline: Token) -> Token | None:
-    children = [
-        c
-        for c in inline.children or ()
-        if not (c.type == "text" and not c.content.strip()) and c.type not in ("link_open", "link_close")
-    ]
-    return children[0] if len(children) == 1 and children[0].type == "image" else None
-
-
-def _align(style: str) -> str:
-    found = re.search(r"text-align:(left|center|right)", style)
-    if found is None:
-        return ""
-    return f'<w:jc w:val="{ {"left": "left", "center": "center", "right": "right"}[found.group(1)] }"/>'
-
-
-def _table(rows: list[tuple[bool, list[str]]]) -> str:
-    """A table in the `Table` style; its header rows repeat at the top of every page it runs onto."""
-    columns = max((len(cells) for _, cells in rows), default=1)
-    grid = f'<w:gridCol w:w="{TEXT_W // columns}"/>' * columns
-    out = [
-        '<w:tbl><w:tblPr><w:tblStyle w:val="Table"/><w:tblW w:w="5000" w:type="pct"/>'
-        '<w:tblLook w:firstRow="1" w:lastRow="0" w:firstColumn="0" w:lastColumn="0" w:noHBand="0" '
-        f'w:noVBand="1"/></w:tblPr><w:tblGrid>{grid}</w:tblGrid>'
-    ]
-    for header, cells in rows:
-        cells = cells + [paragraph("Compact", "")] * (columns - len(cells))
-        props = "<w:trPr><w:tblHeader/></w:trPr>" if header else ""
-        out.append(f"<w:tr>{props}" + "".join(f"<w:tc>{cell}</w:tc>" for cell in cells) + "</w:tr>")
-    out.append("</w:tbl>")
-    return "".join(out)
