@@ -42,9 +42,14 @@ class _Streaming:
             [BINDERY, *args], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         self.lines: queue.Queue[str] = queue.Queue()
-        assert self.proc.stdout is not None
-        stdout = self.proc.stdout
+        self.errors: list[str] = []
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        stdout, stderr = self.proc.stdout, self.proc.stderr
         threading.Thread(target=lambda: [self.lines.put(x) for x in stdout], daemon=True).start()
+        # stderr read as it comes too: its notes (the API slow to answer, on a busy machine) must never fill
+        # the pipe and block the process where a Ctrl-C cannot end it.
+        self._reading_errors = threading.Thread(target=lambda: self.errors.extend(stderr), daemon=True)
+        self._reading_errors.start()
 
     def next(self, timeout: float = 60) -> Any:
         try:
@@ -54,12 +59,20 @@ class _Streaming:
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGINT)  # Ctrl-C: how a user stops it
-        return self.proc.wait(timeout=30)
+        try:
+            return self.proc.wait(timeout=60)  # a bound, not a timing: CI machines are busy
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 60 s after Ctrl-C; stderr: {self._stderr()}")
+
+    def stderr_lines(self) -> list[str]:
+        """What it wrote on stderr, once it has ended."""
+        self._reading_errors.join(timeout=10)
+        return "".join(self.errors).splitlines()
 
     def _stderr(self) -> str:
         self.proc.kill()
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read()[-2000:]
+        self.proc.wait(timeout=10)
+        return "".join(self.errors)[-2000:]
 
 
 @pytest.fixture
@@ -151,8 +164,7 @@ def test_events_pages_the_feed_and_follow_keeps_reading_its_head(
         event = follower.next()
     assert event["type"] == "bindery.export.ready" and int(event["cursor"]) > int(head)
     assert follower.stop() == 0
-    assert follower.proc.stderr is not None
-    resume = re.fullmatch(r"bindery: resume with --after (\d+)", follower.proc.stderr.read().splitlines()[-1])
+    resume = re.fullmatch(r"bindery: resume with --after (\d+)", follower.stderr_lines()[-1])
     assert resume and int(resume.group(1)) >= int(event["cursor"]) - 1  # where a rerun picks up
 
 

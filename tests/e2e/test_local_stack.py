@@ -156,7 +156,8 @@ def test_make_demo_walks_every_format_and_shows_a_link_lapse(stack: RunningStack
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    for fmt, ext in (("markdown", "md"), ("html", "html"), ("epub", "epub"), ("pdf", "pdf")):
+    extensions = {"markdown": "md", "html": "html", "epub": "epub", "pdf": "pdf", "docx": "docx"}
+    for fmt, ext in extensions.items():
         assert re.search(rf"{fmt}\s+ready .* bytes", result.stdout), result.stdout
         assert (tmp_path / f"lighthouse.{ext}").stat().st_size > 500
     assert "state=expired download_url=None" in result.stdout
@@ -164,7 +165,8 @@ def test_make_demo_walks_every_format_and_shows_a_link_lapse(stack: RunningStack
     # The illustrated example: its metadata and images, uploaded over real HTTP to presigned PUTs, adopted,
     # and in every format; each download checked against its SHA-256.
     assert "by M. Keeper, urn:isbn:9781402894626, 4 images" in result.stdout, result.stdout
-    assert "SHA-256 MISMATCH" not in result.stdout and result.stdout.count("sha256 ok") == 8
+    # Two books, five formats each.
+    assert "SHA-256 MISMATCH" not in result.stdout and result.stdout.count("sha256 ok") == 10
     with zipfile.ZipFile(tmp_path / "harbour.epub") as epub:
         names = epub.namelist()
         assert sum(n.startswith("OEBPS/images/") for n in names) == 4

@@ -20,7 +20,7 @@ from bindery.limits import CallerClass, shard_of
 from bindery.states import State
 from tests.figures import record
 from tests.invariants import limit_violations, violations
-from tests.services import Services
+from tests.services import Services, wired
 
 T = TypeVar("T")
 
@@ -147,7 +147,7 @@ def _with_cap(services: Services, **changes: Any) -> Services:
     from bindery.storage import Store
 
     settings = dataclasses.replace(services.settings, **changes)
-    return Services(settings, Store(settings), Objects(settings), clock=services.clock)
+    return wired(settings, Store(settings), Objects(settings), services.clock)
 
 
 CALLERS, TOTAL_CAP = 10, 20

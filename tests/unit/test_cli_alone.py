@@ -9,7 +9,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from tests.unit.test_layout import _runtime_imports
+from tests.unit.test_layout import _imports
 
 CLI = Path(__file__).resolve().parents[2] / "shared" / "cli"
 # What a distribution's name is imported as.
@@ -32,7 +32,7 @@ def test_bindery_cli_imports_only_the_standard_library_and_its_own_dependencies(
     names = {d.split(">")[0].split("<")[0].split("=")[0].strip().lower() for d in declared}
     allowed = {IMPORTED_AS[n] for n in names} | {"bindery_cli"} | set(sys.stdlib_module_names)
     for path in sorted((CLI / "bindery_cli").glob("*.py")):
-        for name in _runtime_imports(ast.parse(path.read_text())):
+        for name in _imports(ast.parse(path.read_text())):
             assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
 
 
