@@ -38,26 +38,24 @@ def list_items(inner: list[Token]) -> list[list[Token]]:
 
 def spoken_text(token: Token) -> str:
     """The text of an inline token or an image, as a reader hears it."""
+    return _inline_text(token, images=True)
+
+
+def heading_text(inline: Token) -> str:
+    """A heading's text as the body shows it and Word's contents copy it: no note's marker, no image."""
+    return _inline_text(inline, images=False).strip()
+
+
+def _inline_text(token: Token, *, images: bool) -> str:
     parts: list[str] = []
     for child in token.children or ():
         if child.type in ("text", "text_special", "code_inline", "html_inline"):
             parts.append(child.content)
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
-        elif child.type == "image":
-            parts.append(spoken_text(child))
+        elif child.type == "image" and images:
+            parts.append(_inline_text(child, images=True))
     return "".join(parts)
-
-
-def heading_text(inline: Token) -> str:
-    """A heading's text as the body shows it and Word's contents copy it: no note's marker, no image."""
-    parts: list[str] = []
-    for child in inline.children or ():
-        if child.type in ("text", "text_special", "code_inline", "html_inline"):
-            parts.append(child.content)
-        elif child.type in ("softbreak", "hardbreak"):
-            parts.append(" ")
-    return "".join(parts).strip()
 
 
 def image_alone(inline: Token) -> Token | None:
