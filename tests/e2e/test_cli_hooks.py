@@ -39,7 +39,15 @@ class _Streaming:
     def __init__(self, stack: RunningStack, *args: str):
         env = {**os.environ, "BINDERY_API": stack.api, "BINDERY_TOKEN": stack.token}
         self.proc = subprocess.Popen(
-            [BINDERY, *args], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [BINDERY, *args],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            # Ctrl-C as at a terminal: a test run started in the background (`make test &`) ignores SIGINT,
+            # and a child inherits that, so Python would never raise KeyboardInterrupt in it.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.errors: list[str] = []
