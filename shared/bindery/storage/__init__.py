@@ -28,6 +28,8 @@ botocore error; any other AWS error leaves as StorageError (`bindery.faults`, th
 
 from __future__ import annotations
 
+from typing import Any
+
 from bindery.config import Settings
 from bindery.faults import StorageError
 from bindery.storage.batches import BATCH_CHECK_SECONDS, BatchRows
@@ -37,9 +39,12 @@ from bindery.storage.conditions import (
     chunks,
 )
 from bindery.storage.deliveries import MAX_REDELIVERIES, Created, DeliveryRows
+from bindery.storage.endings import LifecycleRows
+from bindery.storage.exports import ExportRows
 from bindery.storage.feed import FeedRows
 from bindery.storage.hookmodels import FeedModels
 from bindery.storage.hooks import EndpointRows
+from bindery.storage.idempotency import KeyRows
 from bindery.storage.sweeps import SweepRows
 from bindery.storage.table import (
     DUE_PROJECTION,
@@ -96,23 +101,30 @@ __all__ = [
     "Attempt",
     "Batch",
     "BatchCreated",
+    "BatchRows",
     "Book",
+    "BookRows",
     "CancelOutcome",
     "Cancelled",
     "Chapter",
     "ClaimRefused",
+    "ClaimRows",
     "Claimed",
     "Created",
     "CursorAhead",
     "CursorGone",
     "Delivery",
+    "DeliveryRows",
     "Due",
     "EndedTarget",
     "Endpoint",
     "EndpointOverCap",
+    "EndpointRows",
     "Export",
+    "ExportRows",
     "FeedEvent",
     "FeedPage",
+    "FeedRows",
     "Holdings",
     "KeyReused",
     "Marker",
@@ -126,6 +138,7 @@ __all__ = [
     "StorageError",
     "Store",
     "SubmitOutcome",
+    "SweepRows",
     "Swept",
     "Target",
     "TooManyBatches",
@@ -133,16 +146,35 @@ __all__ = [
 ]
 
 
-class Store(BookRows, BatchRows, ClaimRows, SweepRows, FeedRows, EndpointRows, DeliveryRows):
-    """The table, through PynamoDB: each aggregate's rows, composed on one connection. Construct one per
-    process; it builds its client on first use.
+class Store:
+    """The table, through PynamoDB: the composition root of each aggregate's rows. It binds the models once,
+    on one connection, and holds one row store per aggregate; it has no business method of its own. A
+    service is handed only the row stores it uses (`bindery.wiring`). Construct one per process; it builds
+    its client on first use.
 
-    Every public method lets an AWS fault out only as StorageError (`bindery.faults`): a refused condition
-    is decoded in the aggregate's module, into an outcome, and nothing else is."""
+    Every public method of a row store lets an AWS fault out only as StorageError (`bindery.faults`): a
+    refused condition is decoded in the aggregate's module, into an outcome, and nothing else is."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
         # The one place the table's name and region are set: read from config, never at import, and on
         # this Store's own model classes only (`models`, and the feed's and webhooks' `feed_models`).
-        self.models = Models.bound(settings.table, settings.region)
-        self.feed_models = FeedModels.bound(self.models)
+        self.models = models = Models.bound(settings.table, settings.region)
+        self.feed_models = feed_models = FeedModels.bound(models)
+        # Held by the rows that write through them, not inherited: the one commit of the export lifecycle
+        # (exports, claims and sweeps end rows through it), and the Idempotency-Keys a create takes.
+        lifecycle, keys = LifecycleRows(settings, models), KeyRows(settings, models)
+        self.books = BookRows(settings, models, keys)
+        self.exports = ExportRows(settings, models, lifecycle, keys)
+        self.batches = BatchRows(settings, models, keys)
+        self.claims = ClaimRows(settings, models, lifecycle)
+        self.sweeps = SweepRows(settings, models, lifecycle)
+        self.feed = FeedRows(settings, models, feed_models)
+        self.endpoints = EndpointRows(settings, models, feed_models)
+        self.deliveries = DeliveryRows(settings, models, feed_models)
+
+    # The botocore client every row store talks through (one, shared); tests hang call counters and fault
+    # hooks on it.
+    @property
+    def client(self) -> Any:
+        return self.books.client
