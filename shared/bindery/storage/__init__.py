@@ -3,24 +3,35 @@
 One table holds books, chapters, exports, idempotency keys and each caller's live set. The package is split
 by what it stores, one module each, over one module of models and keys:
 
-    table        the PynamoDB models and the key layout
+    table        the PynamoDB models and the key layout; `Rows`, the plumbing every row store shares (the
+                 settings, the Store's bound models, their one connection)
     conditions   the named transaction, the single-item refusal, and how each is read
     types        the frozen types and outcomes the rest of the code sees (never a PynamoDB model)
     lifecycle    the export lifecycle as one table: each step a Transition value, and its outcomes
     steps        one builder per step: its guard, its writes, its counts, and the marks of its own write
-    endings      transition(), the one commit of every step, and the counts a pending export's ending frees
-    books        books, cuts, chapters, and the markers that owe the GC a chore
-    batches      many exports as one job: created with every target in one write, read, listed, cancelled,
-                 and ended as the batch service decides
-    exports      submit, read, list, cancel and revoke; ending a deleted book's exports
-    claims       the worker's claim, progress, lease release, and the attempt's ending
+    endings      LifecycleRows.transition(), the one commit of every step, and the counts a pending
+                 export's ending frees
+    idempotency  KeyRows: taking an Idempotency-Key in the write it guards, and reading it back from a refusal
     caps         the conditions that hold the caps: a caller's live item, the global cap's shards
-    idempotency  taking an Idempotency-Key in the write it guards, and reading it back from a refusal
-    sweeps       the by_due queues, the orphan cursor and the GC's audit rows
-    hookmodels   the events feed's models and keys, bound per Store like table's
-    feed         each caller's events feed: appended once per event id, gapless, read by cursor
-    hooks        webhook endpoints: registered under a cap, patched and deleted while active, rotated
-    deliveries   the delivery ledger: one per (endpoint, event), each attempt claimed and recorded once
+    books        BookRows: books, cuts, chapters, and the markers that owe the GC a chore
+    exports      ExportRows: submit, read, list, cancel and revoke; ending a deleted book's exports; and
+                 `pending_row`, the one maker of a new export's row (a submit's, a batch target's, a bundle's)
+    batches      BatchRows: many exports as one job, created with every target in one write, read, listed,
+                 cancelled, and ended as the batch service decides
+    claims       ClaimRows: the worker's claim, progress, lease release, and the attempt's ending
+    sweeps       SweepRows: the by_due queues, the orphan cursor and the GC's audit rows
+    hookmodels   the events feed's models and keys, bound per Store like table's; `HookRows`, their plumbing
+    feed         FeedRows: each caller's events feed, appended once per event id, gapless, read by cursor
+    hooks        EndpointRows: webhook endpoints, registered under a cap, patched and deleted while active
+    deliveries   DeliveryRows: the delivery ledger, one per (endpoint, event), each attempt claimed and
+                 recorded once
+
+`Store` composes them, and does nothing else: it binds the models once, on one connection, and holds one
+row store per aggregate (`store.books`, `.exports`, `.batches`, `.claims`, `.sweeps`, `.feed`,
+`.endpoints`, `.deliveries`). No row store inherits another's methods. The two that several need are held,
+not inherited: the one `LifecycleRows`, through which exports, claims and sweeps end an export's row, and
+the one `KeyRows`, through which books, exports and batches take an Idempotency-Key. A service is handed
+only the row stores it uses (`bindery.wiring`).
 
 A refused conditional write comes back as a domain outcome ("claim refused", "already ended"), never as a
 botocore error; any other AWS error leaves as StorageError (`bindery.faults`, the one translation).
