@@ -66,7 +66,9 @@ def measure() -> None:
                 "claim",
                 count(
                     lambda: claimed.append(
-                        ex.store.claim_build(book.id, pending, artifact_key(book.id, pending, "t"), clock())
+                        ex.store.claims.claim_build(
+                            book.id, pending, artifact_key(book.id, pending, "t"), clock()
+                        )
                     )
                 ),
                 1,
@@ -77,7 +79,7 @@ def measure() -> None:
             (
                 "finish",
                 count(
-                    lambda: ex.store.finish_export(
+                    lambda: ex.store.claims.finish_export(
                         claimed[0].export, path="p", size_bytes=1, built_revision=1, now=clock()
                     )
                 ),
@@ -85,10 +87,14 @@ def measure() -> None:
             )
         )
         other = ex.exports.submit("bench-user", book.id, "html", None)[0]["id"]
-        c2 = ex.store.claim_build(book.id, other, artifact_key(book.id, other, "t"), clock())
+        c2 = ex.store.claims.claim_build(book.id, other, artifact_key(book.id, other, "t"), clock())
         assert isinstance(c2, Claimed)
         rows.append(
-            ("fail", count(lambda: ex.store.fail_export(c2.export, FailureCode.RENDER_FAILED, clock())), 1)
+            (
+                "fail",
+                count(lambda: ex.store.claims.fail_export(c2.export, FailureCode.RENDER_FAILED, clock())),
+                1,
+            )
         )
         third = ex.exports.submit("bench-user", book.id, "html", None)[0]["id"]
         rows.append(("cancel (pending)", count(lambda: ex.exports.cancel("bench-user", book.id, third)), 1))
