@@ -57,8 +57,11 @@ class Purges:
         the exports end and the marker stays for the GC to remove them."""
         now = self.clock()
         left = 0
+        batches = set()
         for export in self.export_rows.book_exports(marker.book_id):
             outcome = self.export_rows.end_for_deleted_book(export, now)
+            if export.batch_id is not None:
+                batches.add((export.counted_against, export.batch_id))
             if export.batch_id is not None and export.state == State.PENDING and outcome is not False:
                 # A pending target it ended (or found ended): its batch may have ended with it.
                 after_ending(self.batch_rows, EndedTarget(export.counted_against, export.batch_id), now)
@@ -66,6 +69,8 @@ class Purges:
                 self.unlink_now(outcome)
             elif not outcome:
                 left += 1
+        for caller, batch_id in sorted(batches):
+            left += not self._end_bundle(caller, batch_id, now)
         if left:
             raise NotAllEnded(f"{left} export(s) of book {marker.book_id} could not be ended yet")
         if images == "leave":
@@ -77,6 +82,21 @@ class Purges:
             for start in range(0, len(keys), DELETE_BATCH):
                 self.objects.delete(keys[start : start + DELETE_BATCH])
         self.book_rows.drop_marker(marker)
+
+    def _end_bundle(self, caller: str, batch_id: str, now: float) -> bool:
+        """A batch's bundle holds copies of its targets' files, so the book's bytes are not gone while it
+        lasts: a bundle that is being made or is ready is ended with the book's own exports (its link ends
+        now and its zip is deleted; the other books' files stay downloadable from their own exports). A
+        batch that has not ended yet makes its bundle later, of the targets still ready, which this book's
+        are no longer. False: the bundle kept moving, and the marker stays for the GC's next run."""
+        found = self.batch_rows.read_batch(caller, batch_id, now)
+        bundle = None if found is None else found[2]
+        if bundle is None or bundle.state not in (State.PENDING, State.READY):
+            return True
+        outcome = self.export_rows.end_for_deleted_book(bundle, now)
+        if isinstance(outcome, Revoked):
+            self.unlink_now(outcome)
+        return outcome is not False
 
     def unlink_now(self, revoked: Revoked) -> None:
         """A ready link was just ended (the row keeps its paths): delete its bytes now, then forget them, in

@@ -420,6 +420,39 @@ def test_cancelling_a_done_batch_ends_its_bundles_link_too(stack: Stack) -> None
     assert stack.store.exports.holdings("user-alice").usage == 0
 
 
+@pytest.mark.parametrize("bundle_state", ["ready", "pending"])
+def test_deleting_a_book_ends_the_bundles_that_hold_its_files(
+    stack: Stack, two_books: Any, bundle_state: str
+) -> None:
+    """A bundle is copies of its targets' files: a book's delete must not leave its bytes downloadable
+    there. The bundle ends (a pending one is cancelled, so its build cannot finish it); the other book's
+    own export keeps its link."""
+    a, b = two_books
+    batch = _batch(
+        stack, _create(stack, [{"book_id": a, "format": "html"}, {"book_id": b, "format": "html"}]).body["id"]
+    )
+    _build_all(stack, batch)
+    bundle = _batch(stack, batch["id"])["bundle"]
+    if bundle_state == "ready":
+        assert stack.build(batch["id"], bundle["id"])["batchItemFailures"] == []
+    assert _batch(stack, batch["id"])["bundle"]["state"] == bundle_state
+
+    assert stack.http("DELETE", f"/books/{a}").status == 204
+    stack.gc()  # the purge, should the delete have left it to the GC
+    after = _batch(stack, batch["id"])
+    assert (after["status"], after["bundle"]["state"], after["bundle"]["download_url"]) == (
+        "done",
+        "expired" if bundle_state == "ready" else "cancelled",
+        None,
+    )
+    assert stack.build(batch["id"], bundle["id"])["batchItemFailures"] == []  # a late build changes nothing
+    assert _batch(stack, batch["id"])["bundle"]["state"] == after["bundle"]["state"]
+    kept = {e.id: e for e in stack.store.exports.all_exports()}
+    other = next(t for t in batch["targets"] if t["book_id"] == b)
+    assert kept[other["export_id"]].state == "ready"
+    assert set(stack.objects.keys("artifacts/")) == {kept[other["export_id"]].path}
+
+
 def test_a_bundle_nobody_builds_fails_by_the_sweep_and_frees_no_cap(stack: Stack) -> None:
     book = stack.create_book()
     batch = _batch(stack, _create(stack, [{"book_id": book, "format": "html"}]).body["id"])
