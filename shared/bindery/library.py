@@ -18,6 +18,7 @@ from typing import Any, Literal
 from bindery import errors
 from bindery.clock import Clock, iso
 from bindery.config import Settings
+from bindery.engine import REUSES_PIECES
 from bindery.errors import not_found
 from bindery.idempotency import idempotency_for, key_reused
 from bindery.ids import new_cut, valid_id
@@ -26,6 +27,7 @@ from bindery.metadata import Metadata, merged, package_identifier
 from bindery.objects import Objects, assets_prefix, cut_key, upload_key
 from bindery.observability import logger
 from bindery.paging import decode_cursor, encode_cursor, page_size
+from bindery.piece_cache import forget_book
 from bindery.revisions import (
     PUBLISH_TRIES,
     STAGE_GRACE_SECONDS,
@@ -265,7 +267,9 @@ class Library:
         the exports end and the marker stays for the GC to remove them."""
         now = self.clock()
         left = 0
+        cached = False
         for export in self.store.book_exports(marker.book_id):
+            cached = cached or export.format in REUSES_PIECES
             outcome = self.store.end_for_deleted_book(export, now)
             if export.batch_id is not None and export.state == State.PENDING and outcome is not False:
                 # A pending target it ended (or found ended): its batch may have ended with it.
@@ -276,7 +280,9 @@ class Library:
                 left += 1
         if left:
             raise _NotAllEnded(f"{left} export(s) of book {marker.book_id} could not be ended yet")
-        if images == "leave":
+        if images == "leave" or (images == "none" and cached):
+            # A book built in a format that keeps pieces may have a cache: the GC removes it with the
+            # marker. (One with no such export row has none: a row outlives every piece its build kept.)
             return
         if images == "unlink":
             # Its images go with it: no revision can name them again. (No build reads them now: every
@@ -284,6 +290,8 @@ class Library:
             keys = self.objects.keys(assets_prefix(marker.book_id))
             for start in range(0, len(keys), DELETE_BATCH):
                 self.objects.delete(keys[start : start + DELETE_BATCH])
+            # And its cache of built pieces, which only a build of it could ever read.
+            forget_book(self.objects, marker.book_id, DELETE_BATCH)
         self.store.drop_marker(marker)
 
     def unlink_now(self, revoked: Revoked) -> None:

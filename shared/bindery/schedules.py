@@ -19,6 +19,7 @@ from bindery.config import Settings
 from bindery.library import Library
 from bindery.objects import ARTIFACT_PREFIX, Objects, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
+from bindery.piece_cache import trim_piece_caches
 from bindery.settlement import after_ending
 from bindery.states import Queue
 from bindery.storage import Due, Marker, Store
@@ -183,6 +184,19 @@ class Schedules:
                 )
         return SweepCounts(done, 0, failed, left=bool(failed) or len(markers) == self.settings.sweep_batch)
 
+    def trim_piece_caches(self, out_of_time: OutOfTime = _never) -> SweepCounts:
+        """One page of the caches of built pieces: what is past its age, and books past their bytes."""
+        trimmed = trim_piece_caches(
+            self.objects,
+            self.clock(),
+            self.settings.piece_cache_max_bytes,
+            self.settings.piece_cache_max_age_seconds,
+            self.settings.reconcile_batch,
+            out_of_time,
+        )
+        metrics.add_metric(name="PiecesTrimmed", unit="Count", value=trimmed.deleted)
+        return SweepCounts(done=trimmed.deleted, left=trimmed.left)
+
     # ---- the GC --------------------------------------------------------------------------------------
 
     def collect_garbage(self, time_left: TimeLeft | None = None) -> dict[str, Any]:
@@ -200,6 +214,7 @@ class Schedules:
             ("purge", self.purge_deleted_books),
             ("unlink", self.unlink_ended_artifacts),
             ("retire", self.retire_cuts),
+            ("pieces", self.trim_piece_caches),
         ]
         counts: dict[str, SweepCounts] = {}
         orphans: dict[str, Any] | None = None
@@ -273,6 +288,7 @@ def _gc_result(
         "unlink_failures": of("unlink").failed,
         "books_purged": of("purge").done,
         "cuts_retired": of("retire").done,
+        "pieces_trimmed": of("pieces").done,
         "chore_failures": of("purge").failed + of("retire").failed,
         # A reconciliation that did not run read nothing and moved no cursor (cursor_pass None).
         **(

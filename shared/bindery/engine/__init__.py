@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from bindery import errors
 from bindery.images import Asset, Notes
 from bindery.metadata import Metadata
+
+if TYPE_CHECKING:
+    from bindery.engine.chapter_pieces import Pieces
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,8 @@ def options_for(fmt: str, given: Any) -> dict[str, Any]:
 # Formats whose artifact is the revision's normalised manuscript itself: a build copies it server-side and
 # reads no chapter.
 COPIES_MANUSCRIPT = frozenset({"markdown"})
+# Formats whose renderer reuses each chapter's rendering from the book's cache of built pieces.
+REUSES_PIECES = frozenset({"html", "epub"})
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,8 @@ class Source:
     options: dict[str, Any] = field(default_factory=dict)
     # The bytes of one asset, a piece at a time (a build reads them from S3; a test, from memory).
     read_asset: Callable[[Asset], Iterator[bytes]] = lambda asset: iter(())
+    # The book's built pieces, for a renderer that reuses them (epub, html); None: every chapter cold.
+    pieces: Pieces | None = None
 
     @property
     def language(self) -> str:
