@@ -178,7 +178,9 @@ class Builds:
         none, or the cache is off."""
         if self.settings.piece_cache != "on" or fmt not in engine.REUSES_PIECES:
             return None
-        pieces = BuildPieces(self.objects, book_id, fmt, self.settings.piece_cache_max_bytes)
+        # The bound is a book's, all its formats together: each format that keeps pieces gets its share.
+        share = self.settings.piece_cache_max_bytes // len(engine.REUSES_PIECES)
+        pieces = BuildPieces(self.objects, book_id, fmt, share)
         pieces.start()
         return pieces
 

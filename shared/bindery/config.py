@@ -51,10 +51,10 @@ class Settings:
     # Artifact keys the orphan reconciliation reads per GC run; the cursor carries the rest to the next run.
     reconcile_batch: int = 1000
     max_manuscript_bytes: int = 5 * 1024 * 1024
-    # The cache of built pieces (`bindery.piece_cache`): "on" or "off"; the most it keeps of one book's
-    # format, in bytes; and how long the GC lets a piece live.
+    # The cache of built pieces (`bindery.piece_cache`): "on" or "off"; the most it keeps of one book, all
+    # its formats together, in bytes (a build of one format keeps its share); and how long a piece lives.
     piece_cache: str = "on"
-    piece_cache_max_bytes: int = 256 * 1024 * 1024
+    piece_cache_max_bytes: int = 512 * 1024 * 1024
     piece_cache_max_age_seconds: int = 14 * 86_400
     # Webhooks. A delivery's attempts wait these many seconds after the one before (the first: none), each
     # with +-20 % jitter; 8 attempts over about 23.6 hours, inside a window of 24.

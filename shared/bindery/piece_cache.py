@@ -12,11 +12,11 @@ A piece's bytes are checked against the SHA-256 its head holds before they are u
 damaged, or gone (the GC removed its pack) is a miss, and the chapter is rendered cold. No fault in the
 cache fails a build: a read that fails is a miss, and a write that fails leaves the head as it was.
 
-Bounds: a build keeps no more than `piece_cache_max_bytes` for a book's format (past it, it writes no head
-and the next build reuses the old one); once a head names `MAX_PACKS` packs, the next build that writes
-copies every piece it uses into its own pack and deletes the others (compaction). The GC removes what is
-older than `piece_cache_max_age_seconds` and empties a book's cache that is past its bytes
-(`trim_piece_caches`); a deleted book's purge removes its whole prefix.
+Bounds: a build keeps no more than its format's share of `piece_cache_max_bytes`, a book's bound (past
+it, it writes no head and the next build reuses the old one); once a head names `MAX_PACKS` packs, the
+next build that writes copies every piece it uses into its own pack and deletes the others (compaction).
+The GC removes what is older than `piece_cache_max_age_seconds` and empties a book's cache that is past
+its bytes (`trim_piece_caches`); a deleted book's purge removes its whole prefix.
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ class BuildPieces:
         self._entries: list[Entry] = []
         self._reused_packs: set[str] = set()  # the old packs the new head keeps pieces in
         self._packs: dict[str, _Pack] = {}
+        self._lost: set[str] = set()  # packs that could not be read whole
         self._pack = secrets.token_hex(8)
         self._writer: ArtifactWriter | None = None
         self._compact = False
@@ -117,10 +118,12 @@ class BuildPieces:
         if entry is None or entry.key != key_for(entry.names):
             self.counts.misses += 1
             return None
-        data = self._read(entry)
+        data = None if entry.pack in self._lost else self._read(entry)
+        if data is None:
+            # Cut short, gone, or unreadable: the rest of its pack is not tried (a GET each, for nothing).
+            self._lost.add(entry.pack)
         if data is None or hashlib.sha256(data).hexdigest() != entry.sha256:
             logger.warning("piece damaged or gone; building it cold", extra={"pack": entry.pack})
-            self._packs.pop(entry.pack, None)  # where its stream stands is not known any more
             self.counts.damaged += 1
             return None
         self.counts.hits += 1

@@ -17,7 +17,7 @@ from typing import Any
 from bindery.clock import Clock
 from bindery.config import Settings
 from bindery.library import Library
-from bindery.objects import ARTIFACT_PREFIX, Objects, asset_key, cut_key
+from bindery.objects import ARTIFACT_PREFIX, PIECES_PREFIX, Objects, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
 from bindery.piece_cache import trim_piece_caches
 from bindery.settlement import after_ending
@@ -185,7 +185,8 @@ class Schedules:
         return SweepCounts(done, 0, failed, left=bool(failed) or len(markers) == self.settings.sweep_batch)
 
     def trim_piece_caches(self, out_of_time: OutOfTime = _never) -> SweepCounts:
-        """One page of the caches of built pieces: what is past its age, and books past their bytes."""
+        """One page of the caches of built pieces: what is past its age, and books past their bytes; and
+        the packs whose upload a dead build left open. (done: objects removed and uploads aborted)"""
         trimmed = trim_piece_caches(
             self.objects,
             self.clock(),
@@ -194,8 +195,11 @@ class Schedules:
             self.settings.reconcile_batch,
             out_of_time,
         )
+        # A build that died mid-pack left its upload open: past the longest lease, no live build owns it.
+        settled = self.clock() - (self.settings.lease_seconds + self.settings.retry_grace_seconds)
+        aborted = self.objects.abort_stale_uploads(PIECES_PREFIX, settled)
         metrics.add_metric(name="PiecesTrimmed", unit="Count", value=trimmed.deleted)
-        return SweepCounts(done=trimmed.deleted, left=trimmed.left)
+        return SweepCounts(done=trimmed.deleted + aborted, left=trimmed.left)
 
     # ---- the GC --------------------------------------------------------------------------------------
 
