@@ -15,19 +15,17 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, Literal
 
-from bindery import errors
+from bindery import engine, errors
 from bindery.clock import Clock, iso
 from bindery.config import Settings
-from bindery.engine import REUSES_PIECES
 from bindery.errors import not_found
 from bindery.idempotency import idempotency_for, key_reused
 from bindery.ids import new_cut, valid_id
 from bindery.manuscript import Normalised, cut, normalise
 from bindery.metadata import Metadata, merged, package_identifier
-from bindery.objects import Objects, assets_prefix, cut_key, upload_key
+from bindery.objects import Objects, assets_prefix, cut_key, pieces_prefix, upload_key
 from bindery.observability import logger
 from bindery.paging import decode_cursor, encode_cursor, page_size
-from bindery.piece_cache import forget_book
 from bindery.revisions import (
     PUBLISH_TRIES,
     STAGE_GRACE_SECONDS,
@@ -261,15 +259,14 @@ class Library:
             logger.warning("purge left to the GC", extra={"book_id": book_id}, exc_info=True)
 
     def purge(self, marker: Marker, images: Literal["unlink", "none", "leave"] = "unlink") -> None:
-        """End every export of a deleted book, remove its images, then drop the marker, and only then: an
-        export that kept moving (a finish or a cancel racing this one) keeps the marker, and the GC comes
-        back for it. `images`: "unlink" finds and removes them (the GC); "none", the book had none; "leave",
-        the exports end and the marker stays for the GC to remove them."""
-        now = self.clock()
-        left = 0
-        cached = False
+        """End every export of a deleted book, remove its images and its cache of built pieces, then drop the
+        marker, and only then: an export that kept moving (a finish or a cancel racing this one) keeps the
+        marker, and the GC comes back for it. `images`: "unlink" finds and removes them (the GC); "none",
+        the book had none (but one with an epub or html export may have a cache: it is left as "leave" is);
+        "leave", the exports end and the marker stays for the GC to remove them."""
+        now, left, cached = self.clock(), 0, False
         for export in self.store.book_exports(marker.book_id):
-            cached = cached or export.format in REUSES_PIECES
+            cached |= export.format in engine.REUSES_PIECES
             outcome = self.store.end_for_deleted_book(export, now)
             if export.batch_id is not None and export.state == State.PENDING and outcome is not False:
                 # A pending target it ended (or found ended): its batch may have ended with it.
@@ -281,17 +278,14 @@ class Library:
         if left:
             raise _NotAllEnded(f"{left} export(s) of book {marker.book_id} could not be ended yet")
         if images == "leave" or (images == "none" and cached):
-            # A book built in a format that keeps pieces may have a cache: the GC removes it with the
-            # marker. (One with no such export row has none: a row outlives every piece its build kept.)
             return
         if images == "unlink":
-            # Its images go with it: no revision can name them again. (No build reads them now: every
-            # export of the book has ended, and a build still running finds its book gone at its finish.)
-            keys = self.objects.keys(assets_prefix(marker.book_id))
-            for start in range(0, len(keys), DELETE_BATCH):
-                self.objects.delete(keys[start : start + DELETE_BATCH])
-            # And its cache of built pieces, which only a build of it could ever read.
-            forget_book(self.objects, marker.book_id, DELETE_BATCH)
+            # Its images and pieces go with it: no revision can name them again. (No build reads them now:
+            # every export has ended, and a build still running finds its book gone at its finish.)
+            for prefix in (assets_prefix(marker.book_id), pieces_prefix(marker.book_id)):
+                keys = self.objects.keys(prefix)
+                for start in range(0, len(keys), DELETE_BATCH):
+                    self.objects.delete(keys[start : start + DELETE_BATCH])
         self.store.drop_marker(marker)
 
     def unlink_now(self, revoked: Revoked) -> None:

@@ -1,12 +1,12 @@
 """The cache of built pieces: what a build of a book rendered, kept in S3 for the next build of that book.
 
-Each book has a prefix of its own, per format: `pieces/<book>/<format>/`. In it, a *head* (the index: each
-piece's lookup and key, the image names it depends on, and where its bytes are: which pack, at what
-offset, how long, their SHA-256) and the *packs* it names (pieces end to end, one pack per build that built
-anything). A build reads the head once (one GET), then each pack it uses forward, in one streaming GET
-(another only to go back, after a reorder): a warm build of 1,200 chapters makes a handful of calls, not
-1,200. What it built cold goes into one new pack (a multipart upload, one part at a time), and the new
-head is written last, only after its pack is whole: a head never names a pack that is not all there.
+Each book has a prefix of its own, per format: `books/pieces/<book>/<format>/`. In it, a *head* (the
+index: each piece's lookup and key, the image names it depends on, and where its bytes are: which pack,
+at what offset, how long, their SHA-256) and the *packs* it names (pieces end to end, one pack per build
+that built anything). A build reads the head once (one GET), then each pack it uses forward, in one
+streaming GET (another only past a large gap): a warm build of 1,200 chapters makes a handful of calls,
+not 1,200. What it built cold goes into one new pack (a multipart upload, one part at a time), and the
+new head is written last, only after its pack is whole: a head never names a pack that is not all there.
 
 A piece's bytes are checked against the SHA-256 its head holds before they are used; a piece cut short,
 damaged, or gone (the GC removed its pack) is a miss, and the chapter is rendered cold. No fault in the
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bindery.faults import StorageError
-from bindery.objects import PIECES_PREFIX, READ_CHUNK, ArtifactWriter, Objects
+from bindery.objects import PIECES_PREFIX, READ_CHUNK, ArtifactWriter, Objects, pieces_prefix
 from bindery.observability import logger
 
 HEAD = "head"
@@ -39,12 +39,6 @@ MAX_PACKS = 4
 SKIP_BYTES = 4 * READ_CHUNK
 # Where the GC's walk of every cache resumes: under the prefix, after every book id ("~" sorts last).
 CURSOR_KEY = f"{PIECES_PREFIX}~cursor"
-
-
-def pieces_prefix(book_id: str) -> str:
-    """Everything the cache holds of one book, and nothing of another's: a build reads and writes only
-    under the prefix of the book its claimed export names."""
-    return f"{PIECES_PREFIX}{book_id}/"
 
 
 @dataclass(frozen=True)
@@ -253,11 +247,11 @@ def trim_piece_caches(
     if out_of_time():
         return TrimCounts(left=True)
     cursor = (objects.read_or_none(CURSOR_KEY) or b"").decode()
-    page, more = objects.list_sized(PIECES_PREFIX, cursor, batch)
+    page, more = objects.list_page(PIECES_PREFIX, cursor, batch)
     page = [item for item in page if item[0] != CURSOR_KEY]
     books: dict[str, list[tuple[str, int, float]]] = {}
     for item in page:
-        books.setdefault(item[0].split("/")[1], []).append(item)
+        books.setdefault(item[0].removeprefix(PIECES_PREFIX).split("/")[0], []).append(item)
     if more and len(books) > 1:
         # The page may end inside the last book's keys: that book is read whole on the next run.
         books.pop(next(reversed(books)))
@@ -272,10 +266,3 @@ def trim_piece_caches(
     if moved != cursor:
         objects.put_bytes(CURSOR_KEY, moved.encode(), "text/plain")
     return TrimCounts(len(books), deleted, left=more)
-
-
-def forget_book(objects: Objects, book_id: str, batch: int) -> None:
-    """Everything the cache holds of a deleted book."""
-    keys = objects.keys(pieces_prefix(book_id))
-    for start in range(0, len(keys), batch):
-        objects.delete(keys[start : start + batch])

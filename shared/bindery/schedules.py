@@ -256,7 +256,7 @@ class Schedules:
         # Younger than the longest lease plus its retry grace, an object may belong to an attempt whose
         # claim we have not seen yet: leave it for a later pass.
         settled = now - (self.settings.lease_seconds + self.settings.retry_grace_seconds)
-        candidates = [key for key, modified in page if modified < settled]
+        candidates = [key for key, _, modified in page if modified < settled]
         named = self.store.named_artifacts(candidates, now)
         orphans = [key for key in candidates if key not in named]
         self.objects.delete(orphans)

@@ -62,7 +62,7 @@ ex.books.replace_manuscript("bench-user", {book!r}, None, manuscript=None, uploa
 
 def _cache_bytes(aws: Aws, table: str, book: str) -> int:
     s3 = aws.client("s3")
-    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=table, Prefix=f"pieces/{book}/")
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=table, Prefix=f"books/pieces/{book}/")
     return sum(obj["Size"] for page in pages for obj in page.get("Contents", []))
 
 

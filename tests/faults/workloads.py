@@ -415,7 +415,7 @@ def pieces(run: Run) -> None:
         _same_as_cold(run, book, fmt, built(fmt))
     bucket = s.exports.settings.bucket
     own = boto3.client("s3")  # a client no fault reaches: the damage is the scenario's, not a call's
-    for item in own.list_objects_v2(Bucket=bucket, Prefix=f"pieces/{book}/html/").get("Contents", []):
+    for item in own.list_objects_v2(Bucket=bucket, Prefix=f"books/pieces/{book}/html/").get("Contents", []):
         if not item["Key"].endswith("/head"):  # each pack, cut short
             data = own.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
             own.put_object(Bucket=bucket, Key=item["Key"], Body=data[: len(data) // 2])

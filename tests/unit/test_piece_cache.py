@@ -69,11 +69,11 @@ def _built(stack: Stack, book: str, fmt: str, *, cache: bool = True) -> tuple[by
 
 
 def _head(stack: Stack, book: str, fmt: str) -> dict[str, Any]:
-    return dict(json.loads(stack.objects.read_text(f"pieces/{book}/{fmt}/head")))
+    return dict(json.loads(stack.objects.read_text(f"books/pieces/{book}/{fmt}/head")))
 
 
 def _cache_keys(stack: Stack, book: str) -> list[str]:
-    return sorted(stack.objects.keys(f"pieces/{book}/"))
+    return sorted(stack.objects.keys(f"books/pieces/{book}/"))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -168,7 +168,7 @@ def test_a_reorder_rebuilds_only_the_chapters_whose_place_changed(stack: Stack) 
 
 def _pack_key(stack: Stack, book: str, fmt: str) -> str:
     (pack,) = _head(stack, book, fmt)["packs"]
-    return f"pieces/{book}/{fmt}/{pack}"
+    return f"books/pieces/{book}/{fmt}/{pack}"
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -274,7 +274,7 @@ def test_compaction_keeps_the_packs_of_a_head_at_most_max_packs(stack: Stack) ->
     # Superseded packs are deleted by the compacting build: the prefix holds the head and its packs.
     packs = _head(stack, book, "html")["packs"]
     assert _cache_keys(stack, book) == sorted(
-        [f"pieces/{book}/html/head", *(f"pieces/{book}/html/{p}" for p in packs)]
+        [f"books/pieces/{book}/html/head", *(f"books/pieces/{book}/html/{p}" for p in packs)]
     )
 
 
@@ -296,7 +296,7 @@ def test_the_gc_empties_a_book_cache_past_its_bytes(stack: Stack) -> None:
     _built(stack, book, "html")
     _built(stack, book, "epub")
     _built(stack, other, "html")
-    sizes = [size for key, size, _ in stack.objects.list_sized(f"pieces/{book}/", "", 100)[0]]
+    sizes = [size for key, size, _ in stack.objects.list_page(f"books/pieces/{book}/", "", 100)[0]]
     stack.reconfigured(piece_cache_max_bytes=sum(sizes) - 1)
     assert stack.gc()["pieces_trimmed"] == 4
     assert _cache_keys(stack, book) == []

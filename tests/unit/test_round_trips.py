@@ -106,7 +106,7 @@ def test_each_lapsed_link_costs_one_expire_one_delete_and_one_forget(stack: Stac
         # runs weeks after the wall clock that stamped the objects).
         "DeleteObjects": 1,
         "PutItem": 2,  # the cursor moved on, and the run's audit row
-        "ListMultipartUploads": 1 + 1,  # stale uploads under artifacts/, and under pieces/
+        "ListMultipartUploads": 1 + 1,  # stale uploads under artifacts/, and under books/pieces/
     }
 
 
@@ -134,7 +134,7 @@ def test_a_large_build_is_a_multipart_upload_sized_to_the_artifact(stack: Stack)
     assert parts >= 2
     # The cache of built pieces is written the same way: its pack (the chapters' html, as big as the
     # artifact's body) a part at a time, after one GET of its head (none yet); then its head.
-    head = json.loads(stack.objects.read_text(f"pieces/{book}/html/head"))
+    head = json.loads(stack.objects.read_text(f"books/pieces/{book}/html/head"))
     (pack_size,) = head["packs"].values()
     pack_parts = -(-pack_size // PART_BYTES)
     assert pack_parts >= 2

@@ -7,17 +7,14 @@ render is skipped and named in what `render` returns; the build goes on without 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from bindery import errors
 from bindery.images import Asset, Notes
 from bindery.metadata import Metadata
-
-if TYPE_CHECKING:
-    from bindery.engine.chapter_pieces import Pieces
 
 
 @dataclass(frozen=True)
@@ -108,6 +105,17 @@ def options_for(fmt: str, given: Any) -> dict[str, Any]:
 COPIES_MANUSCRIPT = frozenset({"markdown"})
 # Formats whose renderer reuses each chapter's rendering from the book's cache of built pieces.
 REUSES_PIECES = frozenset({"html", "epub"})
+
+
+class Pieces(Protocol):
+    """Where a build finds and keeps built pieces (`bindery.piece_cache`; `engine.chapter_pieces` uses it)."""
+
+    def find(self, lookup: str, key_for: Callable[[Sequence[str]], str]) -> bytes | None:
+        """The piece stored under `lookup`, if its key is `key_for(the names it resolved)` and its bytes
+        are whole; else None."""
+
+    def keep(self, lookup: str, key: str, names: Sequence[str], data: bytes) -> None:
+        """Keep a piece just built, for a later build."""
 
 
 @dataclass(frozen=True)

@@ -16,29 +16,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 from markdown_it import __version__ as markdown_it_version
 from mdit_py_plugins import __version__ as plugins_version
 
-from bindery.engine import Report, Text, markup
+from bindery.engine import Pieces, Report, Text, markup
 from bindery.engine.figures import Figures
 from bindery.images import Asset
 
 # What the dialect's output depends on besides our own code: a new markdown-it renders other bytes.
 DIALECT = f"markup-{markup.VERSION}/markdown-it-{markdown_it_version}/plugins-{plugins_version}"
-
-
-class Pieces(Protocol):
-    """Where a build finds and keeps pieces (`bindery.piece_cache`; a test's dict)."""
-
-    def find(self, lookup: str, key_for: Callable[[Sequence[str]], str]) -> bytes | None:
-        """The piece stored under `lookup`, if its key is `key_for(the names it resolved)` and its bytes
-        are whole; else None."""
-
-    def keep(self, lookup: str, key: str, names: Sequence[str], data: bytes) -> None:
-        """Keep a piece just built, for a later build."""
 
 
 def _digest(value: Any) -> str:
