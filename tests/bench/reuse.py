@@ -5,7 +5,8 @@ Per book and format: a cold build with the cache off, then one with it on (an em
 costs, ≤ 1.05x); then one chapter is edited, and the re-export (warm) is timed against a cold build of the
 same revision with the cache off (≤ 0.10), and must be the same bytes. Also: what a warm build adds in S3
 calls (counted exactly, against the cold build's), its peak memory against the cold build's, and the
-cache's bytes per book against the book's artifacts.
+cache's bytes per book against the book's artifacts. Each build runs in a fresh process with its renderer
+already imported, as a worker's process has it from its second build on (the import is a cold start's).
 """
 
 from __future__ import annotations
