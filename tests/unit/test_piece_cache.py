@@ -8,16 +8,19 @@ The random edit sequences that hold warm to cold after every step are in test_pi
 from __future__ import annotations
 
 import json
+import random
+import string
 import time
 from collections import Counter
 from dataclasses import replace
 from typing import Any
 
+import moto.s3.models
 import pytest
 from botocore.exceptions import ReadTimeoutError
 
+import bindery.objects
 from bindery import wiring
-from bindery.objects import PART_BYTES
 from bindery.piece_cache import MAX_PACKS
 from tests.books.illustrated import picture
 from tests.calls import recording
@@ -135,13 +138,21 @@ def test_exact_s3_calls_of_a_cold_and_a_warm_build(stack: Stack) -> None:
     assert edited == off + Counter({"GetObject": 2, "PutObject": 2})
 
 
-def test_a_book_larger_than_a_part_writes_its_pack_in_parts_and_reads_it_in_one_get(stack: Stack) -> None:
+def test_a_book_larger_than_a_part_writes_its_pack_in_parts_and_reads_it_in_one_get(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Parts of 1 MiB on both sides (5 MiB in earnest): a book that fits inline still makes several.
+    monkeypatch.setattr(bindery.objects, "PART_BYTES", 1024 * 1024)
+    monkeypatch.setattr(moto.s3.models, "S3_UPLOAD_PART_MIN_SIZE", 1024 * 1024)
     _wall_clock(stack)
-    chapter = "```\n" + ("<>" * 35 + "\n") * 500 + "```\n\n"
-    book = stack.create_book("".join(f"# C{n}\n\n{chapter}" for n in range(60)))  # 8 MB of pieces
+    # Letters at random: a piece deflates, and these must still make a pack of more than one part.
+    words = "".join(random.Random(7).choices(string.ascii_letters + " ", k=4_000_000))
+    book = stack.create_book(
+        "".join(f"# C{n}\n\n{words[n * 80_000 : (n + 1) * 80_000]}\n\n" for n in range(50))
+    )
     _built(stack, book, "html")
     (size,) = _head(stack, book, "html")["packs"].values()
-    assert size > PART_BYTES
+    assert size > bindery.objects.PART_BYTES
     with recording(stack.objects.client) as calls:
         _built(stack, book, "html")
     # The manuscript; the head; the whole pack, in one GET; and this test's own read of the artifact.

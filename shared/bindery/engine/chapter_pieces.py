@@ -34,6 +34,15 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
 
 
+def _lookup(head: list[Any], markdown: str) -> str:
+    """The hash of `head` (JSON, which never holds a raw NUL) and then the text itself, after a NUL: the text
+    is hashed as it is, not escaped into JSON first."""
+    digest = hashlib.sha256(json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode())
+    digest.update(b"\0")
+    digest.update(markdown.encode())
+    return digest.hexdigest()
+
+
 def _asset(asset: Asset | None) -> list[Any] | None:
     if asset is None:
         return None
@@ -57,7 +66,7 @@ def render_chapter(
     """The chapter's rendering, reused when `pieces` holds it under its key, else rendered and kept."""
     if pieces is None:
         return markup.render_chapter(md, text, report.skipped, figures)
-    lookup = _digest([version, DIALECT, list(reads), text.ordinal, text.title, text.markdown])
+    lookup = _lookup([version, DIALECT, list(reads), text.ordinal, text.title], text.markdown)
     found = pieces.find(lookup, lambda names: key_of(lookup, names, figures.assets))
     if found is not None:
         piece = _loaded(found)
