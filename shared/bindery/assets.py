@@ -24,7 +24,7 @@ from bindery.images import Asset
 from bindery.objects import Objects, asset_key, upload_key
 from bindery.observability import logger
 from bindery.revisions import STAGE_GRACE_SECONDS, Revisions
-from bindery.storage import Book, StorageError, Store
+from bindery.storage import Book, BookRows, StorageError
 
 MAX_ASSETS = 500
 MAX_ASSET_BYTES = 20 * 1024 * 1024
@@ -36,8 +36,8 @@ class BookAssets:
     """A book's images: the upload ticket, the adoption, the letting go. Each change is a revision of the
     book, published as the library's are (`Revisions`)."""
 
-    def __init__(self, store: Store, objects: Objects, clock: Clock, revisions: Revisions):
-        self.store, self.objects, self.clock, self.revisions = store, objects, clock, revisions
+    def __init__(self, book_rows: BookRows, objects: Objects, clock: Clock, revisions: Revisions):
+        self.book_rows, self.objects, self.clock, self.revisions = book_rows, objects, clock, revisions
 
     def create_asset_upload(
         self, caller: str, book_id: str, name: Any, content_type: Any, size: Any
@@ -103,7 +103,7 @@ class BookAssets:
         # The asset's object is named by its upload: one upload is one object, however often it is adopted.
         asset = Asset(name, upload_id, picture.content_type, picture.width, picture.height, size)
         now = self.clock()
-        self.store.stage_asset(book_id, asset.object_id, now + STAGE_GRACE_SECONDS)
+        self.book_rows.stage_asset(book_id, asset.object_id, now + STAGE_GRACE_SECONDS)
         self.objects.copy(source, asset_key(book_id, asset.object_id), picture.content_type)
 
         def change(current: Book) -> tuple[Book, str | None] | None:

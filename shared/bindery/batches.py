@@ -21,24 +21,25 @@ from bindery.errors import not_found
 from bindery.exports import ExportRequests
 from bindery.idempotency import idempotency_for, key_reused
 from bindery.ids import new_id, valid_id
-from bindery.library import Library
 from bindery.limits import MAX_BATCH_SHARDS, CallerClass
 from bindery.objects import Objects
 from bindery.observability import logger, metrics, state_change
 from bindery.paging import decode_cursor, encode_cursor, page_size
+from bindery.purges import Purges
 from bindery.settlement import after_ending, settle_batch
 from bindery.states import BatchStatus, State
 from bindery.storage import (
     Batch,
     BatchCreated,
+    BatchRows,
     Export,
+    ExportRows,
     KeyReused,
     NotFound,
     OverBudget,
     Replayed,
     Revoked,
     ShardFull,
-    Store,
     Target,
     TooManyBatches,
 )
@@ -68,14 +69,16 @@ class BatchRequests:
     def __init__(
         self,
         settings: Settings,
-        store: Store,
+        batch_rows: BatchRows,
+        export_rows: ExportRows,
         objects: Objects,
         clock: Clock,
         exports: ExportRequests,
-        books: Library,
+        purges: Purges,
     ):
-        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
-        self.exports, self.books = exports, books
+        self.settings, self.objects, self.clock = settings, objects, clock
+        self.batch_rows, self.export_rows = batch_rows, export_rows
+        self.exports, self.purges = exports, purges
 
     def create_batch(
         self, caller: str, caller_class: CallerClass, given: Any, idempotency_key: str | None
@@ -89,7 +92,7 @@ class BatchRequests:
         book_ids = {book_id for book_id, _, _ in wanted}
         # A book that is not the caller's makes the whole request a 404, as for a missing book, and it is
         # found before anything is written.
-        if not all(valid_id(b) for b in book_ids) or not self.store.books_owned(book_ids, caller):
+        if not all(valid_id(b) for b in book_ids) or not self.batch_rows.books_owned(book_ids, caller):
             raise not_found()
         now = self.clock()
         batch_id = new_id(now)
@@ -97,7 +100,7 @@ class BatchRequests:
             if attempt:
                 # Another batch took the room this one planned on: read again after a moment.
                 time.sleep(random.uniform(0, 0.02 * attempt))
-            plan = plan_shards(self.store.shard_room(), len(wanted))
+            plan = plan_shards(self.export_rows.shard_room(), len(wanted))
             if plan is None:
                 raise service_full(self.settings.max_live_exports_total)
             shards = [k for k, count in plan.items() for _ in range(count)]
@@ -130,7 +133,7 @@ class BatchRequests:
             )
             view = self.batch_view(batch, targets, now)
             idempotency = None if idempotency_ids is None else (*idempotency_ids, view)
-            outcome = self.store.create_batch(
+            outcome = self.batch_rows.create_batch(
                 batch, targets, limits=limits, shards=plan, now=now, idempotency=idempotency
             )
             if not isinstance(outcome, ShardFull):
@@ -161,7 +164,7 @@ class BatchRequests:
     def read_batch(self, caller: str, batch_id: str) -> dict[str, Any]:
         """The batch and each target's state. It reads, and writes nothing."""
         now = self.clock()
-        found = self.store.read_batch(caller, batch_id, now) if valid_id(batch_id) else None
+        found = self.batch_rows.read_batch(caller, batch_id, now) if valid_id(batch_id) else None
         if found is None:
             raise not_found("batch")
         return self.batch_view(found[0], found[1], now, bundle=found[2])
@@ -170,7 +173,7 @@ class BatchRequests:
         size = page_size(limit)
         start_after = decode_cursor(cursor) if cursor is not None else None
         now = self.clock()
-        page, next_after = self.store.list_batches(caller, limit=size, start_after=start_after, now=now)
+        page, next_after = self.batch_rows.list_batches(caller, limit=size, start_after=start_after, now=now)
         return {
             "batches": [self.batch_view(b, None, now) for b in page],
             "next_cursor": encode_cursor(next_after) if next_after else None,
@@ -179,7 +182,7 @@ class BatchRequests:
     def cancel_batch(self, caller: str, batch_id: str) -> None:
         """Cancel the batch: its pending targets are cancelled and its ready ones' links end now, their
         files deleted before the answer. Should this stop halfway, the batch sweep ends the rest."""
-        batch = self.store.cancel_batch(caller, batch_id, self.clock()) if valid_id(batch_id) else None
+        batch = self.batch_rows.cancel_batch(caller, batch_id, self.clock()) if valid_id(batch_id) else None
         if batch is None:
             raise not_found("batch")
         cancelled = batch.status == BatchStatus.CANCELLED
@@ -191,26 +194,28 @@ class BatchRequests:
         backstop); once none is pending, the batch leaves the sweep's queue. `unlink`: a ready target's
         bytes are deleted now, before the answer; the sweep (which deletes no object) leaves them to the
         GC's unlink. The bundle goes first: one link to every file, it is the one to end soonest."""
-        found = self.store.read_batch(batch.caller, batch.id, self.clock())
+        found = self.batch_rows.read_batch(batch.caller, batch.id, self.clock())
         bundle = None if found is None else found[2]
         if bundle is not None and bundle.state in (State.PENDING, State.READY):
             # The bundle has no book and so no owner to check: it is ended as a deleted book's exports are
             # (pending cancelled, a ready link ended now and its file deleted).
-            ended = self.store.end_for_deleted_book(bundle, self.clock())
+            ended = self.export_rows.end_for_deleted_book(bundle, self.clock())
             if isinstance(ended, Revoked) and unlink:
-                self.books.unlink_now(ended)
+                self.purges.unlink_now(ended)
         now = self.clock()
         for target in batch.targets:
             if unlink:
                 with contextlib.suppress(errors.NotFound):  # its book was deleted: the purge ends its exports
                     self.exports.cancel(batch.caller, target.book_id, target.export_id)
             else:
-                cancelled = self.store.cancel_export(target.book_id, target.export_id, batch.caller, now)
+                cancelled = self.export_rows.cancel_export(
+                    target.book_id, target.export_id, batch.caller, now
+                )
                 if not isinstance(cancelled, NotFound):
-                    after_ending(self.store, cancelled.target, now)
-        found = self.store.read_batch(batch.caller, batch.id, self.clock())
+                    after_ending(self.batch_rows, cancelled.target, now)
+        found = self.batch_rows.read_batch(batch.caller, batch.id, self.clock())
         if found is not None and all(e.state != State.PENDING for e in found[1]):
-            self.store.batch_cleared(batch.caller, batch.id, now)
+            self.batch_rows.batch_cleared(batch.caller, batch.id, now)
 
     def settle_batches(self, out_of_time: Callable[[], bool] = lambda: False) -> dict[str, int]:
         """The batch sweep: a running batch whose last ending did not end it is ended now (or looked at
@@ -218,10 +223,10 @@ class BatchRequests:
         `out_of_time`; what it did not reach stays due for the next run."""
         now = self.clock()
         counts = {"settled": 0, "deferred": 0, "cleared": 0}
-        for caller, batch_id in self.store.due_batches(now, self.settings.sweep_batch):
+        for caller, batch_id in self.batch_rows.due_batches(now, self.settings.sweep_batch):
             if out_of_time():
                 break
-            found = self.store.read_batch(caller, batch_id, now)
+            found = self.batch_rows.read_batch(caller, batch_id, now)
             if found is None:
                 continue
             batch = found[0]
@@ -229,10 +234,10 @@ class BatchRequests:
                 if batch.status == BatchStatus.CANCELLED or batch.revoked_at is not None:
                     self.end_targets(batch, unlink=False)
                     counts["cleared"] += 1
-                elif settle_batch(self.store, caller, batch_id, now) is not None:
+                elif settle_batch(self.batch_rows, caller, batch_id, now) is not None:
                     counts["settled"] += 1
                 else:
-                    self.store.defer_batch(caller, batch_id, now)
+                    self.batch_rows.defer_batch(caller, batch_id, now)
                     counts["deferred"] += 1
             except Exception:
                 logger.exception("batch sweep step failed", extra={"batch_id": batch_id})

@@ -21,7 +21,18 @@ from bindery.observability import logger, metrics, state_change
 from bindery.piece_cache import BuildPieces
 from bindery.settlement import after_ending, settle_batch
 from bindery.states import BuildOutcome, ClaimRefusal, Ending, FailureCode
-from bindery.storage import BUNDLE, Book, Chapter, Claimed, EndedTarget, Export, StorageError, Store
+from bindery.storage import (
+    BUNDLE,
+    BatchRows,
+    Book,
+    BookRows,
+    Chapter,
+    Claimed,
+    ClaimRows,
+    EndedTarget,
+    Export,
+    StorageError,
+)
 
 PROGRESS_SECONDS = 3.0
 
@@ -33,8 +44,17 @@ class RetryLater(Exception):
 class Builds:
     """What the build worker does with the export a message names."""
 
-    def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Clock):
-        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
+    def __init__(
+        self,
+        settings: Settings,
+        book_rows: BookRows,
+        claim_rows: ClaimRows,
+        batch_rows: BatchRows,
+        objects: Objects,
+        clock: Clock,
+    ):
+        self.settings, self.objects, self.clock = settings, objects, clock
+        self.book_rows, self.claim_rows, self.batch_rows = book_rows, claim_rows, batch_rows
 
     def build(self, book_id: str, export_id: str) -> BuildOutcome:
         """Claim the export, build it into S3, and finish it. Returns what happened, in one word.
@@ -47,7 +67,7 @@ class Builds:
         now, started = self.clock(), time.perf_counter()
         claim = secrets.token_hex(8)
         path = artifact_key(book_id, export_id, claim)
-        outcome = self.store.claim_build(book_id, export_id, path, now)
+        outcome = self.claim_rows.claim_build(book_id, export_id, path, now)
         if not isinstance(outcome, Claimed):
             if outcome.reason == ClaimRefusal.HELD:
                 raise RetryLater("another attempt holds the lease")
@@ -58,7 +78,7 @@ class Builds:
                 # answered: maybe between the ending and its batch's settlement, a write of its own. The
                 # redelivery settles it now rather than leaving it to the batch sweep, minutes later
                 # (settle_batch changes nothing while a target is pending, or once the batch has ended).
-                settle_batch(self.store, ended.counted_against, ended.batch_id, now)
+                settle_batch(self.batch_rows, ended.counted_against, ended.batch_id, now)
             return BuildOutcome.refused(outcome.reason)
         export = outcome.export
         state_change(export.id, book_id, "export claimed", attempt=export.attempt)
@@ -68,14 +88,14 @@ class Builds:
             return self._build_claimed(export, path, started)
         except StorageError as exc:
             try:
-                self.store.release_claim(export, self.clock())
+                self.claim_rows.release_claim(export, self.clock())
             except StorageError:
                 logger.warning("could not give the lease back; it runs out by itself", exc_info=True)
             raise RetryLater(f"storage failed during the build: {exc}") from exc
 
     def _build_claimed(self, export: Export, path: str, started: float) -> BuildOutcome:
         book_id = export.book_id
-        book = self.store.read_book(book_id)
+        book = self.book_rows.read_book(book_id)
         if book is None:
             # The book was deleted after this export was accepted: it goes with its book.
             ended = self._abandon(export)
@@ -88,7 +108,7 @@ class Builds:
         copies = export.format in engine.COPIES_MANUSCRIPT and not book.assets
         # The chapter list is read before the renderer is imported: parsing it is the build's peak of memory
         # outside the engine, and it peaks lower in the smaller process (10 MiB at 5,000 chapters).
-        chapters = [] if copies else self.store.read_chapters(book_id, book.cut)
+        chapters = [] if copies else self.book_rows.read_chapters(book_id, book.cut)
         renderer = engine.renderer_for(export.format)
         limit = getattr(renderer, "max_manuscript_bytes", None)
         if export.format == "pdf":
@@ -138,7 +158,7 @@ class Builds:
             # The artifact is whole, so its pieces are right: kept for the next build (never fails this one).
             pieces.finish()
 
-        ending = self.store.finish_export(
+        ending = self.claim_rows.finish_export(
             export,
             path=path,
             size_bytes=size,
@@ -189,7 +209,7 @@ class Builds:
         # Here, not at the top: zipfile (and the compressors it loads) is no part of the API's cold start.
         from bindery import bundles
 
-        found = self.store.read_batch(bundle.counted_against, bundle.book_id, self.clock())
+        found = self.batch_rows.read_batch(bundle.counted_against, bundle.book_id, self.clock())
         files = bundles.ready_files(found[1] if found else [], self.clock())
         if not files:
             # Every target's link lapsed (or was ended) before the bundle could be built.
@@ -205,7 +225,7 @@ class Builds:
             writer.abort()
             logger.exception("a bundled file is damaged", extra={"export_id": bundle.id})
             return self._fail(bundle, FailureCode.RENDER_FAILED)
-        ending = self.store.finish_export(
+        ending = self.claim_rows.finish_export(
             bundle, path=path, size_bytes=size, built_revision=0, sha256=writer.sha256, now=self.clock()
         )
         self._after_ending(bundle)
@@ -233,7 +253,7 @@ class Builds:
             progress.chapter_done(done)
 
     def _fail(self, export: Export, code: FailureCode) -> BuildOutcome:
-        failed = self.store.fail_export(export, code, self.clock())
+        failed = self.claim_rows.fail_export(export, code, self.clock())
         self._after_ending(export)
         if failed:
             metrics.add_metric(name=f"ExportsFailed_{code.value}", unit="Count", value=1)
@@ -242,7 +262,7 @@ class Builds:
         return BuildOutcome.FAIL_REFUSED
 
     def _abandon(self, export: Export) -> bool:
-        ended = self.store.cancel_attempt(export, self.clock())
+        ended = self.claim_rows.cancel_attempt(export, self.clock())
         self._after_ending(export)
         return ended
 
@@ -250,7 +270,7 @@ class Builds:
         """The attempt's ending is in, or refused: either way a batch's target may have ended (by it, or
         before it), and its batch may have ended with it."""
         if export.batch_id is not None:
-            after_ending(self.store, EndedTarget(export.counted_against, export.batch_id), self.clock())
+            after_ending(self.batch_rows, EndedTarget(export.counted_against, export.batch_id), self.clock())
 
 
 class _Progress:
@@ -266,7 +286,7 @@ class _Progress:
         if now - self.last >= PROGRESS_SECONDS and done < self.total:
             self.last = now
             try:
-                self.builds.store.record_progress(self.export, done, self.total)
+                self.builds.claim_rows.record_progress(self.export, done, self.total)
             except StorageError:
                 # Progress is a courtesy to the poll: a throttled write of it must not stop the build.
                 logger.warning("progress not recorded", exc_info=True)

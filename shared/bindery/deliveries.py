@@ -28,7 +28,7 @@ from bindery.clock import Clock, iso
 from bindery.config import Settings
 from bindery.observability import logger, metrics
 from bindery.states import BATCH_EVENT_TYPES, EVENT_TYPES, NO_ANSWER_RECORDED, DeliveryState
-from bindery.storage import Attempt, Created, Delivery, Store
+from bindery.storage import Attempt, BookRows, Created, Delivery, DeliveryRows, EndpointRows, FeedRows
 
 S = DeliveryState
 # 4xx answers that say "not now" rather than "never": retried like a 5xx.
@@ -134,13 +134,18 @@ class Deliveries:
     def __init__(
         self,
         settings: Settings,
-        store: Store,
+        book_rows: BookRows,
+        feed_rows: FeedRows,
+        endpoint_rows: EndpointRows,
+        delivery_rows: DeliveryRows,
         clock: Clock,
         queue: KeyQueue,
         post: Poster | None = None,
         jitter: Callable[[], float] = random.random,
     ):
-        self.settings, self.store, self.clock, self.queue = settings, store, clock, queue
+        self.settings, self.clock, self.queue = settings, clock, queue
+        self.book_rows, self.feed_rows = book_rows, feed_rows
+        self.endpoint_rows, self.delivery_rows = endpoint_rows, delivery_rows
         self.post: Poster = post or outbound.post
         self.jitter = jitter
 
@@ -151,9 +156,11 @@ class Deliveries:
         event = parse_event(message)
         now = self.clock()
         # Recorded at the time it happened, so a redriven event keeps its place in time.
-        appended = self.store.append_event(event.caller, event.id, event.type, event.body, event.time, now)
+        appended = self.feed_rows.append_event(
+            event.caller, event.id, event.type, event.body, event.time, now
+        )
         keys = []
-        for endpoint in self.store.endpoints_of(event.caller):
+        for endpoint in self.endpoint_rows.endpoints_of(event.caller):
             if event.type not in endpoint.events or not endpoint.enabled:
                 continue  # the write would refuse it too; this saves the write
             delivery = Delivery(
@@ -174,7 +181,7 @@ class Deliveries:
                 window_ends=now + self.settings.webhook_window_seconds,
                 due_at=now,
             )
-            made = self.store.create_delivery(delivery, event.time)
+            made = self.delivery_rows.create_delivery(delivery, event.time)
             if made == Created.CREATED:
                 metrics.add_metric(name="WebhookDeliveriesCreated", unit="Count", value=1)
             if made != Created.NOT_ELIGIBLE:
@@ -189,7 +196,7 @@ class Deliveries:
     def send(self, endpoint_id: str, seq: int) -> str:
         """One attempt of one delivery, if one is due: what it came to, for the log."""
         now = self.clock()
-        d = self.store.read_delivery(endpoint_id, seq)
+        d = self.delivery_rows.read_delivery(endpoint_id, seq)
         if d is None:
             return "gone"
         caller = d.caller
@@ -199,23 +206,23 @@ class Deliveries:
             return "in_flight"  # another sender holds it; the sweep comes back when its lease runs out
         if d.state == S.QUEUED and (d.due_at or 0) > now:
             return "not_due"  # a duplicate or early message: its attempt waits for its time
-        endpoint = self.store.read_endpoint(caller, endpoint_id)
-        if endpoint is None or (d.book_id is not None and self.store.read_book(d.book_id) is None):
-            ended = self.store.end_waiting(d, S.WITHDRAWN, now)
+        endpoint = self.endpoint_rows.read_endpoint(caller, endpoint_id)
+        if endpoint is None or (d.book_id is not None and self.book_rows.read_book(d.book_id) is None):
+            ended = self.delivery_rows.end_waiting(d, S.WITHDRAWN, now)
             return "withdrawn" if ended else "refused"
         # An in_flight delivery here has a lapsed lease: taking it over gives its attempt back, a few times.
         given_back = d.state == S.IN_FLIGHT and _lapses(d) < FORGIVEN_LAPSES
         budget = d.budget + given_back
         if d.attempt >= budget or now >= d.window_ends:
-            ended = self.store.end_waiting(d, S.EXPIRED, now)
+            ended = self.delivery_rows.end_waiting(d, S.EXPIRED, now)
             if ended:
                 metrics.add_metric(name="WebhookDeliveriesExpired", unit="Count", value=1)
             return "expired" if ended else "refused"
         if not endpoint.enabled:
-            self.store.defer_delivery(d, min(d.window_ends, now + DISABLED_RECHECK_SECONDS), now)
+            self.delivery_rows.defer_delivery(d, min(d.window_ends, now + DISABLED_RECHECK_SECONDS), now)
             return "deferred:disabled"
         token = uuid.uuid4().hex
-        claimed = self.store.claim_delivery(d, token, now, budget)
+        claimed = self.delivery_rows.claim_delivery(d, token, now, budget)
         if claimed is None:
             return "claim_refused"
         body = json.dumps(claimed.body, separators=(",", ":"))
@@ -252,12 +259,12 @@ class Deliveries:
         latency = sent.latency_ms
         redelivery = d.redeliveries > 0 and d.attempt == d.budget
         attempt = Attempt(d.attempt, now - latency / 1000, sent.status, sent.error, latency, redelivery)
-        if not self.store.record_attempt(d, token, attempt, to, next_due, now):
+        if not self.delivery_rows.record_attempt(d, token, attempt, to, next_due, now):
             return "record_refused"
         if to != S.ACKED:
             # 410 Gone: the receiver says the endpoint is no more. Otherwise, a long enough run of failures.
             gone = to == S.REJECTED and sent.status == 410
-            self.store.disable_if_failing(
+            self.endpoint_rows.disable_if_failing(
                 d.caller, d.endpoint_id, self.settings.webhook_disable_after, "gone" if gone else None, now
             )
         if to == S.EXPIRED:
@@ -278,14 +285,14 @@ class Deliveries:
         now = self.clock()
         batch = limit or self.settings.sweep_batch
         # Every due row, up to SWEEP_ROUNDS batches a run: the sender, not the sweep, moves them on.
-        keys = self.store.due_deliveries(now, batch * SWEEP_ROUNDS)
+        keys = self.delivery_rows.due_deliveries(now, batch * SWEEP_ROUNDS)
         if keys:
             self.queue.send(keys)
         withdrawn = 0
-        for caller, endpoint_id in self.store.endpoints_to_withdraw(now, batch):
+        for caller, endpoint_id in self.endpoint_rows.endpoints_to_withdraw(now, batch):
             if time_left is not None and time_left() < SWEEP_MARGIN_SECONDS:
                 break
-            for d in self.store.queued_deliveries(endpoint_id):
-                withdrawn += self.store.end_waiting(d, S.WITHDRAWN, now)
-            self.store.finish_withdraw(caller, endpoint_id, now)
+            for d in self.delivery_rows.queued_deliveries(endpoint_id):
+                withdrawn += self.delivery_rows.end_waiting(d, S.WITHDRAWN, now)
+            self.endpoint_rows.finish_withdraw(caller, endpoint_id, now)
         return {"resent": len(keys), "withdrawn": withdrawn}

@@ -24,17 +24,20 @@ from bindery.config import Settings
 from bindery.errors import not_found
 from bindery.idempotency import idempotency_for, key_reused
 from bindery.ids import new_id, valid_export_id, valid_id
-from bindery.library import Library
 from bindery.limits import CallerClass
 from bindery.objects import Objects
 from bindery.observability import metrics, state_change
 from bindery.paging import decode_cursor, encode_cursor, page_size
+from bindery.purges import Purges
 from bindery.settlement import after_ending
 from bindery.states import Cancel, State
 from bindery.storage import (
     Accepted,
+    BatchRows,
     Book,
+    BookRows,
     Export,
+    ExportRows,
     Holdings,
     KeyReused,
     NotFound,
@@ -43,7 +46,6 @@ from bindery.storage import (
     Replayed,
     Revoked,
     ShardFull,
-    Store,
 )
 
 RETRY_AFTER_PENDING = 2
@@ -61,11 +63,21 @@ def download_name(title: str, extension: str) -> str:
 
 class ExportRequests:
     """Submit, poll, list and cancel: what an API caller does with its exports. A cancel that ends a ready
-    link has its bytes deleted now, by the library (`Library.unlink_now`)."""
+    link has its bytes deleted now, at once (`Purges.unlink_now`)."""
 
-    def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Clock, books: Library):
-        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
-        self.books = books
+    def __init__(
+        self,
+        settings: Settings,
+        book_rows: BookRows,
+        export_rows: ExportRows,
+        batch_rows: BatchRows,
+        objects: Objects,
+        clock: Clock,
+        purges: Purges,
+    ):
+        self.settings, self.objects, self.clock = settings, objects, clock
+        self.book_rows, self.export_rows, self.batch_rows = book_rows, export_rows, batch_rows
+        self.purges = purges
 
     # ---- submit ----------------------------------------------------------------------------------
 
@@ -104,14 +116,14 @@ class ExportRequests:
             idempotency = None
             if idempotency_ids is not None:
                 idempotency = (*idempotency_ids, view)
-            outcome = self.store.submit_export(
+            outcome = self.export_rows.submit_export(
                 export, caller=caller, limits=limits, now=now, idempotency=idempotency
             )
             if not isinstance(outcome, ShardFull):
                 break
             # The shard this id named was full: try the one with the most room, as a read of them all says
             # now. None has any: the service is at its cap.
-            room = self.store.shard_room()
+            room = self.export_rows.shard_room()
             shard = max(room, key=lambda k: (room[k], random.random()))
             if room[shard] <= 0:
                 raise service_full(self.settings.max_live_exports_total)
@@ -149,7 +161,7 @@ class ExportRequests:
     def me(self, caller: str, caller_class: CallerClass) -> dict[str, Any]:
         """The caller's class, what it holds now, and every cap it is held to."""
         limits = self.settings.limits(caller_class)
-        held = self.store.holdings(caller)
+        held = self.export_rows.holdings(caller)
         return {
             "caller": caller,
             "class": caller_class.value,
@@ -174,7 +186,7 @@ class ExportRequests:
         `held`, one eventually consistent read: half the cost, and a header is advice, not the cap's guard."""
         cap = self.settings.limits(caller_class).live_exports
         if held is None:
-            held = self.store.holdings(caller, consistent=False)
+            held = self.export_rows.holdings(caller, consistent=False)
         remaining = max(0, cap - held.live_exports)
         return {
             "RateLimit-Limit": str(cap),
@@ -188,7 +200,7 @@ class ExportRequests:
         """The poll. It reads, presigns, and writes nothing: not even a lease bump."""
         found = None
         if valid_id(book_id) and valid_export_id(export_id):
-            found = self.store.read_export_for_owner(book_id, export_id, caller, self.clock())
+            found = self.export_rows.read_export_for_owner(book_id, export_id, caller, self.clock())
         if found is None:
             raise not_found()
         export, book = found
@@ -197,11 +209,13 @@ class ExportRequests:
     def list_exports(self, caller: str, book_id: str, limit: Any, cursor: str | None) -> dict[str, Any]:
         size = page_size(limit)
         start_after = decode_cursor(cursor) if cursor is not None else None
-        book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
+        book = self.book_rows.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
         if book is None:
             raise not_found()
         now = self.clock()
-        page, next_after = self.store.list_exports(book_id, limit=size, start_after=start_after, now=now)
+        page, next_after = self.export_rows.list_exports(
+            book_id, limit=size, start_after=start_after, now=now
+        )
         return {
             "exports": [self.view(e, book=book, now=now) for e in page],
             "next_cursor": encode_cursor(next_after) if next_after else None,
@@ -270,12 +284,12 @@ class ExportRequests:
         if not (valid_id(book_id) and valid_export_id(export_id)):
             raise not_found()
         now = self.clock()
-        outcome = self.store.cancel_export(book_id, export_id, caller, now)
+        outcome = self.export_rows.cancel_export(book_id, export_id, caller, now)
         if isinstance(outcome, NotFound):
             raise not_found()
-        after_ending(self.store, outcome.target, now)
+        after_ending(self.batch_rows, outcome.target, now)
         if isinstance(outcome, Revoked):
-            self.books.unlink_now(outcome)
+            self.purges.unlink_now(outcome)
             state_change(export_id, book_id, "export revoked")
             return Cancel.REVOKED
         if outcome.how == Cancel.CANCELLED:

@@ -13,9 +13,9 @@ import secrets
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any
 
-from bindery import engine, errors
+from bindery import errors
 from bindery.clock import Clock, iso
 from bindery.config import Settings
 from bindery.errors import not_found
@@ -23,9 +23,10 @@ from bindery.idempotency import idempotency_for, key_reused
 from bindery.ids import new_cut, valid_id
 from bindery.manuscript import Normalised, cut, normalise
 from bindery.metadata import Metadata, merged, package_identifier
-from bindery.objects import Objects, assets_prefix, cut_key, pieces_prefix, upload_key
+from bindery.objects import Objects, cut_key, upload_key
 from bindery.observability import logger
 from bindery.paging import decode_cursor, encode_cursor, page_size
+from bindery.purges import NotAllEnded, Purges
 from bindery.revisions import (
     PUBLISH_TRIES,
     STAGE_GRACE_SECONDS,
@@ -33,18 +34,14 @@ from bindery.revisions import (
     parse_if_match,
     precondition_failed,
 )
-from bindery.settlement import after_ending
-from bindery.states import State
 from bindery.storage import (
     Book,
+    BookRows,
     Chapter,
-    EndedTarget,
     KeyReused,
     Marker,
     Replayed,
-    Revoked,
     StorageError,
-    Store,
 )
 
 MAX_TITLE = 500
@@ -56,7 +53,6 @@ MAX_CHAPTER_TITLE = 500
 MAX_CHAPTERS = 5_000
 MAX_UPLOAD_BYTES = 500 * 1024 * 1024
 UPLOAD_URL_SECONDS = 600
-DELETE_BATCH = 1_000  # S3's DeleteObjects takes at most this many keys
 # A cursor of GET /books names a place on the shelf (`storage.table.shelf_position`): milliseconds, an id.
 _SHELF_POSITION = re.compile(r"[0-9]{13}#[0-9a-f]{20}")
 
@@ -66,15 +62,21 @@ def _on_shelf(position: str) -> bool:
 
 
 class Library:
-    """A caller's books: create, list, read, edit, replace the manuscript, upload a large one, delete; and
-    the GC's purge of a deleted book. A change is published as the next revision (`Revisions`); a book's
-    images are `bindery.assets.BookAssets`'."""
+    """A caller's books: create, list, read, edit, replace the manuscript, upload a large one, delete (the
+    deleted book's exports and images are ended by `bindery.purges.Purges`). A change is published as the
+    next revision (`Revisions`); a book's images are `bindery.assets.BookAssets`'."""
 
     def __init__(
-        self, settings: Settings, store: Store, objects: Objects, clock: Clock, revisions: Revisions
+        self,
+        settings: Settings,
+        book_rows: BookRows,
+        objects: Objects,
+        clock: Clock,
+        revisions: Revisions,
+        purges: Purges,
     ):
-        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
-        self.revisions = revisions
+        self.settings, self.book_rows, self.objects, self.clock = settings, book_rows, objects, clock
+        self.revisions, self.purges = revisions, purges
 
     # ---- caller operations -----------------------------------------------------------------------
 
@@ -105,16 +107,16 @@ class Library:
         book = Book(
             book_id, caller, title.strip(), revision, cut_id, len(chapters), len(data), now, now, described
         )
-        match self.store.create_book(book, idempotency, now):
+        match self.book_rows.create_book(book, idempotency, now):
             case Replayed(response=response):
-                made = self.store.read_book_for_owner(str(response["book_id"]), caller)
+                made = self.book_rows.read_book_for_owner(str(response["book_id"]), caller)
                 if made is None:
                     raise errors.Conflict(
                         "this Idempotency-Key made a book that has since been deleted; "
                         "send a new key to create another",
                         code="idempotent_book_deleted",
                     )
-                return made, self.store.read_chapters(made.id, made.cut), False
+                return made, self.book_rows.read_chapters(made.id, made.cut), False
             case KeyReused():
                 raise key_reused()
         logger.info("book created", extra={"book_id": book_id, "chapters": len(chapters)})
@@ -124,7 +126,7 @@ class Library:
         """The caller's books, newest first, a page at a time: each as :func:`book_summary` shows it."""
         size = page_size(limit)
         start_after = decode_cursor(cursor, _on_shelf) if cursor is not None else None
-        page, next_after = self.store.list_books(caller, limit=size, start_after=start_after)
+        page, next_after = self.book_rows.list_books(caller, limit=size, start_after=start_after)
         return {
             "books": [book_summary(book) for book in page],
             "next_cursor": encode_cursor(next_after) if next_after else None,
@@ -132,11 +134,11 @@ class Library:
 
     def get_book(self, caller: str, book_id: str) -> tuple[Book, list[Chapter]]:
         book = self.revisions.owned(caller, book_id)
-        return book, self.store.read_chapters(book_id, book.cut)
+        return book, self.book_rows.read_chapters(book_id, book.cut)
 
     def chapters(self, book: Book) -> list[Chapter]:
         """The chapters of the revision `book` is at: what a change's answer shows beside the book."""
-        return self.store.read_chapters(book.id, book.cut)
+        return self.book_rows.read_chapters(book.id, book.cut)
 
     def edit_book(self, caller: str, book_id: str, if_match: str | None, title: Any, metadata: Any) -> Book:
         """PATCH: a new title, a merge patch of the metadata, or both, as the book's next revision (the
@@ -181,7 +183,7 @@ class Library:
             assert upload_id is not None
             chapters, size = self._adopt(book_id, self._upload(book_id, upload_id), cut_id, now)
         for _ in range(PUBLISH_TRIES):
-            published = self.store.publish_cut(
+            published = self.book_rows.publish_cut(
                 book,
                 cut=cut_id,
                 chapter_count=len(chapters),
@@ -204,7 +206,7 @@ class Library:
             # The book moved on since we read it. Under If-Match that is the 412 the caller asked for;
             # without it, the newest replacement wins, so try again on top of what is there now. Either
             # way the staged cut keeps its retire marker until it is published, so nothing leaks.
-            current = self.store.read_book_for_owner(book_id, caller)
+            current = self.book_rows.read_book_for_owner(book_id, caller)
             if current is None:
                 raise not_found()
             if expected is not None:
@@ -234,7 +236,7 @@ class Library:
         is one transaction that leaves the GC its chores, so a crash after it still ends everything."""
         tried = False
         for _ in range(PUBLISH_TRIES):
-            book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
+            book = self.book_rows.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
             if book is None:
                 if not tried:
                     raise not_found()
@@ -244,7 +246,7 @@ class Library:
                 break
             tried = True
             had_assets = bool(book.assets)
-            if self.store.delete_book(book, self.clock()):
+            if self.book_rows.delete_book(book, self.clock()):
                 logger.info("book deleted", extra={"book_id": book_id})
                 break
         else:
@@ -254,49 +256,9 @@ class Library:
         try:
             # A book with images leaves their removal, and so its marker, to the GC: the API's role may not
             # delete a book's bytes (only its uploads'), and a link must stop now, its images need not.
-            self.purge(Marker(book_id, None), images="leave" if had_assets else "none")
-        except (StorageError, _NotAllEnded):
+            self.purges.purge(Marker(book_id, None), images="leave" if had_assets else "none")
+        except (StorageError, NotAllEnded):
             logger.warning("purge left to the GC", extra={"book_id": book_id}, exc_info=True)
-
-    def purge(self, marker: Marker, images: Literal["unlink", "none", "leave"] = "unlink") -> None:
-        """End every export of a deleted book, remove its images and its cache of built pieces, then drop the
-        marker, and only then: an export that kept moving (a finish or a cancel racing this one) keeps the
-        marker, and the GC comes back for it. `images`: "unlink" finds and removes them (the GC); "none",
-        the book had none (but one with an epub or html export may have a cache: it is left as "leave" is);
-        "leave", the exports end and the marker stays for the GC to remove them."""
-        now, left, cached = self.clock(), 0, False
-        for export in self.store.book_exports(marker.book_id):
-            cached |= export.format in engine.REUSES_PIECES
-            outcome = self.store.end_for_deleted_book(export, now)
-            if export.batch_id is not None and export.state == State.PENDING and outcome is not False:
-                # A pending target it ended (or found ended): its batch may have ended with it.
-                after_ending(self.store, EndedTarget(export.counted_against, export.batch_id), now)
-            if isinstance(outcome, Revoked):
-                self.unlink_now(outcome)
-            elif not outcome:
-                left += 1
-        if left:
-            raise _NotAllEnded(f"{left} export(s) of book {marker.book_id} could not be ended yet")
-        if images == "leave" or (images == "none" and cached):
-            return
-        if images == "unlink":
-            # Its images and pieces go with it: no revision can name them again. (No build reads them now:
-            # every export has ended, and a build still running finds its book gone at its finish.)
-            for prefix in (assets_prefix(marker.book_id), pieces_prefix(marker.book_id)):
-                keys = self.objects.keys(prefix)
-                for start in range(0, len(keys), DELETE_BATCH):
-                    self.objects.delete(keys[start : start + DELETE_BATCH])
-        self.store.drop_marker(marker)
-
-    def unlink_now(self, revoked: Revoked) -> None:
-        """A ready link was just ended (the row keeps its paths): delete its bytes now, then forget them, in
-        that order. Should the delete fail, the row still waits in the unlink queue, and the GC deletes them
-        on its next run."""
-        try:
-            self.objects.delete(revoked.paths)
-            self.store.forget_paths(revoked.book_id, revoked.export_id, self.clock())
-        except StorageError:
-            logger.warning("unlink left to the GC", extra={"export_id": revoked.export_id}, exc_info=True)
 
     # ---- helpers ---------------------------------------------------------------------------------
 
@@ -359,12 +321,8 @@ class Library:
             chapters.append(
                 Chapter(ordinal=n, title=section.title, offset=section.offset, size_bytes=section.length)
             )
-        self.store.stage_cut(book_id, cut_id, chapters, retire_at=now + STAGE_GRACE_SECONDS)
+        self.book_rows.stage_cut(book_id, cut_id, chapters, retire_at=now + STAGE_GRACE_SECONDS)
         return chapters
-
-
-class _NotAllEnded(Exception):
-    """A purge found an export it could not end yet; its marker stays for the GC's next run."""
 
 
 def _check_title(title: Any) -> None:

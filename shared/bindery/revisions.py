@@ -15,7 +15,7 @@ from bindery.clock import Clock
 from bindery.config import Settings
 from bindery.errors import not_found
 from bindery.ids import valid_id
-from bindery.storage import Book, Store
+from bindery.storage import Book, BookRows
 
 # How long a staged cut or asset may wait to be adopted before the GC removes it: past the API's 30 s.
 STAGE_GRACE_SECONDS = 300
@@ -30,12 +30,12 @@ Change = Callable[[Book], tuple[Book, str | None] | None]
 
 
 class Revisions:
-    def __init__(self, settings: Settings, store: Store, clock: Clock):
-        self.settings, self.store, self.clock = settings, store, clock
+    def __init__(self, settings: Settings, book_rows: BookRows, clock: Clock):
+        self.settings, self.book_rows, self.clock = settings, book_rows, clock
 
     def owned(self, caller: str, book_id: str) -> Book:
         """The caller's book, or the 404 a missing one is."""
-        book = self.store.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
+        book = self.book_rows.read_book_for_owner(book_id, caller) if valid_id(book_id) else None
         if book is None:
             raise not_found()
         return book
@@ -63,7 +63,7 @@ class Revisions:
                 return current
             changed, retired = made
             now = self.clock()
-            published = self.store.publish_change(
+            published = self.book_rows.publish_change(
                 current,
                 Book(**{**changed.__dict__, "updated_at": now}),
                 staged=staged,

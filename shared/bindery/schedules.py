@@ -16,13 +16,13 @@ from typing import Any
 
 from bindery.clock import Clock
 from bindery.config import Settings
-from bindery.library import Library
 from bindery.objects import ARTIFACT_PREFIX, PIECES_PREFIX, Objects, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
 from bindery.piece_cache import trim_piece_caches
+from bindery.purges import Purges
 from bindery.settlement import after_ending
 from bindery.states import Queue
-from bindery.storage import Due, Marker, Store
+from bindery.storage import BatchRows, BookRows, Due, Marker, SweepRows
 
 # Seconds of the invocation a GC run keeps for itself after its chores: the audit row and the reply.
 GC_MARGIN_SECONDS = 10.0
@@ -63,12 +63,22 @@ class Deadline:
 
 
 class Schedules:
-    """The GC's chores and the stale sweep's first one. A deleted book's exports are ended by the library's
-    own purge, the one its delete starts."""
+    """The GC's chores and the stale sweep's first one. A deleted book's exports are ended by
+    `Purges.purge`, the same purge its delete starts."""
 
-    def __init__(self, settings: Settings, store: Store, objects: Objects, clock: Clock, books: Library):
-        self.settings, self.store, self.objects, self.clock = settings, store, objects, clock
-        self.books = books
+    def __init__(
+        self,
+        settings: Settings,
+        book_rows: BookRows,
+        sweep_rows: SweepRows,
+        batch_rows: BatchRows,
+        objects: Objects,
+        clock: Clock,
+        purges: Purges,
+    ):
+        self.settings, self.objects, self.clock = settings, objects, clock
+        self.book_rows, self.sweep_rows, self.batch_rows = book_rows, sweep_rows, batch_rows
+        self.purges = purges
 
     # ---- the sweeps' queues ------------------------------------------------------------------------
 
@@ -82,7 +92,7 @@ class Schedules:
         batch = self.settings.sweep_batch
         while True:
             now = self.clock()
-            candidates = self.store.due(queue, now, batch)
+            candidates = self.sweep_rows.due(queue, now, batch)
             progress = 0
             for due in candidates:
                 if out_of_time():
@@ -104,7 +114,7 @@ class Schedules:
 
     def expire_lapsed_links(self, out_of_time: OutOfTime = _never) -> SweepCounts:
         def expire(due: Due, now: float) -> bool:
-            ok = self.store.expire_link(due, now)
+            ok = self.sweep_rows.expire_link(due, now)
             if ok:
                 state_change(due.slot.export_id, due.slot.book_id, "link expired")
             return ok
@@ -119,7 +129,7 @@ class Schedules:
 
         def unlink(due: Due, now: float) -> bool:
             self.objects.delete(due.paths)
-            ok = self.store.forget_paths(due.slot.book_id, due.slot.export_id, now)
+            ok = self.sweep_rows.forget_paths(due.slot.book_id, due.slot.export_id, now)
             if ok:
                 state_change(due.slot.export_id, due.slot.book_id, "artifact unlinked", keys=len(due.paths))
             return ok
@@ -135,8 +145,8 @@ class Schedules:
         """The stale sweep's first chore: all of `time_left` (less its margin), or until `out_of_time`."""
 
         def fail(due: Due, now: float) -> bool:
-            swept = self.store.fail_stale(due, now)
-            after_ending(self.store, swept.target, now)
+            swept = self.sweep_rows.fail_stale(due, now)
+            after_ending(self.batch_rows, swept.target, now)
             code = swept.code
             if code is not None:
                 metrics.add_metric(name=f"StaleSwept_{code.value}", unit="Count", value=1)
@@ -153,24 +163,24 @@ class Schedules:
         return self._chores(Queue.RETIRE, self._retire, out_of_time)
 
     def purge_deleted_books(self, out_of_time: OutOfTime = _never) -> SweepCounts:
-        return self._chores(Queue.PURGE, self.books.purge, out_of_time)
+        return self._chores(Queue.PURGE, self.purges.purge, out_of_time)
 
     def _retire(self, marker: Marker) -> None:
         if marker.asset is not None:
             # An image the book let go of (replaced, or deleted), or one whose adoption never finished.
-            if not self.store.asset_in_use(marker):
+            if not self.book_rows.asset_in_use(marker):
                 self.objects.delete([asset_key(marker.book_id, marker.asset)])
         else:
             assert marker.cut is not None
-            if self.store.retire_cut_chapters(marker):
+            if self.book_rows.retire_cut_chapters(marker):
                 self.objects.delete([cut_key(marker.book_id, marker.cut)])
-        self.store.drop_marker(marker)
+        self.book_rows.drop_marker(marker)
 
     def _chores(self, queue: Queue, act: Callable[[Marker], None], out_of_time: OutOfTime) -> SweepCounts:
         """One batch of markers a run (a marker's chore is a book's worth of work); a full batch, or one
         with failures, leaves work for the next run."""
         done = failed = 0
-        markers = self.store.due_markers(queue, self.clock(), self.settings.sweep_batch)
+        markers = self.book_rows.due_markers(queue, self.clock(), self.settings.sweep_batch)
         for marker in markers:
             if out_of_time():
                 return SweepCounts(done, 0, failed, left=True)
@@ -236,7 +246,7 @@ class Schedules:
             failed["reconcile"] = exc
             logger.exception("gc chore failed; the rest of the run goes on", extra={"chore": "reconcile"})
         result = _gc_result([name for name, _ in chores], counts, orphans, failed)
-        self.store.record_audit(result, self.clock())
+        self.sweep_rows.record_audit(result, self.clock())
         if failed:
             raise next(iter(failed.values()))
         if any(result[k] for k in result if k not in ("orphans_scanned", "cursor_pass")):
@@ -251,19 +261,19 @@ class Schedules:
         if out_of_time():
             return None
         now = self.clock()
-        pass_no, after = self.store.orphan_cursor()
+        pass_no, after = self.sweep_rows.orphan_cursor()
         page, more = self.objects.list_page(ARTIFACT_PREFIX, after, self.settings.reconcile_batch)
         # Younger than the longest lease plus its retry grace, an object may belong to an attempt whose
         # claim we have not seen yet: leave it for a later pass.
         settled = now - (self.settings.lease_seconds + self.settings.retry_grace_seconds)
         candidates = [key for key, _, modified in page if modified < settled]
-        named = self.store.named_artifacts(candidates, now)
+        named = self.sweep_rows.named_artifacts(candidates, now)
         orphans = [key for key in candidates if key not in named]
         self.objects.delete(orphans)
         for key in orphans:
             logger.warning("orphan artifact deleted", extra={"key": key})
         next_cursor = (pass_no, page[-1][0]) if more and page else (pass_no + 1, "")
-        self.store.set_orphan_cursor(*next_cursor)
+        self.sweep_rows.set_orphan_cursor(*next_cursor)
         aborted = self.objects.abort_stale_uploads(ARTIFACT_PREFIX, settled)
         metrics.add_metric(name="OrphansReconciled", unit="Count", value=len(orphans))
         return {

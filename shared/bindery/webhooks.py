@@ -28,11 +28,13 @@ from bindery.storage import (
     CursorAhead,
     CursorGone,
     Delivery,
+    DeliveryRows,
     Endpoint,
     EndpointOverCap,
+    EndpointRows,
     FeedEvent,
+    FeedRows,
     Secret,
-    Store,
 )
 
 MAX_DESCRIPTION = 500
@@ -62,11 +64,14 @@ class Webhooks:
     def __init__(
         self,
         settings: Settings,
-        store: Store,
+        feed_rows: FeedRows,
+        endpoint_rows: EndpointRows,
+        delivery_rows: DeliveryRows,
         clock: Clock,
         resolve: Callable[[str, int], list[str]] | None = None,
     ):
-        self.settings, self.store, self.clock = settings, store, clock
+        self.settings, self.clock = settings, clock
+        self.feed_rows, self.endpoint_rows, self.delivery_rows = feed_rows, endpoint_rows, delivery_rows
         self.resolve = resolve or outbound.system_resolve
 
     # ---- endpoints -------------------------------------------------------------------------------
@@ -95,7 +100,7 @@ class Webhooks:
             updated_at=now,
             counts={s.value: 0 for s in DeliveryState},
         )
-        made = self.store.register_endpoint(endpoint)
+        made = self.endpoint_rows.register_endpoint(endpoint)
         if isinstance(made, EndpointOverCap):
             cap = self.settings.max_webhooks
             raise errors.Conflict(
@@ -110,7 +115,7 @@ class Webhooks:
         # The same opaque cursor as every other list's: a bare id-shaped string is not one this API gave
         # out, and is refused rather than read as a place to start (it answered an empty page).
         after = decode_cursor(cursor) if cursor is not None else None
-        page, last = self.store.list_endpoints(caller, size, after)
+        page, last = self.endpoint_rows.list_endpoints(caller, size, after)
         return {
             "webhooks": [self.view(e) for e in page],
             "next_cursor": encode_cursor(last) if last else None,
@@ -133,21 +138,23 @@ class Webhooks:
             changes["enabled"] = body["enabled"]
         if not valid_id(endpoint_id):
             raise not_found("webhook endpoint")
-        changed = self.store.patch_endpoint(caller, endpoint_id, changes, self.clock())
+        changed = self.endpoint_rows.patch_endpoint(caller, endpoint_id, changes, self.clock())
         if changed is None:
             raise not_found("webhook endpoint")
         return self.view(changed)
 
     def delete(self, caller: str, endpoint_id: str) -> None:
         """The endpoint stops at once; its waiting deliveries end withdrawn (the sweep ends them)."""
-        if not (valid_id(endpoint_id) and self.store.delete_endpoint(caller, endpoint_id, self.clock())):
+        if not (
+            valid_id(endpoint_id) and self.endpoint_rows.delete_endpoint(caller, endpoint_id, self.clock())
+        ):
             raise not_found("webhook endpoint")
 
     def rotate(self, caller: str, endpoint_id: str) -> dict[str, Any]:
         """A new current secret, shown once; the one it replaces signs beside it for the overlap."""
         endpoint = self._endpoint(caller, endpoint_id)
         key = new_secret()
-        rotated = self.store.rotate_secret(endpoint, key, self.clock())
+        rotated = self.endpoint_rows.rotate_secret(endpoint, key, self.clock())
         if rotated is None:
             raise errors.Conflict(
                 "another rotation of this endpoint's secret won meanwhile; read it and rotate again",
@@ -167,7 +174,7 @@ class Webhooks:
             )
         before = _cursor(cursor, "cursor")
         endpoint = self._endpoint(caller, endpoint_id)
-        page, last = self.store.list_deliveries(endpoint.id, state, size, before)
+        page, last = self.delivery_rows.list_deliveries(endpoint.id, state, size, before)
         return {
             "deliveries": [delivery_view(d) for d in page],
             "next_cursor": None if last is None else str(last),
@@ -180,7 +187,7 @@ class Webhooks:
         # An id of no shape a delivery has names no delivery: the 404 a missing one is (it is a path's id,
         # not a cursor, so invalid_cursor would name the wrong thing).
         well_formed = delivery_id.isascii() and delivery_id.isdigit() and len(delivery_id) <= 12
-        found = self.store.read_delivery(endpoint.id, int(delivery_id)) if well_formed else None
+        found = self.delivery_rows.read_delivery(endpoint.id, int(delivery_id)) if well_formed else None
         if found is None or found.caller != caller:
             raise not_found("delivery")
         if not endpoint.enabled:
@@ -197,7 +204,7 @@ class Webhooks:
                 f"the delivery was sent again {MAX_REDELIVERIES} times, the most allowed",
                 code="redelivery_limit",
             )
-        queued = self.store.redeliver(found, self.clock())
+        queued = self.delivery_rows.redeliver(found, self.clock())
         if queued is None:
             raise errors.Conflict("the delivery changed meanwhile; read it and try again", code="conflict")
         return delivery_view(queued)
@@ -209,7 +216,9 @@ class Webhooks:
         size = page_size(limit, MAX_EVENTS_PAGE)
         start = _cursor(after, "after")
         try:
-            page = self.store.events_since(caller, FEED_START if start is None else start, size, self.clock())
+            page = self.feed_rows.events_since(
+                caller, FEED_START if start is None else start, size, self.clock()
+            )
         except CursorAhead as exc:
             raise errors.BadRequest(
                 f"cursor {exc.after} is past the feed's head ({exc.head}): no read of this feed gave it out",
@@ -253,7 +262,7 @@ class Webhooks:
         }
 
     def _endpoint(self, caller: str, endpoint_id: str) -> Endpoint:
-        found = self.store.read_endpoint(caller, endpoint_id) if valid_id(endpoint_id) else None
+        found = self.endpoint_rows.read_endpoint(caller, endpoint_id) if valid_id(endpoint_id) else None
         if found is None:
             raise not_found("webhook endpoint")
         return found

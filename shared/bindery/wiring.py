@@ -3,9 +3,11 @@ built on (the settings, the store, the objects, the clock), and one `default_<ha
 once on the process's own. Building them makes no AWS call.
 
 A service is constructed with exactly the collaborators it uses and the services it calls; none is part of
-another. Each function imports its services' modules when it runs, not at the top of this module, so that a
-handler loads only the modules its own services need: the webhook functions never load the export
-requests, and the build worker never loads the API's.
+another. Of the store it is handed only the row stores it reads and writes (`store.books`, `store.exports`,
+...), never the whole Store, so that its constructor says which of the table's aggregates it touches. Each
+function imports its services' modules when it runs, not at the top of this module, so that a handler loads
+only the modules its own services need: the webhook functions never load the export requests, and the build
+worker never loads the API's.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ if TYPE_CHECKING:
     from bindery.batches import BatchRequests
     from bindery.builds import Builds
     from bindery.deliveries import Deliveries
+    from bindery.exports import ExportRequests
     from bindery.library import Library
+    from bindery.purges import Purges
     from bindery.schedules import Schedules
 
 
@@ -35,26 +39,25 @@ def api(settings: Settings, store: Store, objects: Objects, clock: Clock = time.
     from bindery.api.http import ApiServices
     from bindery.assets import BookAssets
     from bindery.batches import BatchRequests
-    from bindery.exports import ExportRequests
     from bindery.webhooks import Webhooks
 
-    books = _library(settings, store, objects, clock)
-    exports = ExportRequests(settings, store, objects, clock, books)
-    batches = BatchRequests(settings, store, objects, clock, exports, books)
-    assets = BookAssets(store, objects, clock, books.revisions)
-    return ApiServices(exports, batches, books, assets, Webhooks(settings, store, clock))
+    purges = _purges(store, objects, clock)
+    books = _library(settings, store, objects, clock, purges)
+    exports = _exports(settings, store, objects, clock, purges)
+    batches = BatchRequests(settings, store.batches, store.exports, objects, clock, exports, purges)
+    assets = BookAssets(store.books, objects, clock, books.revisions)
+    hooks = Webhooks(settings, store.feed, store.endpoints, store.deliveries, clock)
+    return ApiServices(exports, batches, books, assets, hooks)
 
 
 def build_worker(settings: Settings, store: Store, objects: Objects, clock: Clock = time.time) -> Builds:
     from bindery.builds import Builds
 
-    return Builds(settings, store, objects, clock)
+    return Builds(settings, store.books, store.claims, store.batches, objects, clock)
 
 
 def expiry_gc(settings: Settings, store: Store, objects: Objects, clock: Clock = time.time) -> Schedules:
-    from bindery.schedules import Schedules
-
-    return Schedules(settings, store, objects, clock, _library(settings, store, objects, clock))
+    return _schedules(settings, store, objects, clock, _purges(store, objects, clock))
 
 
 def stale_sweep(
@@ -63,22 +66,40 @@ def stale_sweep(
     """The stale exports' chore (`Schedules.fail_stale_exports`) and the batch sweep's
     (`BatchRequests.settle_batches`)."""
     from bindery.batches import BatchRequests
-    from bindery.exports import ExportRequests
-    from bindery.schedules import Schedules
 
-    books = _library(settings, store, objects, clock)
-    exports = ExportRequests(settings, store, objects, clock, books)
+    purges = _purges(store, objects, clock)
+    exports = _exports(settings, store, objects, clock, purges)
     return (
-        Schedules(settings, store, objects, clock, books),
-        BatchRequests(settings, store, objects, clock, exports, books),
+        _schedules(settings, store, objects, clock, purges),
+        BatchRequests(settings, store.batches, store.exports, objects, clock, exports, purges),
     )
 
 
-def _library(settings: Settings, store: Store, objects: Objects, clock: Clock) -> Library:
+def _library(settings: Settings, store: Store, objects: Objects, clock: Clock, purges: Purges) -> Library:
     from bindery.library import Library
     from bindery.revisions import Revisions
 
-    return Library(settings, store, objects, clock, Revisions(settings, store, clock))
+    return Library(settings, store.books, objects, clock, Revisions(settings, store.books, clock), purges)
+
+
+def _purges(store: Store, objects: Objects, clock: Clock) -> Purges:
+    from bindery.purges import Purges
+
+    return Purges(store.books, store.exports, store.sweeps, store.batches, objects, clock)
+
+
+def _exports(
+    settings: Settings, store: Store, objects: Objects, clock: Clock, purges: Purges
+) -> ExportRequests:
+    from bindery.exports import ExportRequests
+
+    return ExportRequests(settings, store.books, store.exports, store.batches, objects, clock, purges)
+
+
+def _schedules(settings: Settings, store: Store, objects: Objects, clock: Clock, purges: Purges) -> Schedules:
+    from bindery.schedules import Schedules
+
+    return Schedules(settings, store.books, store.sweeps, store.batches, objects, clock, purges)
 
 
 def webhooks(settings: Settings, store: Store, clock: Clock = time.time) -> Deliveries:
@@ -86,7 +107,9 @@ def webhooks(settings: Settings, store: Store, clock: Clock = time.time) -> Deli
     from bindery.deliveries import Deliveries
     from bindery.sendqueue import SendQueue
 
-    return Deliveries(settings, store, clock, SendQueue(settings))
+    return Deliveries(
+        settings, store.books, store.feed, store.endpoints, store.deliveries, clock, SendQueue(settings)
+    )
 
 
 # ---- on the process's own collaborators, built on first use --------------------------------------

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace, *, store: Any = None) -> int:
 
     _environment(args.env_vars, "gc")
     try:
-        rows = (store or Store(settings())).audits(args.limit)
+        rows = (store or Store(settings())).sweeps.audits(args.limit)
     except NoCredentialsError:
         print(
             "bindery: no AWS credentials: for the local stack, add --env-vars events/env.json",

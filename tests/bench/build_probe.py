@@ -31,7 +31,7 @@ if fmt == "pdf":
 
     child = RENDERER.peak_child_rss
     peak += child
-found = store.read_export_for_owner(book_id, view["id"], "bench-user", time.time())
+found = store.exports.read_export_for_owner(book_id, view["id"], "bench-user", time.time())
 size, path = (found[0].size_bytes, found[0].path) if found else (None, None)
 if sys.argv[4:] != ["keep"]:
     exports.cancel("bench-user", book_id, view["id"])  # revoked: its bytes go now

@@ -49,9 +49,9 @@ for n in range(1, images + 1):
     asset = Asset(f"images/{n}.png", f"{n:020x}", "image/png", side, side, len(png))
     objects.put_bytes(asset_key(book.id, asset.object_id), png, "image/png")
     assets.append(asset)
-current = store.read_book(book.id)
+current = store.books.read_book(book.id)
 assert current is not None
-published = store.publish_change(
+published = store.books.publish_change(
     current, replace(current, assets=tuple(assets)), staged=None, retired=None, retire_at=0
 )
 assert published is not None

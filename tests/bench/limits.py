@@ -7,14 +7,13 @@ peak RSS against the bytes of its files.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import time
 import uuid
 from typing import Any
 
-from tests.bench.aws import PY, ROOT, Aws, local_service
+from tests.bench.aws import PY, ROOT, Aws, local_service, servers_here
 from tests.bench.report import record, say
 
 CAP_WRITERS, CAP_SUBMITS = 16, 40  # threads, and submits each: 640, across 16 callers
@@ -81,20 +80,10 @@ def _bundle_growth(aws: Aws, bucket: str, files: int, mib: int) -> dict[str, Any
 
 
 def measure() -> None:
-    from moto.server import ThreadedMotoServer
-
-    from tests.servers import dynamodb_local, free_port
-
     say("\n7. Limits: the global cap over 16 counters against one; a bundle's memory against its files")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = free_port()
-    s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    s3.start()
-    try:
-        with dynamodb_local() as ddb:
-            endpoint = f"http://127.0.0.1:{port}"
-            one_rate, one_share, one_done = _cap_contention(ddb, endpoint, shards=1)
-            many_rate, many_share, many_done = _cap_contention(ddb, endpoint, shards=16)
+    with servers_here() as (ddb, endpoint):
+        one_rate, one_share, one_done = _cap_contention(ddb, endpoint, shards=1)
+        many_rate, many_share, many_done = _cap_contention(ddb, endpoint, shards=16)
         assert one_done == many_done == CAP_WRITERS * CAP_SUBMITS
         # DynamoDB takes about 1,000 writes a second on one item (a transactional write costs two), and
         # transactions on one item at once cancel each other: the figure that matters is how many of the
@@ -138,5 +127,3 @@ def measure() -> None:
             "",
             None,
         )
-    finally:
-        s3.stop()

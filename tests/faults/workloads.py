@@ -88,7 +88,7 @@ class Run:
         s = self.stack
         settings = s.exports.settings
         for _ in range(settings.max_attempts + 3):
-            pending = [row for row in s.store.all_exports() if row.state == "pending"]
+            pending = [row for row in s.store.exports.all_exports() if row.state == "pending"]
             for row in pending:
                 self.attempt(lambda r=row: s.build(r.book_id, r.id))
             s.clock.advance(
@@ -223,7 +223,7 @@ def stale(run: Run) -> None:
     if lost is not None and lost.status == 202:
         export_id = lost.body["id"]
         path = artifact_key(book, export_id, "died")
-        run.attempt(lambda: s.store.claim_build(book, export_id, path, s.clock()))
+        run.attempt(lambda: s.store.claims.claim_build(book, export_id, path, s.clock()))
     settings = s.exports.settings
     s.clock.advance(
         max(settings.queue_grace_seconds, settings.lease_seconds + settings.retry_grace_seconds) + 1

@@ -41,7 +41,7 @@ def test_three_concurrent_deliveries_make_one_build_and_one_artifact(services: S
         most_builds = max(most_builds, outcomes.count("ready"))
         assert outcomes.count("ready") == 1, outcomes
         assert set(outcomes) <= {"ready", "retry", "refused:ended"}
-        [row] = [e for e in services.store.all_exports() if e.id == view["id"]]
+        [row] = [e for e in services.store.exports.all_exports() if e.id == view["id"]]
         assert (row.state, row.attempt) == ("ready", 1)
         assert len([k for k in services.objects.keys("artifacts/") if view["id"] in k]) == 1
     assert violations(services.store, services.objects, after_gc=False) == []
@@ -58,15 +58,15 @@ def test_a_delivery_after_a_crash_rebuilds_once_and_leaves_one_artifact(
 ) -> None:
     book, _, _ = services.books.create_book("user-alice", "Dup", "# One\n\ntext\n")
     view, _ = services.exports.submit("user-alice", book.id, "markdown", None)
-    real_finish = services.store.finish_export
+    real_finish = services.store.claims.finish_export
 
     def crash(*_: Any, **__: Any) -> bool:
         raise _Crash("the worker died after uploading, before finishing")
 
-    monkeypatch.setattr(services.store, "finish_export", crash)
+    monkeypatch.setattr(services.store.claims, "finish_export", crash)
     with pytest.raises(_Crash):
         services.builds.build(book.id, view["id"])
-    monkeypatch.setattr(services.store, "finish_export", real_finish)
+    monkeypatch.setattr(services.store.claims, "finish_export", real_finish)
     assert len(services.objects.keys("artifacts/")) == 1  # the dead attempt's upload
 
     # Redelivered twice more: first while the dead attempt's lease still holds, then after it ran out.
@@ -78,7 +78,7 @@ def test_a_delivery_after_a_crash_rebuilds_once_and_leaves_one_artifact(
         outcomes = list(pool.map(lambda _: _deliver(services, book.id, view["id"], barrier), range(2)))
 
     assert outcomes.count("ready") == 1
-    [row] = [e for e in services.store.all_exports() if e.id == view["id"]]
+    [row] = [e for e in services.store.exports.all_exports() if e.id == view["id"]]
     assert (row.state, row.attempt) == ("ready", 2)
     # Two attempts' keys are named; only the finished one is the link. Expiry unlinks both.
     assert len(row.paths) == 2 and row.path in row.paths

@@ -36,7 +36,9 @@ def _trial(store: Store, caller: str, now: float) -> tuple[list[Appended], list[
     def write(w: int) -> list[Appended]:
         try:
             return [
-                store.append_event(caller, f"{caller}-w{w}-{k}:ready", "bindery.export.ready", {"k": k}, now)
+                store.feed.append_event(
+                    caller, f"{caller}-w{w}-{k}:ready", "bindery.export.ready", {"k": k}, now
+                )
                 for k in range(EVENTS_PER_WRITER)
             ]
         finally:
@@ -49,7 +51,7 @@ def _trial(store: Store, caller: str, now: float) -> tuple[list[Appended], list[
         after = 0
         while True:
             finished = done.is_set()  # taken before the read: a read begun after every write sees them all
-            page = store.events_since(caller, after, 5, now)
+            page = store.feed.events_since(caller, after, 5, now)
             if page.next < after:
                 raise AssertionError(f"cursor walked back from {after} to {page.next}")
             heads.append(page.head)
@@ -98,9 +100,9 @@ def test_16_concurrent_appends_of_one_event_id_record_it_once(services: Services
     caller = f"user-{uuid.uuid4().hex[:8]}"
 
     outcomes = _all_at_once(
-        WRITERS, lambda _: store.append_event(caller, "one:ready", "bindery.export.ready", {}, now)
+        WRITERS, lambda _: store.feed.append_event(caller, "one:ready", "bindery.export.ready", {}, now)
     )
 
     assert {a.seq for a in outcomes} == {1}
     assert sum(a.new for a in outcomes) == 1
-    assert store.feed_head(caller) == 1
+    assert store.feed.feed_head(caller) == 1

@@ -28,7 +28,15 @@ def _service(services: Services) -> tuple[Deliveries, Keys, Receiver]:
     keys, receiver = Keys(), Receiver()
     return (
         Deliveries(
-            services.settings, services.store, services.clock, keys, post=receiver, jitter=lambda: 0.5
+            services.settings,
+            services.store.books,
+            services.store.feed,
+            services.store.endpoints,
+            services.store.deliveries,
+            services.clock,
+            keys,
+            post=receiver,
+            jitter=lambda: 0.5,
         ),
         keys,
         receiver,
@@ -37,7 +45,7 @@ def _service(services: Services) -> tuple[Deliveries, Keys, Receiver]:
 
 def _endpoint(services: Services, caller: str, url: str = URL) -> Endpoint:
     now = services.clock()
-    made = services.store.register_endpoint(
+    made = services.store.endpoints.register_endpoint(
         Endpoint(
             id=uuid.uuid4().hex[:21],
             caller=caller,
@@ -75,15 +83,15 @@ def test_one_event_ingested_by_16_at_once_is_one_entry_and_one_delivery_per_endp
 
     _all_at_once(RACERS, lambda _: service.ingest(message))
 
-    assert services.store.feed_head(caller) == 1
+    assert services.store.feed.feed_head(caller) == 1
     for endpoint in endpoints:
-        rows, _ = services.store.list_deliveries(endpoint.id, None, 100, None)
-        shown = services.store.read_endpoint(caller, endpoint.id)
+        rows, _ = services.store.deliveries.list_deliveries(endpoint.id, None, 100, None)
+        shown = services.store.endpoints.read_endpoint(caller, endpoint.id)
         assert len(rows) == 1
         assert shown is not None and shown.counts["queued"] == 1
     record(
         "race: 16 ingests of one event: deliveries made for 3 endpoints",
-        sum(len(services.store.list_deliveries(e.id, None, 100, None)[0]) for e in endpoints),
+        sum(len(services.store.deliveries.list_deliveries(e.id, None, 100, None)[0]) for e in endpoints),
     )
 
 
@@ -96,8 +104,8 @@ def test_one_due_delivery_sent_by_16_at_once_is_one_attempt(services: Services) 
 
     outcomes = _all_at_once(RACERS, lambda _: service.send(endpoint_id, seq))
 
-    delivery = services.store.read_delivery(endpoint_id, seq)
-    shown = services.store.read_endpoint(caller, endpoint.id)
+    delivery = services.store.deliveries.read_delivery(endpoint_id, seq)
+    shown = services.store.endpoints.read_endpoint(caller, endpoint.id)
     assert isinstance(delivery, Delivery) and shown is not None
     assert outcomes.count("acked") == 1
     assert len(receiver.got[URL]) == 1
@@ -114,16 +122,18 @@ def test_one_lapsed_delivery_taken_over_by_16_at_once_is_one_attempt_that_gives_
     service, keys, receiver = _service(services)
     service.ingest(_message(services, caller))
     ((endpoint_id, seq),) = keys.drain()
-    queued = services.store.read_delivery(endpoint_id, seq)
+    queued = services.store.deliveries.read_delivery(endpoint_id, seq)
     assert queued is not None
     # A sender whose claim was applied, and who never sent it: the lease runs out.
-    assert services.store.claim_delivery(queued, "lost", services.clock(), queued.budget) is not None
+    assert (
+        services.store.deliveries.claim_delivery(queued, "lost", services.clock(), queued.budget) is not None
+    )
     clock.advance(services.settings.webhook_lease_seconds)
 
     outcomes = _all_at_once(RACERS, lambda _: service.send(endpoint_id, seq))
 
-    delivery = services.store.read_delivery(endpoint_id, seq)
-    shown = services.store.read_endpoint(caller, endpoint.id)
+    delivery = services.store.deliveries.read_delivery(endpoint_id, seq)
+    shown = services.store.endpoints.read_endpoint(caller, endpoint.id)
     assert isinstance(delivery, Delivery) and shown is not None
     assert outcomes.count("acked") == 1 and len(receiver.got[URL]) == 1
     assert [(a.n, a.error) for a in delivery.attempts] == [(1, "no_answer_recorded"), (2, None)]
@@ -140,7 +150,7 @@ def test_registrations_racing_for_the_last_place_under_the_cap_take_it_once(serv
 
     def register(i: int) -> Endpoint | EndpointOverCap:
         now = services.clock()
-        return services.store.register_endpoint(
+        return services.store.endpoints.register_endpoint(
             Endpoint(uuid.uuid4().hex[:21], caller, URL, frozenset({"bindery.export.ready"}), "",
                      (Secret(f"whsec_{i:044d}", None),), True, None, None, 0, now, now,
                      {s: 0 for s in DELIVERY_STATES})
@@ -149,7 +159,7 @@ def test_registrations_racing_for_the_last_place_under_the_cap_take_it_once(serv
     outcomes = _all_at_once(8, register)
 
     assert sum(isinstance(o, Endpoint) for o in outcomes) == 1
-    assert len(services.store.endpoints_of(caller)) == cap
+    assert len(services.store.endpoints.endpoints_of(caller)) == cap
     record(
         "race: 8 registrations for the last place under the cap: accepted",
         sum(isinstance(o, Endpoint) for o in outcomes),
@@ -164,12 +174,12 @@ def test_redeliveries_racing_on_one_ended_delivery_queue_it_once(services: Servi
     service.ingest(_message(services, caller))
     ((endpoint_id, seq),) = keys.drain()
     assert service.send(endpoint_id, seq) == "rejected"
-    ended = services.store.read_delivery(endpoint_id, seq)
+    ended = services.store.deliveries.read_delivery(endpoint_id, seq)
     assert ended is not None
 
-    outcomes = _all_at_once(8, lambda _: services.store.redeliver(ended, services.clock()))
+    outcomes = _all_at_once(8, lambda _: services.store.deliveries.redeliver(ended, services.clock()))
 
-    shown = services.store.read_endpoint(caller, endpoint.id)
+    shown = services.store.endpoints.read_endpoint(caller, endpoint.id)
     assert sum(o is not None for o in outcomes) == 1
     assert shown is not None and (shown.counts["queued"], shown.counts["rejected"]) == (1, 0)
     assert json.loads(json.dumps(shown.counts))["queued"] == 1

@@ -95,7 +95,7 @@ def _batch_trial(services: Services, choose: random.Random) -> _Trial:
     books = {
         u: services.books.create_book(f"user-{u}", "Catalogue", "# One\n\ntext\n")[0].id for u in range(4)
     }
-    real_finish = services.store.finish_export
+    real_finish = services.store.claims.finish_export
     doomed: set[str] = set()
 
     def finish(export: Any, **kw: Any) -> Any:
@@ -104,7 +104,7 @@ def _batch_trial(services: Services, choose: random.Random) -> _Trial:
             raise _Crash(export.id)
         return real_finish(export, **kw)
 
-    services.store.finish_export = finish  # type: ignore[method-assign]
+    services.store.claims.finish_export = finish  # type: ignore[method-assign]
 
     def create(i: int) -> dict[str, Any]:
         targets = [{"book_id": books[i % 4], "format": "markdown"}] * TARGETS
@@ -122,7 +122,7 @@ def _batch_trial(services: Services, choose: random.Random) -> _Trial:
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda p: _deliver(services, *p), pairs * 2))
     for i, batch in enumerate(made):
-        found = services.store.read_batch(f"user-{i % 4}", batch["id"], services.clock())
+        found = services.store.batches.read_batch(f"user-{i % 4}", batch["id"], services.clock())
         seen, rows, _ = found or (None, [], None)
         assert seen is not None
         ended = sum(r.state != State.PENDING for r in rows)
@@ -130,7 +130,7 @@ def _batch_trial(services: Services, choose: random.Random) -> _Trial:
             trial.miscounted.append((seen, [r.state for r in rows]))
     # Each batch's one download: its bundle's build message, delivered twice at once too.
     bundles = [
-        (b["id"], services.store.read_batch(f"user-{i % 4}", b["id"], services.clock()))
+        (b["id"], services.store.batches.read_batch(f"user-{i % 4}", b["id"], services.clock()))
         for i, b in enumerate(made)
     ]
     keys = [(batch_id, read[0].bundle_id) for batch_id, read in bundles if read and read[0].bundle_id]
@@ -176,7 +176,7 @@ def test_4x_cap_concurrent_submits_across_10_callers_exceed_neither_the_global_c
     outcomes = _all_at_once(4 * TOTAL_CAP, submit)
 
     accepted = [o for o in outcomes if o.startswith("user-")]
-    rows = [e for e in services.store.all_exports() if e.state == State.PENDING]
+    rows = [e for e in services.store.exports.all_exports() if e.state == State.PENDING]
     record("race: 80 submits across 10 callers (global cap 20): accepted", len(accepted))
     record("race: 80 submits across 10 callers (global cap 20): refused 503", outcomes.count("503"))
     record("race: 80 submits across 10 callers (global cap 20): refused 429", outcomes.count("429"))
@@ -185,7 +185,7 @@ def test_4x_cap_concurrent_submits_across_10_callers_exceed_neither_the_global_c
         cap = services.settings.limits(classes[n]).live_exports
         assert sum(1 for r in rows if r.counted_against == f"user-{n}") <= cap
     caps = services.settings.shard_caps
-    for k, room in services.store.shard_room().items():
+    for k, room in services.store.exports.shard_room().items():
         assert caps[k] - room == sum(1 for r in rows if shard_of(r.id) == k) <= caps[k]
     assert limit_violations(services.store) == []
 
@@ -212,10 +212,10 @@ def test_concurrent_finishes_and_unlinks_leave_usage_equal_to_the_bytes_stored(s
 
     stored = sum(
         e.size_bytes or 0
-        for e in services.store.all_exports()
+        for e in services.store.exports.all_exports()
         if e.path and e.state in (State.READY, State.EXPIRED)
     )
-    usage = services.store.holdings("user-alice").usage
+    usage = services.store.exports.holdings("user-alice").usage
     record(
         "race: 8 finishes, 6 revokes and 2 GCs at once: usage equal to the bytes stored", int(usage == stored)
     )

@@ -60,12 +60,12 @@ def test_of_32_concurrent_claimers_exactly_one_holds_the_lease(services: Service
         now = services.clock()
         outcomes = _all_at_once(
             CLAIMERS,
-            lambda i, e=export_id, n=now: services.store.claim_build(
+            lambda i, e=export_id, n=now: services.store.claims.claim_build(
                 book, e, artifact_key(book, e, f"c{i}"), n
             ),
         )
         claimed = [o for o in outcomes if isinstance(o, Claimed)]
-        [row] = [e for e in services.store.all_exports() if e.id == export_id]
+        [row] = [e for e in services.store.exports.all_exports() if e.id == export_id]
         one = (
             len(claimed) == 1 and claimed[0].export.attempt == 1 and row.attempt == 1 and len(row.paths) == 1
         )
@@ -86,12 +86,12 @@ def test_16_concurrent_submits_with_one_idempotency_key_make_one_export(services
 
     ids = {view["id"] for view, _ in answers}
     created = [c for _, c in answers if c]
-    rows = list(services.store.all_exports())
+    rows = list(services.store.exports.all_exports())
     record("race: 16 submits with one Idempotency-Key: services made", len(rows))
     record("race: 16 submits with one Idempotency-Key: distinct ids answered", len(ids))
     assert len(ids) == 1 and len(created) == 1
     assert [r.id for r in rows] == list(ids)
-    assert services.store.live_ids("user-alice") == ids
+    assert services.store.exports.live_ids("user-alice") == ids
     assert _promises_broken(services) == []
 
 
@@ -112,8 +112,8 @@ def test_4x_cap_concurrent_submits_never_leave_more_than_cap_live(services: Serv
     record("race: 4 x cap (40) concurrent submits: accepted (cap 10)", len(accepted))
     record("race: 4 x cap (40) concurrent submits: refused with 429", len(refused))
     assert len(accepted) == cap and len(refused) == 3 * cap
-    assert services.store.live_ids("user-alice") == set(accepted)
-    assert len(list(services.store.all_exports())) == cap
+    assert services.store.exports.live_ids("user-alice") == set(accepted)
+    assert len(list(services.store.exports.all_exports())) == cap
     assert _promises_broken(services) == []
 
 
@@ -154,7 +154,7 @@ def test_a_book_delete_racing_a_finishing_build_leaves_none_of_the_books_bytes_a
         services.clock.advance(services.settings.lease_seconds + 1)  # type: ignore[attr-defined]
         services.schedules.collect_garbage()
         left = services.objects.keys(f"books/{book}/") + services.objects.keys(f"artifacts/{book}/")
-        [row] = [e for e in services.store.all_exports() if e.id == view["id"]]
+        [row] = [e for e in services.store.exports.all_exports() if e.id == view["id"]]
         bad = bool(left) or row.state not in ("cancelled", "expired")
         left_behind += bad
         if bad:
@@ -185,7 +185,7 @@ def test_a_cancel_racing_a_finish_ends_in_one_consistent_ending_and_never_a_read
             return services.builds.build(book, e)
 
         cancelled, built = _all_at_once(2, act)
-        [row] = [r for r in services.store.all_exports() if r.id == view["id"]]
+        [row] = [r for r in services.store.exports.all_exports() if r.id == view["id"]]
         keys = set(services.objects.keys(f"artifacts/{book}/{view['id']}/"))
         # Either the cancel won (the claim or the finish is refused; a refused finish removes its bytes) or
         # the finish did (the cancel then revokes the link and deletes them): the row has ended, and no

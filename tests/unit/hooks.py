@@ -119,7 +119,15 @@ def hooked(stack: Stack) -> Hooked:
     services = stack.services
     services.hooks.resolve = public_resolver
     services.deliveries = Deliveries(
-        services.settings, services.store, services.clock, keys, post=receiver, jitter=lambda: 0.5
+        services.settings,
+        services.store.books,
+        services.store.feed,
+        services.store.endpoints,
+        services.store.deliveries,
+        services.clock,
+        keys,
+        post=receiver,
+        jitter=lambda: 0.5,
     )
     return Hooked(stack, keys, receiver)
 

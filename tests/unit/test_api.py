@@ -181,7 +181,7 @@ def test_over_the_live_cap_is_429_with_retry_after_and_the_live_ids(stack: Stack
     assert reply.headers["Retry-After"].isdigit()
     assert reply.body["error"]["code"] == "too_many_live_exports"
     assert reply.body["error"]["live_exports"] == live
-    assert stack.store.live_ids("user-alice") == set(live)
+    assert stack.store.exports.live_ids("user-alice") == set(live)
 
 
 def test_a_replay_is_answered_even_at_the_cap(stack: Stack) -> None:

@@ -56,7 +56,7 @@ def _built(stack: Stack, fmt: str) -> tuple[str, str, list[Any]]:
         export_id = stack.submit(book, "markdown" if fmt == "images" else fmt).body["id"]
     with _sent(stack) as sent:
         assert stack.build(book, export_id)["batchItemFailures"] == []
-    [row] = [e for e in stack.store.all_exports() if e.id == export_id]
+    [row] = [e for e in stack.store.exports.all_exports() if e.id == export_id]
     assert row.path and row.sha256, row
     return row.path, row.sha256, sent
 

@@ -28,7 +28,9 @@ def _state(stack: Stack, book: str) -> tuple[Any, list[str], list[Any]]:
     return (
         (got["revision"], got["assets"]),
         stack.objects.keys(assets_prefix(book)),
-        stack.store.due_markers(__import__("bindery.states", fromlist=["Queue"]).Queue.RETIRE, 1e12, 100),
+        stack.store.books.due_markers(
+            __import__("bindery.states", fromlist=["Queue"]).Queue.RETIRE, 1e12, 100
+        ),
     )
 
 
@@ -182,7 +184,7 @@ def test_an_upload_answers_with_a_presigned_put_for_its_type_and_length(stack: S
 def test_a_replaced_or_deleted_image_is_retired_a_lease_later_and_never_sooner(stack: Stack) -> None:
     book = stack.create_book()
     first = add_asset(stack, book, "images/a.png", "image/png", PNG).body
-    first_object = stack.store.read_book(book).assets[0].object_id  # type: ignore[union-attr]
+    first_object = stack.store.books.read_book(book).assets[0].object_id  # type: ignore[union-attr]
     replaced = add_asset(stack, book, "images/a.png", "image/jpeg", JPEG, declared="image/jpeg")
     assert replaced.status == 422  # the name says .png, the bytes are JPEG
     renamed = add_asset(stack, book, "images/a.jpg", "image/jpeg", JPEG)
@@ -229,7 +231,7 @@ def test_a_deleted_books_images_go_with_it(stack: Stack) -> None:
     assert stack.http("DELETE", f"/books/{book}").status == 204
     stack.gc()
     assert stack.objects.keys(assets_prefix(book)) == []
-    assert stack.store.due_markers(Queue.PURGE, 1e12, 10) == []
+    assert stack.store.books.due_markers(Queue.PURGE, 1e12, 10) == []
 
 
 def test_an_adoption_that_dies_before_it_publishes_leaves_its_bytes_to_the_gc(
@@ -244,7 +246,7 @@ def test_an_adoption_that_dies_before_it_publishes_leaves_its_bytes_to_the_gc(
     def dies(*args: Any, **kwargs: Any) -> None:
         raise SystemExit("the function was stopped")
 
-    monkeypatch.setattr(type(stack.store), "publish_change", dies)
+    monkeypatch.setattr(type(stack.store.books), "publish_change", dies)
     with pytest.raises(SystemExit):
         stack.http("PUT", f"/books/{book}/assets/a.png", body={"upload_id": ticket.body["upload_id"]})
     monkeypatch.undo()

@@ -146,7 +146,7 @@ def test_every_target_ready_is_done_with_its_bytes_and_its_place_given_back(
     assert done["bytes"] == sum(sizes) and done["finished_at"] is not None
     assert done["counts"]["ready"] == 2
     assert stack.http("GET", "/me").body["live"]["batches"] == 0
-    assert stack.store.holdings("user-alice").usage == sum(sizes)
+    assert stack.store.exports.holdings("user-alice").usage == sum(sizes)
 
 
 def test_some_ready_is_partial_and_none_ready_is_failed(stack: Stack) -> None:
@@ -194,7 +194,7 @@ def test_the_sweep_ends_a_batch_whose_last_ending_could_not(
 ) -> None:
     book = stack.create_book()
     batch = _batch(stack, _create(stack, [{"book_id": book, "format": "html"}]).body["id"])
-    store_type = type(stack.store)
+    store_type = type(stack.store.batches)
 
     def lost_process(self: Any, caller: str, batch_id: str) -> None:
         raise StorageError("InternalServerError: injected")  # what the store's read raises for it
@@ -225,7 +225,7 @@ def test_a_build_that_died_between_its_ending_and_its_batchs_is_settled_by_the_r
         raise Killed
 
     with monkeypatch.context() as patched, pytest.raises(Killed):
-        patched.setattr(type(stack.store), "read_batch_row", killed)
+        patched.setattr(type(stack.store.batches), "read_batch_row", killed)
         stack.build(book, batch["targets"][0]["export_id"])
     assert _batch(stack, batch["id"])["status"] == "running"  # the target ended; its batch did not
 
@@ -253,14 +253,14 @@ def test_cancel_ends_pending_targets_and_the_links_of_ready_ones(stack: Stack, t
     )
     ready = batch["targets"][0]
     stack.build(ready["book_id"], ready["export_id"])
-    path = next(e for e in stack.store.all_exports() if e.id == ready["export_id"]).path
+    path = next(e for e in stack.store.exports.all_exports() if e.id == ready["export_id"]).path
     assert stack.http("DELETE", f"/batches/{batch['id']}").status == 204
     after = _batch(stack, batch["id"])
     assert after["status"] == "cancelled"
     assert [t["state"] for t in after["targets"]] == ["expired", "cancelled"]
     assert (after["targets_done"], after["ended"]) == (2, {"ready": 1, "failed": 0, "cancelled": 1})
     assert path not in set(stack.objects.keys("artifacts/"))  # the ready one's file went before the answer
-    assert stack.store.holdings("user-alice").usage == 0
+    assert stack.store.exports.holdings("user-alice").usage == 0
     assert stack.http("GET", "/me").body["live"]["batches"] == 0
     # A second cancel changes nothing; another caller's cancel, or read, finds no such batch.
     assert stack.http("DELETE", f"/batches/{batch['id']}").status == 204
@@ -327,7 +327,7 @@ def test_batches_list_newest_first_a_page_at_a_time(stack: Stack) -> None:
 def _bundle_bytes(stack: Stack, batch_id: str) -> bytes:
     bundle = _batch(stack, batch_id)["bundle"]
     assert bundle["state"] == "ready" and bundle["download_url"], bundle
-    row = next(e for e in stack.store.all_exports() if e.id == bundle["id"])
+    row = next(e for e in stack.store.exports.all_exports() if e.id == bundle["id"])
     body: bytes = stack.objects.client.get_object(Bucket=stack.objects.settings.bucket, Key=row.path)[
         "Body"
     ].read()
@@ -380,7 +380,7 @@ def test_a_batch_with_a_ready_target_gets_one_zip_with_a_manifest_that_unzip_acc
     assert bundle["sha256"] == hashlib.sha256(data).hexdigest() and bundle["size_bytes"] == len(data)
     # The bundle is a stored file of the caller's: its bytes count in the usage, with the targets'.
     sizes = sum(stack.poll(t["book_id"], t["export_id"]).body["size_bytes"] for t in ready)
-    assert stack.store.holdings("user-alice").usage == sizes + len(data)
+    assert stack.store.exports.holdings("user-alice").usage == sizes + len(data)
 
 
 def test_a_batch_with_nothing_ready_gets_no_bundle(stack: Stack) -> None:
@@ -396,12 +396,12 @@ def test_the_bundles_link_lapses_and_the_gc_unlinks_it_as_any_exports(stack: Sta
     _build_all(stack, batch)
     bundle = _batch(stack, batch["id"])["bundle"]
     stack.build(batch["id"], bundle["id"])
-    path = next(e for e in stack.store.all_exports() if e.id == bundle["id"]).path
+    path = next(e for e in stack.store.exports.all_exports() if e.id == bundle["id"]).path
     stack.clock.advance(stack.exports.settings.link_ttl_seconds)
     assert _batch(stack, batch["id"])["bundle"]["state"] == "expired"
     assert stack.gc()["unlinked"] == 2  # the target's file and the bundle
     assert path not in set(stack.objects.keys("artifacts/"))
-    assert stack.store.holdings("user-alice").usage == 0
+    assert stack.store.exports.holdings("user-alice").usage == 0
 
 
 def test_cancelling_a_done_batch_ends_its_bundles_link_too(stack: Stack) -> None:
@@ -417,18 +417,53 @@ def test_cancelling_a_done_batch_ends_its_bundles_link_too(stack: Stack) -> None
         None,
     )
     assert stack.objects.keys("artifacts/") == []
-    assert stack.store.holdings("user-alice").usage == 0
+    assert stack.store.exports.holdings("user-alice").usage == 0
+
+
+@pytest.mark.parametrize("bundle_state", ["ready", "pending"])
+def test_deleting_a_book_ends_the_bundles_that_hold_its_files(
+    stack: Stack, two_books: Any, bundle_state: str
+) -> None:
+    """A bundle is copies of its targets' files: a book's delete must not leave its bytes downloadable
+    there. The bundle ends (a pending one is cancelled, so its build cannot finish it); the other book's
+    own export keeps its link."""
+    a, b = two_books
+    batch = _batch(
+        stack, _create(stack, [{"book_id": a, "format": "html"}, {"book_id": b, "format": "html"}]).body["id"]
+    )
+    _build_all(stack, batch)
+    bundle = _batch(stack, batch["id"])["bundle"]
+    if bundle_state == "ready":
+        assert stack.build(batch["id"], bundle["id"])["batchItemFailures"] == []
+    assert _batch(stack, batch["id"])["bundle"]["state"] == bundle_state
+
+    assert stack.http("DELETE", f"/books/{a}").status == 204
+    stack.gc()  # the purge, should the delete have left it to the GC
+    after = _batch(stack, batch["id"])
+    assert (after["status"], after["bundle"]["state"], after["bundle"]["download_url"]) == (
+        "done",
+        "expired" if bundle_state == "ready" else "cancelled",
+        None,
+    )
+    assert stack.build(batch["id"], bundle["id"])["batchItemFailures"] == []  # a late build changes nothing
+    assert _batch(stack, batch["id"])["bundle"]["state"] == after["bundle"]["state"]
+    kept = {e.id: e for e in stack.store.exports.all_exports()}
+    other = next(t for t in batch["targets"] if t["book_id"] == b)
+    assert kept[other["export_id"]].state == "ready"
+    assert set(stack.objects.keys("artifacts/")) == {kept[other["export_id"]].path}
 
 
 def test_a_bundle_nobody_builds_fails_by_the_sweep_and_frees_no_cap(stack: Stack) -> None:
     book = stack.create_book()
     batch = _batch(stack, _create(stack, [{"book_id": book, "format": "html"}]).body["id"])
     _build_all(stack, batch)
-    room = stack.store.shard_room()
+    room = stack.store.exports.shard_room()
     stack.clock.advance(stack.exports.settings.queue_grace_seconds + 1)
     assert stack.sweep()["failed"] == 1
     assert _batch(stack, batch["id"])["bundle"]["failure_code"] == "queue_timeout"
-    assert stack.store.shard_room() == room  # it held no place in the global cap, so it gave none back
+    assert (
+        stack.store.exports.shard_room() == room
+    )  # it held no place in the global cap, so it gave none back
 
 
 def test_a_batch_larger_than_a_small_global_cap_could_ever_take_is_422_not_503(stack: Stack) -> None:
@@ -459,7 +494,7 @@ def test_a_cancelled_batch_is_kept_as_long_as_an_ended_one_and_not_cancelled_pas
 def test_the_batch_sweep_stops_at_its_deadline_and_leaves_the_rest_due(stack: Stack) -> None:
     book = stack.create_book()
     batch = _batch(stack, _create(stack, [{"book_id": book, "format": "html"}]).body["id"])
-    store_type = type(stack.store)
+    store_type = type(stack.store.batches)
     real = store_type.read_batch_row
     store_type.read_batch_row = lambda *a, **k: None  # type: ignore[method-assign]  # the worker's settle lost
     try:
@@ -479,10 +514,12 @@ def test_an_empty_file_leaves_the_unlink_queue_like_any_other(stack: Stack) -> N
     book = stack.create_book()
     export_id = stack.submit(book).body["id"]
     path = artifact_key(book, export_id, "empty")
-    claimed = stack.store.claim_build(book, export_id, path, stack.clock())
+    claimed = stack.store.claims.claim_build(book, export_id, path, stack.clock())
     assert isinstance(claimed, Claimed)
     stack.objects.put_bytes(path, b"")
-    stack.store.finish_export(claimed.export, path=path, size_bytes=0, built_revision=1, now=stack.clock())
+    stack.store.claims.finish_export(
+        claimed.export, path=path, size_bytes=0, built_revision=1, now=stack.clock()
+    )
     stack.clock.advance(stack.exports.settings.link_ttl_seconds)
     assert stack.gc()["unlinked"] == 1
     assert stack.gc()["unlinked"] == 0  # it left the queue: no run finds it again

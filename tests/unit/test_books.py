@@ -207,7 +207,7 @@ def test_a_stranded_cut_is_removed_when_nothing_adopted_it(
     def crash(*_: Any, **__: Any) -> None:
         raise RuntimeError("the function died before publishing the new revision")
 
-    monkeypatch.setattr(stack.store, "publish_cut", crash)
+    monkeypatch.setattr(stack.store.books, "publish_cut", crash)
     with pytest.raises(RuntimeError):
         stack.services.books.replace_manuscript(
             "user-alice", book, None, manuscript="# Lost\n", upload_id=None
@@ -234,9 +234,9 @@ def test_deleting_a_book_cancels_its_pending_exports_and_the_gc_removes_every_by
     assert stack.http("DELETE", f"/books/{book}").status == 204
 
     assert stack.http("GET", f"/books/{book}").status == 404
-    rows = {e.id: e for e in stack.store.all_exports()}
+    rows = {e.id: e for e in stack.store.exports.all_exports()}
     assert rows[pending].state == State.CANCELLED and rows[ready].state == State.EXPIRED
-    assert stack.store.live_ids("user-alice") == frozenset()
+    assert stack.store.exports.live_ids("user-alice") == frozenset()
     assert stack.services.builds.build(book, pending) == "refused:ended"
     stack.clock.advance(1)
     stack.gc()
@@ -252,10 +252,10 @@ def test_a_build_whose_book_was_deleted_under_it_is_cancelled(
 ) -> None:
     book = stack.create_book()
     export_id = stack.submit(book).body["id"]
-    monkeypatch.setattr(stack.store, "read_book", lambda book_id: None)
+    monkeypatch.setattr(stack.store.books, "read_book", lambda book_id: None)
     assert stack.services.builds.build(book, export_id) == "cancelled:book_deleted"
     monkeypatch.undo()
-    assert stack.store.live_ids("user-alice") == frozenset()
+    assert stack.store.exports.live_ids("user-alice") == frozenset()
 
 
 def test_a_stranger_cannot_replace_upload_to_or_delete_a_book(stack: Stack) -> None:
@@ -366,7 +366,7 @@ def test_each_chapter_is_read_from_its_own_byte_range(stack: Stack) -> None:
     data = manuscript.encode()
     texts = [data[c.offset : c.offset + c.size_bytes].decode() for c in chapters]
     assert texts == ["Ünïcödé opening.\n\n", "# Один\n\nπρώτο 🎉\n\n", "# 二\n\n第二\n"]
-    book_item = stack.store.read_book(book)
+    book_item = stack.store.books.read_book(book)
     assert book_item is not None
     assert stack.objects.read_text(cut_key(book, book_item.cut)) == manuscript
 

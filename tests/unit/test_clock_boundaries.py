@@ -13,7 +13,7 @@ from tests.unit.conftest import Stack
 
 
 def _states(stack: Stack) -> dict[str, State]:
-    return {e.id: e.state for e in stack.store.all_exports()}
+    return {e.id: e.state for e in stack.store.exports.all_exports()}
 
 
 @pytest.mark.parametrize(("offset", "expected"), [(-1, "ready"), (+1, "expired")])
@@ -57,7 +57,7 @@ def test_queue_grace_cutoff(stack: Stack, offset: int, expected: str) -> None:
 def test_lease_cutoff(stack: Stack, offset: int, expected: str) -> None:
     book = stack.create_book()
     export_id = stack.submit(book).body["id"]
-    stack.store.claim_build(book, export_id, "artifacts/x", stack.clock())
+    stack.store.claims.claim_build(book, export_id, "artifacts/x", stack.clock())
     s = stack.exports.settings
     stack.clock.advance(s.lease_seconds + s.retry_grace_seconds + offset)
 
@@ -73,12 +73,12 @@ def test_sweeps_leave_ended_rows_alone(stack: Stack) -> None:
     empty = stack.create_book("")
     failed = stack.submit(empty).body["id"]
     assert stack.services.builds.build(empty, failed) == "failed:empty_book"
-    before = {e.id: e for e in stack.store.all_exports()}
+    before = {e.id: e for e in stack.store.exports.all_exports()}
     stack.clock.advance(10**6)
 
     stack.sweep()
 
-    after = {e.id: e for e in stack.store.all_exports()}
+    after = {e.id: e for e in stack.store.exports.all_exports()}
     assert after == before
 
 

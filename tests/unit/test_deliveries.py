@@ -43,7 +43,7 @@ def _ready(h: Hooked) -> tuple[str, str]:
 def _counts_equal_rows(h: Hooked, endpoint_id: str) -> None:
     """The ledger's counts, as the endpoint shows them, equal its rows, state by state."""
     shown = h.endpoint(endpoint_id)["deliveries"]
-    rows, _ = h.stack.store.list_deliveries(endpoint_id, None, 100, None)
+    rows, _ = h.stack.store.deliveries.list_deliveries(endpoint_id, None, 100, None)
     assert shown == {s: sum(d.state == s for d in rows) for s in DELIVERY_STATES}
 
 
@@ -251,7 +251,7 @@ def test_an_event_replayed_or_redriven_makes_one_delivery_per_endpoint(h: Hooked
     for ep, url in ((one, URL), (two, OTHER)):
         assert h.delivery(ep)["state"] == "acked"
         assert len(h.receiver.got[url]) == 1
-    assert h.stack.store.feed_head("user-alice") == 1
+    assert h.stack.store.feed.feed_head("user-alice") == 1
 
 
 def test_only_subscribed_endpoints_registered_before_the_event_get_it(h: Hooked) -> None:
@@ -281,7 +281,7 @@ def test_deleting_an_endpoint_withdraws_its_queued_deliveries(h: Hooked) -> None
     h.stack.clock.advance(1)
     swept = h.d.sweep()
     assert swept["withdrawn"] == 1
-    rows, _ = h.stack.store.list_deliveries(ep, None, 10, None)
+    rows, _ = h.stack.store.deliveries.list_deliveries(ep, None, 10, None)
     assert [d.state for d in rows] == ["withdrawn"]
     assert h.retry_round(60) == []
     assert len(h.receiver.got[URL]) == 1
@@ -338,9 +338,9 @@ def test_a_sender_that_died_mid_attempt_is_taken_over_once_its_lease_runs_out(h:
     _ready(h)
     h.publish()
     ((e, s),) = h.keys.drain()
-    d = h.stack.store.read_delivery(e, s)
+    d = h.stack.store.deliveries.read_delivery(e, s)
     assert d is not None
-    assert h.stack.store.claim_delivery(d, "dead-sender", h.stack.clock(), d.budget) is not None
+    assert h.stack.store.deliveries.claim_delivery(d, "dead-sender", h.stack.clock(), d.budget) is not None
 
     assert h.d.send(e, s) == "in_flight"  # the lease is running: not taken from it
     assert h.retry_round(h.stack.exports.settings.webhook_lease_seconds) == ["acked"]
@@ -574,6 +574,6 @@ def test_an_ended_delivery_keeps_its_ending_under_every_later_write(h: Hooked, h
     assert h.stack.http("DELETE", f"/webhooks/{ep}").status == 204
     h.stack.clock.advance(1)
     h.d.sweep()
-    rows, _ = h.stack.store.list_deliveries(ep, None, 10, None)
+    rows, _ = h.stack.store.deliveries.list_deliveries(ep, None, 10, None)
     assert [(d.state, len(d.attempts)) for d in rows] == [(how, len(ended["attempts"]))]
     assert len(h.receiver.got[URL]) == heard

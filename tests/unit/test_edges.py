@@ -323,7 +323,7 @@ def test_every_malformed_header_is_a_400_that_writes_nothing(
 
 
 def _export_row(stack: Stack, export_id: str) -> Any:
-    return next(e for e in stack.store.all_exports() if e.id == export_id)
+    return next(e for e in stack.store.exports.all_exports() if e.id == export_id)
 
 
 def _end_export(stack: Stack, book: str, how: str) -> tuple[str, Any]:
@@ -339,14 +339,14 @@ def _end_export(stack: Stack, book: str, how: str) -> tuple[str, Any]:
     if how == "cancelled":
         assert stack.http("DELETE", f"/books/{book}/exports/{export_id}").status == 204
         return export_id, None
-    claim = stack.store.claim_build(book, export_id, f"artifacts/{book}/{export_id}/1", stack.clock())
+    claim = stack.store.claims.claim_build(book, export_id, f"artifacts/{book}/{export_id}/1", stack.clock())
     assert isinstance(claim, Claimed)
     held = claim.export
     if how == "ready":  # attempt 1 gives its lease back, and attempt 2 builds it: attempt 1 is a late one
-        stack.store.release_claim(held, stack.clock())
+        stack.store.claims.release_claim(held, stack.clock())
         stack.build(book, export_id)
     if how == "failed":
-        assert stack.store.fail_export(held, FailureCode.RENDER_FAILED, stack.clock())
+        assert stack.store.claims.fail_export(held, FailureCode.RENDER_FAILED, stack.clock())
     if how == "worker_lost":
         settings = stack.exports.settings
         stack.clock.advance(settings.lease_seconds + settings.retry_grace_seconds + 1)
@@ -374,12 +374,16 @@ def test_an_ended_export_keeps_its_ending_under_every_later_write(stack: Stack, 
     stack.clock.advance(1)
     late = held if held is not None else first
     stack.build(book, export_id)  # a redelivered build message
-    assert isinstance(stack.store.claim_build(book, export_id, "artifacts/late", stack.clock()), ClaimRefused)
-    stack.store.finish_export(late, path="artifacts/late", size_bytes=1, built_revision=1, now=stack.clock())
-    stack.store.fail_export(late, FailureCode.RENDER_FAILED, stack.clock())
-    stack.store.cancel_attempt(late, stack.clock())
-    stack.store.record_progress(late, 1, 2)
-    stack.store.release_claim(late, stack.clock())
+    assert isinstance(
+        stack.store.claims.claim_build(book, export_id, "artifacts/late", stack.clock()), ClaimRefused
+    )
+    stack.store.claims.finish_export(
+        late, path="artifacts/late", size_bytes=1, built_revision=1, now=stack.clock()
+    )
+    stack.store.claims.fail_export(late, FailureCode.RENDER_FAILED, stack.clock())
+    stack.store.claims.cancel_attempt(late, stack.clock())
+    stack.store.claims.record_progress(late, 1, 2)
+    stack.store.claims.release_claim(late, stack.clock())
     stack.http("DELETE", f"/books/{book}/exports/{export_id}")
     stack.clock.advance(stack.exports.settings.link_ttl_seconds + 1)
     stack.sweep()
@@ -420,20 +424,20 @@ def test_an_ended_batch_keeps_its_ending_under_every_later_write(stack: Stack, h
     else:
         for target in made["targets"]:
             stack.build(target["book_id"], target["export_id"])
-    first = next(b for b in stack.store.all_batches() if b.id == made["id"])
+    first = next(b for b in stack.store.batches.all_batches() if b.id == made["id"])
     assert first.status == how
 
     stack.clock.advance(1)
     for target in made["targets"]:
         stack.build(target["book_id"], target["export_id"])
-    assert settle_batch(stack.store, "user-alice", made["id"], stack.clock()) is None
+    assert settle_batch(stack.store.batches, "user-alice", made["id"], stack.clock()) is None
     for _ in range(2):
         assert stack.http("DELETE", f"/batches/{made['id']}").status == 204
         stack.clock.advance(120)
     stack.sweep()
     stack.gc()
 
-    after = next(b for b in stack.store.all_batches() if b.id == made["id"])
+    after = next(b for b in stack.store.batches.all_batches() if b.id == made["id"])
     assert {f: getattr(after, f) for f in BATCH_FIELDS} == {f: getattr(first, f) for f in BATCH_FIELDS}
     if how in ("done", "partial"):
         assert first.finished_at is not None

@@ -57,9 +57,9 @@ def test_every_terminal_transition_publishes_one_event_and_a_retry_publishes_non
     for _ in range(2):  # the caller retries the cancel
         stack.http("DELETE", f"/books/{book}/exports/{cancelled}")
     failed = stack.submit(book).body["id"]
-    claimed = stack.store.claim_build(book, failed, "artifacts/x", stack.clock())
+    claimed = stack.store.claims.claim_build(book, failed, "artifacts/x", stack.clock())
     for _ in range(2):  # fail, retried after a timeout: the second write is refused
-        stack.store.fail_export(claimed.export, FailureCode.RENDER_FAILED, stack.clock())  # type: ignore[union-attr]
+        stack.store.claims.fail_export(claimed.export, FailureCode.RENDER_FAILED, stack.clock())  # type: ignore[union-attr]
     stack.clock.advance(stack.exports.settings.link_ttl_seconds + 1)
     for _ in range(2):  # the GC runs twice over the same lapsed link
         stack.gc()
@@ -84,8 +84,10 @@ def test_every_terminal_transition_publishes_one_event_and_a_retry_publishes_non
 def test_writes_that_are_not_terminal_transitions_publish_nothing(stack: Stack) -> None:
     book = stack.create_book()
     export_id = stack.submit(book).body["id"]  # insert
-    claimed = stack.store.claim_build(book, export_id, "artifacts/x", stack.clock())  # pending -> pending
-    stack.store.record_progress(claimed.export, 1, 2)  # type: ignore[union-attr]
+    claimed = stack.store.claims.claim_build(
+        book, export_id, "artifacts/x", stack.clock()
+    )  # pending -> pending
+    stack.store.claims.record_progress(claimed.export, 1, 2)  # type: ignore[union-attr]
     stack.poll(book, export_id)
     assert _events(stack) == []
 

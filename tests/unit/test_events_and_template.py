@@ -38,12 +38,12 @@ BOOK, EXPORT, ENDPOINT = "0123456789abcdef0123", "19b2f3c4d5e0a1b2c3d4e", "19b2f
 def _seed(stack: Stack) -> None:
     now = stack.clock()
     text = b"# One\n\nThe sample.\n"
-    stack.store.stage_cut(BOOK, "r1", [Chapter(1, "One", 0, len(text))], retire_at=now + 60)
+    stack.store.books.stage_cut(BOOK, "r1", [Chapter(1, "One", 0, len(text))], retire_at=now + 60)
     stack.objects.put_bytes(cut_key(BOOK, "r1"), text)
-    stack.store.create_book(Book(BOOK, "user-alice", "Sample", 1, "r1", 1, len(text), now, now))
+    stack.store.books.create_book(Book(BOOK, "user-alice", "Sample", 1, "r1", 1, len(text), now, now))
     export = Export(EXPORT, BOOK, "html", State.PENDING, now, "user-alice")
     limits = stack.exports.settings.limits(CallerClass.STANDARD)
-    stack.store.submit_export(export, caller="user-alice", limits=limits, now=now, idempotency=None)
+    stack.store.exports.submit_export(export, caller="user-alice", limits=limits, now=now, idempotency=None)
 
 
 def test_every_sample_event_drives_its_handler(stack: Stack) -> None:
@@ -86,7 +86,7 @@ def test_every_webhook_sample_event_drives_its_handler(stack: Stack) -> None:
         ENDPOINT, "user-alice", "https://hooks.example.com/bindery", frozenset(EVENT_TYPES), "",
         (Secret(secret, None),), True, None, None, 0, now, now, {s.value: 0 for s in DeliveryState},
     )  # fmt: skip
-    assert stack.store.register_endpoint(endpoint) == endpoint
+    assert stack.store.endpoints.register_endpoint(endpoint) == endpoint
     sqs = boto3.client("sqs", region_name="us-east-1")
     url = sqs.create_queue(QueueName="bindery-unit-send")["QueueUrl"]
     posted: list[tuple[str, bytes, dict[str, str]]] = []
@@ -96,7 +96,16 @@ def test_every_webhook_sample_event_drives_its_handler(stack: Stack) -> None:
         return Sent(status=200, error=None, excerpt="", latency_ms=5)
 
     queue = SendQueue(replace(svc.settings, webhook_send_queue_url=url))
-    svc.deliveries = Deliveries(svc.settings, svc.store, svc.clock, queue, post=post)
+    svc.deliveries = Deliveries(
+        svc.settings,
+        svc.store.books,
+        svc.store.feed,
+        svc.store.endpoints,
+        svc.store.deliveries,
+        svc.clock,
+        queue,
+        post=post,
+    )
 
     assert webhook_ingest.handler(sample("webhook_ingest_sqs.json"), ctx, deliveries=svc.deliveries) == {
         "batchItemFailures": []
@@ -124,7 +133,7 @@ def test_every_webhook_sample_event_drives_its_handler(stack: Stack) -> None:
     }
     feed = poll.handler(sample("poll_list_events.json"), ctx, services=svc.api)
     assert [e["id"] for e in json.loads(feed["body"])["events"]] == [f"{EXPORT}:ready"]
-    assert stack.store.read_delivery(ENDPOINT, 1).state == "acked"  # type: ignore[union-attr]
+    assert stack.store.deliveries.read_delivery(ENDPOINT, 1).state == "acked"  # type: ignore[union-attr]
 
 
 def test_env_json_names_every_setting_the_handlers_need() -> None:

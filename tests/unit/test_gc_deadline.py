@@ -56,7 +56,7 @@ def test_a_backlog_of_links_leaves_time_for_the_chores_after_it(stack: Stack) ->
     assert result["books_purged"] == 0  # already purged by the delete itself, so nothing was due
     assert result["cuts_retired"] >= 1
     assert "cursor_pass" in result
-    audit = stack.store.audits(1)[0]
+    audit = stack.store.sweeps.audits(1)[0]
     assert audit["left_for_next_run"] == result["left_for_next_run"]
 
     rest = stack.services.schedules.collect_garbage()  # the next run, with all the time it needs
@@ -70,10 +70,10 @@ def test_the_audit_row_is_written_when_a_chore_fails(stack: Stack, monkeypatch: 
     def down(*_: object, **__: object) -> object:
         raise StorageError("the index is throttled")
 
-    monkeypatch.setattr(stack.store, "due_markers", down)
+    monkeypatch.setattr(stack.store.books, "due_markers", down)
     with pytest.raises(StorageError):
         stack.services.schedules.collect_garbage()
-    audit = stack.store.audits(1)[0]
+    audit = stack.store.sweeps.audits(1)[0]
     # The two marker chores failed; the others ran all the same: the link expired, its bytes went.
     assert audit["failed_chores"] == ["purge", "retire"]
     assert (audit["expired"], audit["unlinked"]) == (1, 1)
@@ -92,4 +92,4 @@ def test_the_handler_takes_its_deadline_from_the_context(stack: Stack) -> None:
     # time to start, it is left whole.
     assert result["left_for_next_run"] == ["expire", "pieces", "reconcile"]
     assert result["cursor_pass"] is None  # the reconciliation had no time to start
-    assert stack.store.audits(1)[0]["left_for_next_run"] == ["expire", "pieces", "reconcile"]
+    assert stack.store.sweeps.audits(1)[0]["left_for_next_run"] == ["expire", "pieces", "reconcile"]

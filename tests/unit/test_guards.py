@@ -16,11 +16,13 @@ def _pending(stack: Stack, fmt: str = "markdown") -> tuple[str, str]:
 
 
 def _claim(stack: Stack, book: str, export_id: str, token: str = "t1") -> Claimed | ClaimRefused:
-    return stack.store.claim_build(book, export_id, artifact_key(book, export_id, token), stack.clock())
+    return stack.store.claims.claim_build(
+        book, export_id, artifact_key(book, export_id, token), stack.clock()
+    )
 
 
 def _row(stack: Stack, book: str, export_id: str) -> Export:
-    [row] = [e for e in stack.store.all_exports() if e.id == export_id]
+    [row] = [e for e in stack.store.exports.all_exports() if e.id == export_id]
     return row
 
 
@@ -90,7 +92,7 @@ def test_finish_after_the_sweep_ended_the_row_is_refused_and_publishes_nothing(s
     stack.clock.advance(s.lease_seconds + s.retry_grace_seconds + 1)
     assert stack.sweep()["failed"] == 1
 
-    finished = stack.store.finish_export(
+    finished = stack.store.claims.finish_export(
         claimed.export, path="p", size_bytes=1, built_revision=1, now=stack.clock()
     )
 
@@ -106,15 +108,15 @@ def test_a_stale_attempt_can_neither_finish_nor_fail_its_successors_row(stack: S
     current = _claim(stack, book, export_id, "current")
     assert isinstance(stale, Claimed) and isinstance(current, Claimed)
 
-    finished = stack.store.finish_export(
+    finished = stack.store.claims.finish_export(
         stale.export, path="stale", size_bytes=1, built_revision=1, now=stack.clock()
     )
-    failed = stack.store.fail_export(stale.export, FailureCode.RENDER_FAILED, stack.clock())
+    failed = stack.store.claims.fail_export(stale.export, FailureCode.RENDER_FAILED, stack.clock())
 
     assert (finished, failed) == ("refused", False)
     row = _row(stack, book, export_id)
     assert (row.state, row.attempt) == (State.PENDING, 2)
-    assert stack.store.live_ids("user-alice") == {export_id}
+    assert stack.store.exports.live_ids("user-alice") == {export_id}
 
 
 def test_a_finish_refused_because_the_export_was_cancelled_removes_the_attempts_artifact(
@@ -152,15 +154,15 @@ def test_the_gc_expires_only_ready_rows(stack: Stack) -> None:
     stack.gc()
 
     assert _row(stack, book, pending_id).state == State.PENDING
-    assert any(e.id == ready_id and e.state == State.EXPIRED for e in stack.store.all_exports())
+    assert any(e.id == ready_id and e.state == State.EXPIRED for e in stack.store.exports.all_exports())
 
 
 def test_expiry_keeps_the_path_until_the_bytes_are_gone(stack: Stack) -> None:
     book, export_id = _ready(stack)
-    [due] = stack.store.due(Queue.EXPIRE, stack.clock() + 10**6, 10)
+    [due] = stack.store.sweeps.due(Queue.EXPIRE, stack.clock() + 10**6, 10)
     stack.clock.advance(stack.exports.settings.link_ttl_seconds)
 
-    assert stack.store.expire_link(due, stack.clock()) is True
+    assert stack.store.sweeps.expire_link(due, stack.clock()) is True
 
     row = _row(stack, book, export_id)
     assert row.state == State.EXPIRED and row.path is not None and stack.objects.exists(row.path)
@@ -212,7 +214,9 @@ def test_an_export_past_its_ttl_reads_as_gone_before_dynamodb_deletes_it(stack: 
     stack.clock.advance(s.ended_retention_seconds)
 
     assert stack.poll(book, export_id).status == 404
-    assert any(e.id == export_id for e in stack.store.all_exports())  # still in the table: TTL is late
+    assert any(
+        e.id == export_id for e in stack.store.exports.all_exports()
+    )  # still in the table: TTL is late
 
 
 def test_an_idempotency_key_past_its_ttl_is_a_key_never_seen(stack: Stack) -> None:
@@ -234,7 +238,7 @@ def test_cancel_of_a_pending_export_ends_it_and_frees_its_live_slot(stack: Stack
     assert stack.http("DELETE", f"/books/{book}/exports/{export_id}").status == 204
 
     assert stack.poll(book, export_id).body["state"] == "cancelled"
-    assert stack.store.live_ids("user-alice") == frozenset()
+    assert stack.store.exports.live_ids("user-alice") == frozenset()
     assert stack.services.builds.build(book, export_id) == "refused:ended"
 
 
@@ -271,7 +275,7 @@ def test_a_row_never_started_within_the_queue_grace_fails_as_queue_timeout(stack
 
     polled = stack.poll(book, export_id).body
     assert (polled["state"], polled["failure_code"]) == ("failed", "queue_timeout")
-    assert stack.store.live_ids("user-alice") == frozenset()
+    assert stack.store.exports.live_ids("user-alice") == frozenset()
 
 
 def test_a_started_attempt_whose_lease_ran_out_with_no_retry_fails_as_worker_lost(stack: Stack) -> None:
@@ -290,9 +294,9 @@ def test_a_started_attempt_whose_lease_ran_out_with_no_retry_fails_as_worker_los
 def test_the_sweep_rechecks_its_clock_in_the_write_when_the_index_is_stale(stack: Stack) -> None:
     book, export_id = _pending(stack)
     stack.clock.advance(stack.exports.settings.queue_grace_seconds + 1)
-    [seen] = stack.store.due(Queue.STALE, stack.clock(), 10)
+    [seen] = stack.store.sweeps.due(Queue.STALE, stack.clock(), 10)
     # A worker claims between the sweep's query and its write: the index entry the sweep holds is stale.
     assert isinstance(_claim(stack, book, export_id), Claimed)
 
-    assert stack.store.fail_stale(seen, stack.clock()).code is None
+    assert stack.store.sweeps.fail_stale(seen, stack.clock()).code is None
     assert _row(stack, book, export_id).state == State.PENDING

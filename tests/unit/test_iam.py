@@ -175,7 +175,16 @@ def _webhooks(stack: Stack, queue: SendQueue) -> None:
         return answers.pop(0)
 
     svc.hooks.resolve = lambda host, port: ["93.184.216.34"]
-    svc.deliveries = Deliveries(svc.settings, svc.store, svc.clock, queue, post=post)
+    svc.deliveries = Deliveries(
+        svc.settings,
+        svc.store.books,
+        svc.store.feed,
+        svc.store.endpoints,
+        svc.store.deliveries,
+        svc.clock,
+        queue,
+        post=post,
+    )
 
     def http(method: str, path: str, **kw: Any) -> Any:
         return stack.http(method, path, caller=caller, **kw)
@@ -203,7 +212,7 @@ def _webhooks(stack: Stack, queue: SendQueue) -> None:
             result = webhook_sender.handler(send_event_for((hook, seq)), ctx, deliveries=svc.deliveries)
         assert result == {"batchItemFailures": []}
         assert answers == [], "a POST the step expected was not made"
-        found = svc.store.read_delivery(hook, seq)
+        found = svc.store.deliveries.read_delivery(hook, seq)
         assert found is not None
         return found.state
 
@@ -243,7 +252,7 @@ def _webhooks(stack: Stack, queue: SendQueue) -> None:
     assert http("DELETE", f"/webhooks/{hook}").status == 204
     stack.clock.advance(3600)
     assert sweep()["withdrawn"] >= 1
-    waiting = svc.store.read_delivery(hook, 2)
+    waiting = svc.store.deliveries.read_delivery(hook, 2)
     assert waiting is not None and waiting.state == "withdrawn"  # with its endpoint
 
 

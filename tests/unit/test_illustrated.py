@@ -68,7 +68,7 @@ def export(
     stack.build(book, export_id)
     view = stack.poll(book, export_id).body
     assert view["state"] == "ready", view
-    found = stack.store.read_export_for_owner(book, export_id, "user-alice", stack.clock())
+    found = stack.store.exports.read_export_for_owner(book, export_id, "user-alice", stack.clock())
     assert found is not None
     path = found[0].path
     data = stack.objects.client.get_object(Bucket=stack.exports.settings.bucket, Key=path)["Body"].read()

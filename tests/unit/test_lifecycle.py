@@ -33,7 +33,7 @@ def test_an_export_goes_from_submit_to_a_downloadable_html_file(stack: Stack) ->
     assert "Первая" in html and "Κείμενο <em>one</em>." in html and "<table>" in html
     assert '<a href="#ch-2">Second</a>' in html
     assert polled.body["size_bytes"] == len(html.encode())
-    assert stack.store.live_ids("user-alice") == frozenset()
+    assert stack.store.exports.live_ids("user-alice") == frozenset()
 
 
 def test_a_book_with_no_chapters_fails_as_empty_book_and_never_reaches_the_engine(stack: Stack) -> None:

@@ -18,7 +18,7 @@ from tests.unit.conftest import Stack
 
 def _shards(stack: Stack) -> dict[int, int]:
     caps = stack.exports.settings.shard_caps
-    room = stack.store.shard_room()
+    room = stack.store.exports.shard_room()
     return {k: caps[k] - room[k] for k in room}
 
 
@@ -123,13 +123,13 @@ def test_the_global_cap_refuses_with_503_and_writes_nothing(stack: Stack) -> Non
     assert [r.status for r in accepted] == [202, 202, 202]
     # Three shards have a cap of one, and each id names one of those three.
     assert {shard_of(r.body["id"]) for r in accepted} == {0, 1, 2}
-    before = sorted(e.id for e in stack.store.all_exports())
+    before = sorted(e.id for e in stack.store.exports.all_exports())
 
     refused = stack.submit(books["user-b"], caller="user-b")
 
     assert refused.status == 503 and refused.body["error"]["code"] == "service_at_capacity"
     assert refused.headers["Retry-After"] == "30"
-    assert sorted(e.id for e in stack.store.all_exports()) == before
+    assert sorted(e.id for e in stack.store.exports.all_exports()) == before
     assert sum(_shards(stack).values()) == 3
     # An ending gives its slot back, in the same write: the next submit fits.
     stack.http("DELETE", f"/books/{books['user-a']}/exports/{accepted[0].body['id']}", caller="user-a")
@@ -152,7 +152,7 @@ def test_the_budget_moves_with_publish_and_unlink_and_refuses_with_507(stack: St
     export_id = stack.submit(book).body["id"]
     stack.build(book, export_id)
     size = stack.poll(book, export_id).body["size_bytes"]
-    assert size > 10 and stack.store.holdings("user-alice").usage == size
+    assert size > 10 and stack.store.exports.holdings("user-alice").usage == size
 
     refused = stack.submit(book)
 
@@ -160,10 +160,10 @@ def test_the_budget_moves_with_publish_and_unlink_and_refuses_with_507(stack: St
     assert refused.body["error"]["code"] == "storage_budget_exceeded"
     assert (refused.body["error"]["usage_bytes"], refused.body["error"]["budget_bytes"]) == (size, 10)
     assert "DELETE /books/{bookId}/exports/{exportId}" in refused.body["error"]["message"]
-    assert len(list(stack.store.all_exports())) == 1
+    assert len(list(stack.store.exports.all_exports())) == 1
     # Cancelling the ready export deletes its file at once, and its bytes leave the usage in that write.
     assert stack.http("DELETE", f"/books/{book}/exports/{export_id}").status == 204
-    assert stack.store.holdings("user-alice").usage == 0
+    assert stack.store.exports.holdings("user-alice").usage == 0
     assert stack.submit(book).status == 202
 
 
@@ -171,13 +171,13 @@ def test_a_lapsed_links_bytes_leave_the_usage_when_the_gc_unlinks_them(stack: St
     book = stack.create_book()
     export_id = stack.submit(book).body["id"]
     stack.build(book, export_id)
-    assert stack.store.holdings("user-alice").usage > 0
+    assert stack.store.exports.holdings("user-alice").usage > 0
     stack.clock.advance(stack.exports.settings.link_ttl_seconds)
     assert stack.gc()["unlinked"] == 1
-    assert stack.store.holdings("user-alice").usage == 0
+    assert stack.store.exports.holdings("user-alice").usage == 0
     # A second run (the same rows, nothing left in the unlink queue) moves nothing.
     stack.gc()
-    assert stack.store.holdings("user-alice").usage == 0
+    assert stack.store.exports.holdings("user-alice").usage == 0
 
 
 def test_a_failed_export_publishes_nothing_to_the_usage(stack: Stack) -> None:
@@ -187,7 +187,7 @@ def test_a_failed_export_publishes_nothing_to_the_usage(stack: Stack) -> None:
     stack.sweep()
     stack.gc()
     assert stack.poll(book, export_id).body["state"] == State.FAILED
-    assert stack.store.holdings("user-alice").usage == 0
+    assert stack.store.exports.holdings("user-alice").usage == 0
 
 
 def test_a_class_pdf_limit_fails_the_build_early_and_never_reaches_the_engine(
@@ -226,12 +226,12 @@ def test_rows_from_before_the_caps_end_and_unlink_without_moving_a_shard_or_the_
         ExpressionAttributeNames={"#u": "usage"},
         ExpressionAttributeValues={":zero": 0},
     )
-    room = stack.store.shard_room()
+    room = stack.store.exports.shard_room()
 
     stack.clock.advance(stack.exports.settings.link_ttl_seconds)
     stack.sweep()  # the pending one fails (queue_timeout): the sweep's slot guessed "counted", and was told
     stack.gc()  # the ready one lapses and is unlinked
 
     assert stack.poll(book, pending).body["state"] == "failed"
-    assert stack.store.shard_room() == room
-    assert stack.store.holdings("user-alice") == Holdings(0, 0, 0)
+    assert stack.store.exports.shard_room() == room
+    assert stack.store.exports.holdings("user-alice") == Holdings(0, 0, 0)

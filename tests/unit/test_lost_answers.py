@@ -73,7 +73,7 @@ def throttled(client: Any, operation: str) -> Iterator[list[str]]:
 
 
 def _row(stack: Stack, export_id: str) -> Export:
-    [row] = [e for e in stack.store.all_exports() if e.id == export_id]
+    [row] = [e for e in stack.store.exports.all_exports() if e.id == export_id]
     return row
 
 
@@ -140,7 +140,7 @@ def test_a_replacement_with_if_match_whose_answer_was_lost_answers_200_not_412(s
         )
     assert reply.status == 200, reply.body
     assert reply.body["revision"] == 2 and [c["title"] for c in reply.body["chapters"]] == ["New"]
-    assert stack.store.read_book(book).revision == 2  # type: ignore[union-attr]
+    assert stack.store.books.read_book(book).revision == 2  # type: ignore[union-attr]
 
 
 def test_a_replacement_without_if_match_whose_answer_was_lost_answers_200_and_publishes_once(
@@ -151,7 +151,7 @@ def test_a_replacement_without_if_match_whose_answer_was_lost_answers_200_and_pu
         reply = stack.http("PUT", f"/books/{book}/manuscript", body={"manuscript": "# New\n\nnew\n"})
     assert reply.status == 200, reply.body
     assert reply.body["revision"] == 2
-    assert stack.store.read_book(book).revision == 2  # type: ignore[union-attr]
+    assert stack.store.books.read_book(book).revision == 2  # type: ignore[union-attr]
 
 
 def test_a_keyless_submit_whose_answer_was_lost_answers_202_with_the_one_export_it_made(stack: Stack) -> None:
@@ -159,15 +159,15 @@ def test_a_keyless_submit_whose_answer_was_lost_answers_202_with_the_one_export_
     with answer_lost(stack.store.client, "TransactWriteItems"):
         reply = stack.submit(book)
     assert reply.status == 202, reply.body
-    assert [e.id for e in stack.store.all_exports()] == [reply.body["id"]]
-    assert stack.store.live_ids("user-alice") == {reply.body["id"]}
+    assert [e.id for e in stack.store.exports.all_exports()] == [reply.body["id"]]
+    assert stack.store.exports.live_ids("user-alice") == {reply.body["id"]}
 
 
 def test_a_book_create_whose_answer_was_lost_answers_201_with_the_book_it_made(stack: Stack) -> None:
     with answer_lost(stack.store.client, "TransactWriteItems"):
         reply = stack.http("POST", "/books", body={"title": "Once", "manuscript": "# A\n\na\n"})
     assert reply.status == 201, reply.body
-    assert stack.store.read_book(reply.body["id"]) is not None
+    assert stack.store.books.read_book(reply.body["id"]) is not None
 
 
 def test_a_book_delete_whose_answer_was_lost_answers_204_not_404(stack: Stack) -> None:
@@ -175,7 +175,7 @@ def test_a_book_delete_whose_answer_was_lost_answers_204_not_404(stack: Stack) -
     with answer_lost(stack.store.client, "TransactWriteItems"):
         reply = stack.http("DELETE", f"/books/{book}")
     assert reply.status == 204, reply.body
-    assert stack.store.read_book(book) is None
+    assert stack.store.books.read_book(book) is None
 
 
 def test_a_claim_whose_answer_was_lost_is_the_claimers_and_the_build_goes_on(stack: Stack) -> None:
@@ -288,13 +288,13 @@ def test_a_finish_that_lands_after_its_books_delete_is_cancelled_and_removes_its
 ) -> None:
     book = stack.create_book()
     export_id = stack.submit(book, "html").body["id"]
-    real_finish = stack.store.finish_export
+    real_finish = stack.store.claims.finish_export
 
     def delete_the_book_first(export: Export, **kw: Any) -> Any:
         assert stack.http("DELETE", f"/books/{book}").status == 204
         return real_finish(export, **kw)
 
-    monkeypatch.setattr(stack.store, "finish_export", delete_the_book_first)
+    monkeypatch.setattr(stack.store.claims, "finish_export", delete_the_book_first)
     assert stack.build(book, export_id)["batchItemFailures"] == []
     row = _row(stack, export_id)
     assert row.state == State.CANCELLED
@@ -306,19 +306,19 @@ def test_a_book_delete_that_reads_a_pending_export_a_finish_then_ends_leaves_no_
 ) -> None:
     book = stack.create_book()
     export_id = stack.submit(book).body["id"]
-    real_book_exports = stack.store.book_exports
+    real_book_exports = stack.store.exports.book_exports
 
     def read_then_let_the_finish_land(book_id: str) -> Any:
         seen = list(real_book_exports(book_id))
         # The purge saw the export pending; the worker finishes it before the purge writes.
         assert [e.state for e in seen] == [State.PENDING]
-        monkeypatch.setattr(stack.store, "book_exports", real_book_exports)
+        monkeypatch.setattr(stack.store.exports, "book_exports", real_book_exports)
         stack.build(book, export_id)
         return iter(seen)
 
     # The finish is refused (the book is gone) and removes its bytes; the purge then finds the row
     # cancelled by the worker, or cancels it itself.
-    monkeypatch.setattr(stack.store, "book_exports", read_then_let_the_finish_land)
+    monkeypatch.setattr(stack.store.exports, "book_exports", read_then_let_the_finish_land)
     assert stack.http("DELETE", f"/books/{book}").status == 204
     assert _row(stack, export_id).state == State.CANCELLED
     stack.gc()
@@ -333,7 +333,7 @@ def test_a_purge_that_finds_a_ready_export_it_read_as_pending_revokes_it_and_del
     export_id = _ready(stack, book)
     seen_pending = dataclasses.replace(_row(stack, export_id), state=State.PENDING)
 
-    outcome = stack.store.end_for_deleted_book(seen_pending, stack.clock())
+    outcome = stack.store.exports.end_for_deleted_book(seen_pending, stack.clock())
 
     row = _row(stack, export_id)
     assert row.state == State.EXPIRED
@@ -376,7 +376,7 @@ def test_a_failed_immediate_unlink_is_left_to_the_gc(stack: Stack) -> None:
     with throttled(stack.objects.client, "DeleteObject"):
         assert stack.http("DELETE", f"/books/{book}/exports/{export_id}").status == 204
     assert stack.objects.exists(path)
-    due = stack.store.due(Queue.UNLINK, stack.clock(), 10)
+    due = stack.store.sweeps.due(Queue.UNLINK, stack.clock(), 10)
     assert [d.slot.export_id for d in due] == [export_id]
     stack.gc()
     assert not stack.objects.exists(path)
@@ -415,10 +415,10 @@ def test_a_build_that_skips_more_chapters_than_a_row_can_name_keeps_the_first_an
 ) -> None:
     book = stack.create_book()
     export_id = stack.submit(book).body["id"]
-    claimed = stack.store.claim_build(book, export_id, "artifacts/x", stack.clock())
+    claimed = stack.store.claims.claim_build(book, export_id, "artifacts/x", stack.clock())
     many = [{"ordinal": n, "title": "t" * 500, "reason": "r" * 300} for n in range(1, 5_001)]
     assert (
-        stack.store.finish_export(
+        stack.store.claims.finish_export(
             claimed.export,  # type: ignore[union-attr]
             path="artifacts/x",
             size_bytes=1,

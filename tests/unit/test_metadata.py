@@ -130,7 +130,7 @@ def test_a_build_uses_one_revisions_metadata_never_a_mix(
     stack.build(book, export_id)
     view = stack.poll(book, export_id).body
     assert (view["built_revision"], view["book_revision"]) == (1, 2)
-    found = stack.store.read_export_for_owner(book, export_id, "user-alice", stack.clock())
+    found = stack.store.exports.read_export_for_owner(book, export_id, "user-alice", stack.clock())
     assert found is not None and found[0].path is not None
     page = stack.objects.read_text(found[0].path)
     assert "First Author" in page and "Second Author" not in page

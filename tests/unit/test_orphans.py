@@ -23,7 +23,7 @@ def _ready(stack: Stack) -> str:
     book = stack.create_book()
     export_id = stack.submit(book, "markdown").body["id"]
     stack.services.builds.build(book, export_id)
-    [row] = [e for e in stack.store.all_exports() if e.id == export_id]
+    [row] = [e for e in stack.store.exports.all_exports() if e.id == export_id]
     assert row.path is not None
     return row.path
 
@@ -42,7 +42,7 @@ def test_a_pending_attempts_key_is_not_an_orphan(stack: Stack) -> None:
     book = stack.create_book()
     export_id = stack.submit(book).body["id"]
     key = artifact_key(book, export_id, "inflight")
-    stack.store.claim_build(book, export_id, key, stack.clock())
+    stack.store.claims.claim_build(book, export_id, key, stack.clock())
     stack.objects.put_bytes(key, b"an upload in progress")
 
     assert stack.gc()["orphans_deleted"] == 0
@@ -65,17 +65,17 @@ def test_the_work_per_run_is_bounded_and_the_cursor_carries_the_rest(stack: Stac
 
     assert scanned == [2, 2, 1]
     assert not any(stack.objects.exists(k) for k in orphans)
-    assert stack.store.orphan_cursor() == (1, "")  # the pass ended; the next one starts over
+    assert stack.store.sweeps.orphan_cursor() == (1, "")  # the pass ended; the next one starts over
 
 
 def test_the_cursor_never_walks_backwards(stack: Stack) -> None:
-    assert stack.store.set_orphan_cursor(0, "artifacts/m")
-    assert not stack.store.set_orphan_cursor(0, "artifacts/c")  # an older read resuming
-    assert not stack.store.set_orphan_cursor(0, "artifacts/m")  # the same position again
-    assert stack.store.orphan_cursor() == (0, "artifacts/m")
-    assert stack.store.set_orphan_cursor(1, "")  # a new pass is ahead of any key of the old one
-    assert not stack.store.set_orphan_cursor(0, "artifacts/z")
-    assert stack.store.orphan_cursor() == (1, "")
+    assert stack.store.sweeps.set_orphan_cursor(0, "artifacts/m")
+    assert not stack.store.sweeps.set_orphan_cursor(0, "artifacts/c")  # an older read resuming
+    assert not stack.store.sweeps.set_orphan_cursor(0, "artifacts/m")  # the same position again
+    assert stack.store.sweeps.orphan_cursor() == (0, "artifacts/m")
+    assert stack.store.sweeps.set_orphan_cursor(1, "")  # a new pass is ahead of any key of the old one
+    assert not stack.store.sweeps.set_orphan_cursor(0, "artifacts/z")
+    assert stack.store.sweeps.orphan_cursor() == (1, "")
 
 
 def test_every_gc_run_records_an_audit_row_that_the_cli_reads(stack: Stack, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -84,7 +84,7 @@ def test_every_gc_run_records_an_audit_row_that_the_cli_reads(stack: Stack, caps
     stack.clock.advance(60)
     second = stack.gc()
 
-    rows = stack.store.audits(10)
+    rows = stack.store.sweeps.audits(10)
     assert (
         [r["orphans_deleted"] for r in rows]
         == [second["orphans_deleted"], first["orphans_deleted"]]
@@ -105,9 +105,10 @@ def test_audits_reads_an_env_file_and_without_credentials_says_the_one_thing_to_
     from botocore.exceptions import NoCredentialsError
 
     class NoCredentials:
-        @staticmethod
-        def audits(limit: int) -> list[dict[str, object]]:
-            raise NoCredentialsError()
+        class sweeps:  # the store's row store the command reads
+            @staticmethod
+            def audits(limit: int) -> list[dict[str, object]]:
+                raise NoCredentialsError()
 
     env = tmp_path / "env.json"
     env.write_text(json.dumps({"Parameters": {"BINDERY_AUDIT_PROBE": "read"}, "gc": {"BINDERY_X": "gc's"}}))

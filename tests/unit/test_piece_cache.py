@@ -65,7 +65,7 @@ def _built(stack: Stack, book: str, fmt: str, *, cache: bool = True) -> tuple[by
         builds = wiring.build_worker(off, stack.store, stack.objects, stack.clock)
     assert builds.build(book, export_id) == "ready"
     view = stack.poll(book, export_id).body
-    found = stack.store.read_export_for_owner(book, export_id, "user-alice", stack.clock())
+    found = stack.store.exports.read_export_for_owner(book, export_id, "user-alice", stack.clock())
     assert found is not None
     data = stack.objects.client.get_object(Bucket=settings.bucket, Key=found[0].path)["Body"].read()
     return data, {k: view.get(k) for k in ("skipped", "notes", "sha256", "size_bytes")}

@@ -49,16 +49,18 @@ def test_claim_finish_fail_and_cancel_are_one_call_each(stack: Stack) -> None:
     book = stack.create_book()
     a, b, c = (stack.submit(book).body["id"] for _ in range(3))
     with recording(stack.store.client) as claim:
-        claimed = stack.store.claim_build(book, a, artifact_key(book, a, "t"), stack.clock())
+        claimed = stack.store.claims.claim_build(book, a, artifact_key(book, a, "t"), stack.clock())
     assert isinstance(claimed, Claimed)
     with recording(stack.store.client) as finish:
-        stack.store.finish_export(claimed.export, path="p", size_bytes=1, built_revision=1, now=stack.clock())
-    claimed_b = stack.store.claim_build(book, b, artifact_key(book, b, "t"), stack.clock())
+        stack.store.claims.finish_export(
+            claimed.export, path="p", size_bytes=1, built_revision=1, now=stack.clock()
+        )
+    claimed_b = stack.store.claims.claim_build(book, b, artifact_key(book, b, "t"), stack.clock())
     assert isinstance(claimed_b, Claimed)
     with recording(stack.store.client) as fail:
         from bindery.states import FailureCode
 
-        stack.store.fail_export(claimed_b.export, FailureCode.RENDER_FAILED, stack.clock())
+        stack.store.claims.fail_export(claimed_b.export, FailureCode.RENDER_FAILED, stack.clock())
     with recording(stack.store.client) as cancel:
         assert stack.http("DELETE", f"/books/{book}/exports/{c}").status == 204
     assert claim.made == [("dynamodb", "UpdateItem")]

@@ -165,7 +165,9 @@ class Lifecycle(RuleBasedStateMachine):
     def claim(self, data: st.DataObject) -> None:
         _, book, export_id = data.draw(st.sampled_from(self.exports))
         path = artifact_key(book, export_id, uuid.uuid4().hex[:8])
-        outcome = self._call(lambda: self.stack.store.claim_build(book, export_id, path, self.stack.clock()))
+        outcome = self._call(
+            lambda: self.stack.store.claims.claim_build(book, export_id, path, self.stack.clock())
+        )
         if isinstance(outcome, Claimed):
             # The attempt uploads right after its claim named the key (and may die any time after).
             self._call(lambda: self.stack.objects.put_bytes(path, b"an artifact"))
@@ -179,7 +181,7 @@ class Lifecycle(RuleBasedStateMachine):
         if not self._call(lambda: self.stack.objects.exists(path)):
             return  # its upload never happened (or cannot be seen): a real worker would not finish
         done = self._call(
-            lambda: self.stack.store.finish_export(
+            lambda: self.stack.store.claims.finish_export(
                 claimed.export, path=path, size_bytes=11, built_revision=1, now=self.stack.clock()
             )
         )
@@ -194,7 +196,7 @@ class Lifecycle(RuleBasedStateMachine):
         from bindery.states import FailureCode
 
         self._call(
-            lambda: self.stack.store.fail_export(
+            lambda: self.stack.store.claims.fail_export(
                 claimed.export, FailureCode.RENDER_FAILED, self.stack.clock()
             )
         )

@@ -16,9 +16,10 @@ from bindery.storage import Store
 from bindery_local.template import create_table
 
 
-def _api(name: str) -> ApiServices:
+def _api(name: str) -> tuple[ApiServices, Store]:
     settings = Settings(table=name, bucket=name)
-    return wiring.api(settings, Store(settings), Objects(settings))
+    store = Store(settings)
+    return wiring.api(settings, store, Objects(settings)), store
 
 
 def test_two_stores_on_two_tables_keep_to_their_own() -> None:
@@ -29,7 +30,7 @@ def test_two_stores_on_two_tables_keep_to_their_own() -> None:
             create_table(client, name)
             boto3.client("s3").create_bucket(Bucket=name)
             services.append(_api(name))
-        first, second = services  # the second built after the first, as a rebinding would have it win
+        (first, one), (second, two) = services  # the second built after the first, as a rebinding would win
         a, _, _ = first.books.create_book("user-alice", "First", "# One\n\ntext\n")
         b, _, _ = second.books.create_book("user-bob", "Second", "# Two\n\ntext\n")
         first.exports.submit("user-alice", a.id, "html", None)
@@ -40,10 +41,9 @@ def test_two_stores_on_two_tables_keep_to_their_own() -> None:
 
         assert books_in("first-table") == {f"BOOK#{a.id}"}
         assert books_in("second-table") == {f"BOOK#{b.id}"}
-        one, two = first.exports.store, second.exports.store
-        assert one.read_book(b.id) is None and two.read_book(a.id) is None
-        assert [e.book_id for e in one.all_exports()] == [a.id]
-        assert list(two.all_exports()) == []
+        assert one.books.read_book(b.id) is None and two.books.read_book(a.id) is None
+        assert [e.book_id for e in one.exports.all_exports()] == [a.id]
+        assert list(two.exports.all_exports()) == []
 
 
 def test_every_model_of_a_store_talks_through_its_one_client() -> None:
@@ -53,16 +53,15 @@ def test_every_model_of_a_store_talks_through_its_one_client() -> None:
     with mock_aws():
         create_table(boto3.client("dynamodb"), "table")
         boto3.client("s3").create_bucket(Bucket="table")
-        api = _api("table")
-        store = api.exports.store
+        api, store = _api("table")
         seen: list[str] = []
         store.client.meta.events.register("before-call.dynamodb", lambda model, **_: seen.append(model.name))
         book, _, _ = api.books.create_book("user-alice", "One", "# One\n\ntext\n")  # book, chapters
         api.exports.submit("user-alice", book.id, "html", None)  # export, live set
-        store.read_book(book.id)  # the book model
-        store.read_chapters(book.id, book.cut)  # the chapter model
-        list(store.all_exports())  # the export model
-        store.due(Queue.STALE, 0.0, 10)  # its index
+        store.books.read_book(book.id)  # the book model
+        store.books.read_chapters(book.id, book.cut)  # the chapter model
+        list(store.exports.all_exports())  # the export model
+        store.sweeps.due(Queue.STALE, 0.0, 10)  # its index
         clients = {id(model._get_connection().connection.client) for model in store.models.__dict__.values()}
     assert clients == {id(store.client)}
     assert {"TransactWriteItems", "BatchWriteItem", "GetItem", "Query", "Scan"} <= set(seen), seen

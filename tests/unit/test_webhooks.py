@@ -154,14 +154,14 @@ def test_a_rotated_secret_signs_beside_the_old_one_during_the_overlap_and_alone_
 def test_two_rotations_from_the_same_secrets_cannot_both_become_current(h: Hooked) -> None:
     ep = h.register(URL)["id"]
     store, now = h.stack.store, h.stack.clock()
-    seen = store.read_endpoint("user-alice", ep)
+    seen = store.endpoints.read_endpoint("user-alice", ep)
     assert seen is not None
 
-    first = store.rotate_secret(seen, "whsec_" + "A" * 44, now)
-    second = store.rotate_secret(seen, "whsec_" + "B" * 44, now)
+    first = store.endpoints.rotate_secret(seen, "whsec_" + "A" * 44, now)
+    second = store.endpoints.rotate_secret(seen, "whsec_" + "B" * 44, now)
 
     assert first is not None and second is None
-    assert store.read_endpoint("user-alice", ep).secrets[0].key == "whsec_" + "A" * 44  # type: ignore[union-attr]
+    assert store.endpoints.read_endpoint("user-alice", ep).secrets[0].key == "whsec_" + "A" * 44  # type: ignore[union-attr]
 
 
 def test_the_feed_pages_by_cursor_and_refuses_a_cursor_past_its_head(h: Hooked) -> None:
@@ -206,7 +206,7 @@ def test_a_second_rotation_inside_the_overlap_keeps_the_first_ones_promise(h: Ho
     h.stack.clock.advance(overlap / 2)
     h.stack.http("POST", f"/webhooks/{made['id']}/rotate-secret")
 
-    signing = h.stack.store.read_endpoint("user-alice", made["id"])
+    signing = h.stack.store.endpoints.read_endpoint("user-alice", made["id"])
     assert signing is not None
     first = [s for s in signing.secrets if s.key == made["secret"]]
     assert len(signing.secrets) == 3

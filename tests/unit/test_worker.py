@@ -22,7 +22,7 @@ def _pending(stack: Stack, fmt: str = "markdown") -> tuple[str, str]:
 
 def test_a_message_for_a_build_another_attempt_holds_is_handed_back_to_the_queue(stack: Stack) -> None:
     book, export_id = _pending(stack)
-    stack.store.claim_build(book, export_id, artifact_key(book, export_id, "other"), stack.clock())
+    stack.store.claims.claim_build(book, export_id, artifact_key(book, export_id, "other"), stack.clock())
 
     result = stack.build(book, export_id)
 
@@ -64,7 +64,7 @@ def test_an_engine_error_fails_the_export_as_render_failed_and_leaves_no_bytes(
 
     polled = stack.poll(book, export_id).body
     assert (polled["state"], polled["failure_code"]) == ("failed", "render_failed")
-    assert stack.store.live_ids("user-alice") == frozenset()
+    assert stack.store.exports.live_ids("user-alice") == frozenset()
     assert stack.objects.keys("artifacts/") == []
 
 
@@ -82,7 +82,7 @@ def test_an_s3_failure_mid_build_releases_the_lease_and_asks_for_a_retry(
     stack.objects.client.meta.events.unregister(f"before-call.s3.{read}", refuse)
 
     assert result == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
-    [row] = [e for e in stack.store.all_exports() if e.id == export_id]
+    [row] = [e for e in stack.store.exports.all_exports() if e.id == export_id]
     assert row.state == State.PENDING and row.lease_until == stack.clock()
     # The redelivery claims at once, without waiting out the lease.
     assert stack.build(book, export_id) == {"batchItemFailures": []}

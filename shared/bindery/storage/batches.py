@@ -16,18 +16,21 @@ from typing import Any
 
 from pynamodb.expressions.condition import size
 
+from bindery.config import Settings
 from bindery.faults import StorageError, item_or_none, translate_faults
 from bindery.limits import Limits
 from bindery.states import BatchStatus, Queue
 from bindery.storage.caps import shard_refused, take_shards, under_budget
 from bindery.storage.conditions import ItemRefused, Tx, update_if
-from bindery.storage.exports import ExportRows
-from bindery.storage.idempotency import key_seen
+from bindery.storage.exports import pending_row
+from bindery.storage.idempotency import KeyRows, key_seen
 from bindery.storage.table import (
     BatchesDue,
     BatchItem,
     ExportItem,
     LiveItem,
+    Models,
+    Rows,
     batch_sk,
     book_pk,
     caller_pk,
@@ -56,7 +59,11 @@ _WITH_LINKS = (BatchStatus.DONE.value, BatchStatus.PARTIAL.value)
 
 
 @translate_faults
-class BatchRows(ExportRows):
+class BatchRows(Rows):
+    def __init__(self, settings: Settings, models: Models, keys: KeyRows):
+        super().__init__(settings, models)
+        self.keys = keys
+
     def books_owned(self, book_ids: set[str], caller: str) -> bool:
         """Whether the caller owns every one of these books (one consistent BatchGetItem per 100). A book
         never changes hands, so what this read says of ownership stays true; a book deleted after it is
@@ -87,7 +94,7 @@ class BatchRows(ExportRows):
         key = None
         if idempotency is not None:
             key = idempotency[:2]
-            self.take_key(tx, key, idempotency[2], now, export_id=batch.id)
+            self.keys.take_key(tx, key, idempotency[2], now, export_id=batch.id)
         row = self.models.batch(
             caller_pk(caller),
             batch_sk(batch.id),
@@ -110,7 +117,7 @@ class BatchRows(ExportRows):
         tx.put("batch", row, BatchItem.pk.does_not_exist(), old=True)
         for n, export in enumerate(targets):
             # The key is the batch's (its row carries the digest), not any one target's.
-            row_n = self.pending_row(export, caller, None, now)
+            row_n = pending_row(self.models, self.settings, export, caller, None, now)
             tx.put(f"export:{n}", row_n, ExportItem.pk.does_not_exist())
         # The cap on live batches is checked against the set it counts, in the write that grows it.
         tx.update(
@@ -182,7 +189,7 @@ class BatchRows(ExportRows):
         bundle_id = []
         if bundle is not None:
             # One zip of its ready files: a row of its own, which the stream makes a build message of.
-            tx.put("bundle", self.pending_row(bundle, caller, None, now))
+            tx.put("bundle", pending_row(self.models, self.settings, bundle, caller, None, now))
             bundle_id = [BatchItem.bundle_id.set(bundle.id)]
         tx.update(
             "batch",

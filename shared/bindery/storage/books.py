@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bindery import images
+from bindery.config import Settings
 from bindery.faults import StorageError, item_or_none, translate_faults
 from bindery.states import Queue
 from bindery.storage.conditions import (
@@ -23,6 +24,8 @@ from bindery.storage.table import (
     ChapterItem,
     Item,
     MarkersDue,
+    Models,
+    Rows,
     book_pk,
     caller_pk,
     chapter_prefix,
@@ -36,7 +39,11 @@ from bindery.storage.types import Book, Chapter, KeyReused, Marker, Replayed
 
 
 @translate_faults
-class BookRows(KeyRows):
+class BookRows(Rows):
+    def __init__(self, settings: Settings, models: Models, keys: KeyRows):
+        super().__init__(settings, models)
+        self.keys = keys
+
     def stage_cut(self, book_id: str, cut: str, chapters: Sequence[Chapter], retire_at: float) -> None:
         """Write a cut's chapters before anything names them, behind a retire marker written FIRST.
 
@@ -76,7 +83,7 @@ class BookRows(KeyRows):
         # a book that exists is listed. It is a new key whenever the book is, so it needs no guard of its own.
         tx.put("shelf", self._shelf_item(book))
         if idempotency is not None:
-            self.take_key(tx, idempotency, {"book_id": book.id}, now)
+            self.keys.take_key(tx, idempotency, {"book_id": book.id}, now)
         refused = tx.commit(self._connection())
         if refused is None:
             return None

@@ -10,18 +10,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from bindery.config import Settings
 from bindery.faults import translate_faults
 from bindery.images import Notes
 from bindery.states import ClaimRefusal, Ending, FailureCode, State
 from bindery.storage import steps
 from bindery.storage.endings import LifecycleRows
 from bindery.storage.lifecycle import Applied, Outcome
-from bindery.storage.table import to_export
+from bindery.storage.table import Models, Rows, to_export
 from bindery.storage.types import Claimed, ClaimRefused, Export, Slot
 
 
 @translate_faults
-class ClaimRows(LifecycleRows):
+class ClaimRows(Rows):
+    def __init__(self, settings: Settings, models: Models, lifecycle: LifecycleRows):
+        super().__init__(settings, models)
+        self.lifecycle = lifecycle
+
     def claim_build(self, book_id: str, export_id: str, path: str, now: float) -> Claimed | ClaimRefused:
         """StampExportStart (docs/ARCHITECTURE.md), with retries: take the build exclusively for one lease.
 
@@ -42,7 +47,7 @@ class ClaimRows(LifecycleRows):
             grace=s.retry_grace_seconds,
             most=s.max_attempts,
         )
-        outcome = self.transition(step)
+        outcome = self.lifecycle.transition(step)
         if outcome.row is None:
             return ClaimRefused(ClaimRefusal.GONE, None)
         export = to_export(outcome.row)
@@ -84,24 +89,24 @@ class ClaimRows(LifecycleRows):
             sha256=sha256,
             package=package,
         )
-        return _ending(self.transition(step))
+        return _ending(self.lifecycle.transition(step))
 
     def fail_export(self, export: Export, code: FailureCode, now: float) -> bool:
         """pending -> failed, by the attempt that holds the build. False: it was not ours to fail."""
-        return _ending(self.transition(steps.fail(export, code, now))) == Ending.ENDED
+        return _ending(self.lifecycle.transition(steps.fail(export, code, now))) == Ending.ENDED
 
     def cancel_attempt(self, export: Export, now: float) -> bool:
         """pending -> cancelled by the attempt that holds it: its book was deleted under it."""
-        return _ending(self.transition(steps.abandon(export, now))) == Ending.ENDED
+        return _ending(self.lifecycle.transition(steps.abandon(export, now))) == Ending.ENDED
 
     def record_progress(self, export: Export, done: int, total: int) -> None:
         """Chapters done out of total, for the poll. A refused write means the row moved on: nothing to do."""
-        self.transition(steps.progress(export, done, total))
+        self.lifecycle.transition(steps.progress(export, done, total))
 
     def release_claim(self, export: Export, now: float) -> None:
         """Give the lease back after a transient failure, so a redelivery may retry at once. A refused
         write means the row moved on, or a retry claimed it since: nothing to give back."""
-        self.transition(steps.give_back(export, now))
+        self.lifecycle.transition(steps.give_back(export, now))
 
 
 def _ending(outcome: Outcome) -> Ending:

@@ -29,14 +29,11 @@ from bindery.storage.conditions import (
 from bindery.storage.hookmodels import (
     DeliveryItem,
     EndpointItem,
-    FeedModels,
+    HookRows,
     caller_pk,
     delivery_sk,
     endpoint_sk,
     hook_pk,
-)
-from bindery.storage.table import (
-    Rows,
 )
 from bindery.storage.types import Attempt, Delivery
 
@@ -56,9 +53,7 @@ def _count(state: str, by: int) -> Any:
 
 
 @translate_faults
-class DeliveryRows(Rows):
-    feed_models: FeedModels
-
+class DeliveryRows(HookRows):
     def create_delivery(self, delivery: Delivery, event_time: float) -> Created:
         """Write the event's delivery to one endpoint, and count it, unless it exists or the endpoint may
         not have it."""

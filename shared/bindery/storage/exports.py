@@ -14,6 +14,7 @@ from typing import Any
 from pynamodb.expressions.condition import size
 from pynamodb.transactions import TransactGet
 
+from bindery.config import Settings
 from bindery.faults import StorageError, item_or_none, translate_faults
 from bindery.limits import Limits, shard_of
 from bindery.states import Cancel, Queue, State
@@ -31,6 +32,8 @@ from bindery.storage.table import (
     BookItem,
     ExportItem,
     LiveItem,
+    Models,
+    Rows,
     book_pk,
     caller_pk,
     expired_ttl,
@@ -58,7 +61,11 @@ from bindery.storage.types import (
 
 
 @translate_faults
-class ExportRows(KeyRows, LifecycleRows):
+class ExportRows(Rows):
+    def __init__(self, settings: Settings, models: Models, lifecycle: LifecycleRows, keys: KeyRows):
+        super().__init__(settings, models)
+        self.lifecycle, self.keys = lifecycle, keys
+
     def submit_export(
         self,
         export: Export,
@@ -74,7 +81,9 @@ class ExportRows(KeyRows, LifecycleRows):
 
         `idempotency` is (key digest, request hash, the response to replay) or None.
         """
-        export_item = self.pending_row(export, caller, idempotency[0] if idempotency else None, now)
+        export_item = pending_row(
+            self.models, self.settings, export, caller, idempotency[0] if idempotency else None, now
+        )
         tx = Tx()
         # The caller must own the book. Nothing else about the book can refuse an export (the canon: the
         # request is always accepted, and its outcome is the export's own).
@@ -82,7 +91,7 @@ class ExportRows(KeyRows, LifecycleRows):
         key = None
         if idempotency is not None:
             key = idempotency[:2]
-            self.take_key(tx, key, idempotency[2], now, export_id=export.id)
+            self.keys.take_key(tx, key, idempotency[2], now, export_id=export.id)
         # A fresh random id; the guard turns a (vanishingly rare) collision into a refusal, not an
         # overwrite of someone's export.
         tx.put("export", export_item, ExportItem.pk.does_not_exist(), old=True)
@@ -119,26 +128,6 @@ class ExportRows(KeyRows, LifecycleRows):
         if refused.failed("shard"):
             return ShardFull(shard_of(export.id))
         raise StorageError(f"export {export.id} exists already (an id collision)")
-
-    def pending_row(self, export: Export, caller: str, key_digest: str | None, now: float) -> ExportItem:
-        """A new export's row: pending, waiting for the stale sweep until a worker claims it."""
-        return self.models.export(
-            book_pk(export.book_id),
-            export_sk(export.id),
-            export_id=export.id,
-            book_id=export.book_id,
-            format=export.format,
-            state=State.PENDING.value,
-            requested_at=export.requested_at,
-            counted_against=caller,
-            caller_class=export.caller_class,
-            batch_id=export.batch_id,
-            key_digest=key_digest,
-            options=json.dumps(export.options, separators=(",", ":")) if export.options else None,
-            attempt=0,
-            queue=Queue.STALE.value,
-            due_at=now + self.settings.queue_grace_seconds,
-        )
 
     def holdings(self, caller: str, *, consistent: bool = True) -> Holdings:
         """What the caller holds at once (one read of its live item)."""
@@ -207,7 +196,7 @@ class ExportRows(KeyRows, LifecycleRows):
         its batch to be settled. A pending export costs one transaction. A ready one costs a second, because
         only the first one's ALL_OLD tells us the row was ready, not pending.
         """
-        outcome = self.transition(steps.cancel(Slot(book_id, export_id, owner), owner, now))
+        outcome = self.lifecycle.transition(steps.cancel(Slot(book_id, export_id, owner), owner, now))
         if "book" in outcome.failed:
             return NotFound()
         target = ended_target(outcome)
@@ -236,7 +225,7 @@ class ExportRows(KeyRows, LifecycleRows):
     ) -> Revoked | None:
         """ready -> expired now, the row keeping its paths so that the unlink (done at once by the caller,
         and by the GC should that fail) can find them. None: not ready any more (the GC expired it first)."""
-        outcome = self.transition(steps.revoke(slot, now, owner=owner))
+        outcome = self.lifecycle.transition(steps.revoke(slot, now, owner=owner))
         if not isinstance(outcome, Applied):
             return None
         # The paths as the row was seen ready, or (this write's own lost answer) as the refusal shows them.
@@ -265,7 +254,7 @@ class ExportRows(KeyRows, LifecycleRows):
                 if revoked is not None:
                     return revoked
             elif state == State.PENDING:
-                if isinstance(self.transition(steps.purge(export.slot, now)), Applied):
+                if isinstance(self.lifecycle.transition(steps.purge(export.slot, now)), Applied):
                     return True
             else:
                 return True
@@ -290,6 +279,30 @@ class ExportRows(KeyRows, LifecycleRows):
         """Every export row, by Scan. For tests and operators only; no request path calls it."""
         for item in self.models.export.scan(ExportItem.sk.startswith("EXPORT#")):
             yield to_export(item)
+
+
+def pending_row(
+    models: Models, settings: Settings, export: Export, caller: str, key_digest: str | None, now: float
+) -> ExportItem:
+    """A new export's row: pending, waiting for the stale sweep until a worker claims it. A submit's, a
+    batch's targets' and a bundle's rows are all made here."""
+    return models.export(
+        book_pk(export.book_id),
+        export_sk(export.id),
+        export_id=export.id,
+        book_id=export.book_id,
+        format=export.format,
+        state=State.PENDING.value,
+        requested_at=export.requested_at,
+        counted_against=caller,
+        caller_class=export.caller_class,
+        batch_id=export.batch_id,
+        key_digest=key_digest,
+        options=json.dumps(export.options, separators=(",", ":")) if export.options else None,
+        attempt=0,
+        queue=Queue.STALE.value,
+        due_at=now + settings.queue_grace_seconds,
+    )
 
 
 def _holdings(item: LiveItem | None) -> Holdings:

@@ -25,15 +25,12 @@ from bindery.storage.hookmodels import (
     EventItem,
     EventSeenItem,
     FeedHeadItem,
-    FeedModels,
+    HookRows,
     event_sk,
     feed_pk,
     seen_pk,
 )
-from bindery.storage.table import (
-    Rows,
-    expired_ttl,
-)
+from bindery.storage.table import expired_ttl
 from bindery.storage.types import Appended, CursorAhead, CursorGone, FeedEvent, FeedPage
 
 # Tries of one append against other appends to the same feed, each refused try re-aimed at the head its
@@ -43,9 +40,7 @@ APPEND_TRIES = 64
 
 
 @translate_faults
-class FeedRows(Rows):
-    feed_models: FeedModels
-
+class FeedRows(HookRows):
     def append_event(
         self,
         caller: str,

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 
-from bindery.storage.table import ByDue, Item, M, Models, bound_model
+from bindery.config import Settings
+from bindery.storage.table import ByDue, Item, M, Models, Rows, bound_model
 
 
 class FeedHeadItem(Item):
@@ -167,3 +168,11 @@ class FeedModels:
         for model in feed.__dict__.values():
             model._connection = shared
         return feed
+
+
+class HookRows(Rows):
+    """What the feed's, the endpoints' and the deliveries' rows share: Rows, and the feed's own models."""
+
+    def __init__(self, settings: Settings, models: Models, feed_models: FeedModels):
+        super().__init__(settings, models)
+        self.feed_models = feed_models

@@ -27,13 +27,10 @@ from bindery.storage.hookmodels import (
     DELIVERY_STATES,
     HOOKS_SK,
     EndpointItem,
-    FeedModels,
+    HookRows,
     HookSetItem,
     caller_pk,
     endpoint_sk,
-)
-from bindery.storage.table import (
-    Rows,
 )
 from bindery.storage.types import Endpoint, EndpointOverCap, Secret
 
@@ -41,9 +38,7 @@ ACTIVE, DELETED = "active", "deleted"
 
 
 @translate_faults
-class EndpointRows(Rows):
-    feed_models: FeedModels
-
+class EndpointRows(HookRows):
     def register_endpoint(self, endpoint: Endpoint) -> Endpoint | EndpointOverCap:
         """Add the endpoint to its caller's set and write it, in one transaction, unless the set is full."""
         cap = self.settings.max_webhooks

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from bindery.config import Settings
 from bindery.faults import item_or_none, translate_faults
 from bindery.states import FailureCode, Queue, State
 from bindery.storage import steps
@@ -23,6 +24,8 @@ from bindery.storage.table import (
     CURSOR_PK,
     ByDue,
     CursorItem,
+    Models,
+    Rows,
     book_pk,
     expired_ttl,
     export_sk,
@@ -33,7 +36,11 @@ AUDIT_RETENTION_SECONDS = 90 * 86_400
 
 
 @translate_faults
-class SweepRows(LifecycleRows):
+class SweepRows(Rows):
+    def __init__(self, settings: Settings, models: Models, lifecycle: LifecycleRows):
+        super().__init__(settings, models)
+        self.lifecycle = lifecycle
+
     def due(self, queue: Queue, now: float, limit: int) -> list[Due]:
         """Rows waiting in `queue` whose time has come; the sparse index holds only waiting rows."""
         found = []
@@ -55,7 +62,7 @@ class SweepRows(LifecycleRows):
         `path` is KEPT. Clearing it in the same write would make the unlink a one-shot act: a failed delete
         would leave bytes no row could ever name again. :meth:`forget_paths` drops it after the unlink.
         """
-        return isinstance(self.transition(steps.expire(due.slot, now)), Applied)
+        return isinstance(self.lifecycle.transition(steps.expire(due.slot, now)), Applied)
 
     def forget_paths(self, book_id: str, export_id: str, now: float) -> bool:
         """The bytes are gone; the row stops naming them and may now be deleted by TTL, 30 days on. The
@@ -81,14 +88,14 @@ class SweepRows(LifecycleRows):
             published=published,
             ttl=ttl,
         )
-        return isinstance(self.transition(step), Applied)
+        return isinstance(self.lifecycle.transition(step), Applied)
 
     def fail_stale(self, due: Due, now: float) -> Swept:
         """FailStalePendingExports (docs/ARCHITECTURE.md), with its two clocks kept in one attribute
         (`steps.sweep`). The code is chosen from what the index showed, and the write's `attempt = seen`
         pins it."""
         code = FailureCode.WORKER_LOST if due.attempt > 0 else FailureCode.QUEUE_TIMEOUT
-        outcome = self.transition(steps.sweep(due.slot, due.attempt, code, now))
+        outcome = self.lifecycle.transition(steps.sweep(due.slot, due.attempt, code, now))
         return Swept(code if isinstance(outcome, Applied) else None, ended_target(outcome))
 
     def orphan_cursor(self) -> tuple[int, str]:

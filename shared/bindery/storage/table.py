@@ -382,10 +382,12 @@ def bound_model(model: type[M], table: str, region: str) -> type[M]:
 
 
 class Rows:
-    """What every aggregate's rows share: the settings, and the Store's own models on its one connection."""
+    """What every aggregate's rows share: the settings, and the Store's own models on its one connection.
+    A base of plumbing only: each aggregate's rows is a class of its own, and holds (rather than inherits)
+    any other rows it writes through."""
 
-    settings: Settings
-    models: Models
+    def __init__(self, settings: Settings, models: Models):
+        self.settings, self.models = settings, models
 
     def _connection(self) -> Any:
         return self.models.export._get_connection().connection

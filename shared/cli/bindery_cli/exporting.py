@@ -85,8 +85,12 @@ def run_exports(client: Client, args: argparse.Namespace) -> int:
         return out(args, export, _line(export))
     if args.action == "download":
         return run_download(client, args)
+    # One DELETE cancels a pending export or ends a ready one's link, and answers 204 either way: what it
+    # did is read back, so the user is told which (a build may have finished just before the cancel came).
     client.cancel_export(args.book, args.export)
-    return out(args, {"cancelled": args.export}, f"cancelled {args.export}")
+    export = client.get_export(args.book, args.export)
+    said = {"cancelled": f"cancelled {args.export}", "expired": f"ended the link of {args.export}"}
+    return out(args, export, said.get(export["state"], _line(export)))
 
 
 def run_export(client: Client, args: argparse.Namespace) -> int:
