@@ -4,8 +4,9 @@
    with its code.
 2. Every ready export's object exists; every object under artifacts/ is named by a row that is ready or
    still waiting for its unlink; every manuscript and image under books/ is its book's current cut or
-   one of its current images, or one waiting to be retired; after the GC nothing else remains, and no
-   multipart upload is left open.
+   one of its current images, or one waiting to be retired; every cached piece (books/pieces/) is of a book
+   that exists (or waits for its purge); after the GC nothing else remains, and no multipart upload is
+   left open.
 3. Each caller's live set is exactly that caller's pending exports.
 4. No Idempotency-Key answered with two different exports, and the table holds at most one export per
    key and window (its rows carry the key's digest).
@@ -34,7 +35,8 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer
 
 from bindery import images
-from bindery.objects import ARTIFACT_PREFIX, BOOK_PREFIX, UPLOAD_PREFIX
+from bindery.objects import ARTIFACT_PREFIX, BOOK_PREFIX, PIECES_PREFIX, UPLOAD_PREFIX
+from bindery.piece_cache import CURSOR_KEY
 from bindery.states import ENDED, Queue, State
 from bindery.storage import BUNDLE
 from bindery.storage.hookmodels import DELIVERY_STATES
@@ -188,6 +190,8 @@ def violations(
     for key in keys_of(objects, BOOK_PREFIX):
         if key.startswith(UPLOAD_PREFIX):
             continue  # a caller's upload: adopted and removed, or expired by the bucket's lifecycle rule
+        if key.startswith(PIECES_PREFIX):
+            continue  # a book's cache of built pieces: below
         book, _, name = key.removeprefix(BOOK_PREFIX).partition("/")
         cut = name.removesuffix(".md")
         if (
@@ -198,6 +202,11 @@ def violations(
         ):
             continue
         found.append(f"2: {key} belongs to no book's current revision nor waits to be retired")
+    # ...and under books/pieces/: only books that still exist (or whose purge has yet to run) have a cache
+    for key in keys_of(objects, PIECES_PREFIX):
+        book = key.removeprefix(PIECES_PREFIX).partition("/")[0]
+        if key != CURSOR_KEY and book not in books and book not in purging:
+            found.append(f"2: {key} is a cached piece of a book that is gone")
     uploads = objects.client.list_multipart_uploads(Bucket=objects.settings.bucket).get("Uploads", [])
     for upload in uploads:
         found.append(f"2: multipart upload left open: {upload['Key']}")

@@ -18,6 +18,7 @@ from bindery.faults import translated
 from bindery.limits import CallerClass
 from bindery.objects import Objects, artifact_key, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
+from bindery.piece_cache import BuildPieces
 from bindery.settlement import after_ending, settle_batch
 from bindery.states import BuildOutcome, ClaimRefusal, Ending, FailureCode
 from bindery.storage import (
@@ -119,6 +120,7 @@ class Builds:
             return self._fail(export, FailureCode.TOO_LARGE_FOR_FORMAT)
         content_type = engine.FORMATS[export.format].content_type
         writer = self.objects.writer(path, content_type)
+        pieces = None if copies else self._pieces(book_id, export.format)
         try:
             if copies:
                 # The revision's text is the artifact: no chapter is read, so neither are their rows.
@@ -135,6 +137,7 @@ class Builds:
                     assets=book.assets,
                     options=export.options,
                     read_asset=lambda asset: self.objects.chunks(asset_key(book.id, asset.object_id)),
+                    pieces=pieces,
                 )
                 progress = _Progress(self, export, len(chapters))
                 report = renderer.render(source, self._chapter_texts(book, chapters, progress), writer)
@@ -142,11 +145,18 @@ class Builds:
                 sha256 = writer.sha256
         except StorageError:
             writer.abort()
+            if pieces is not None:
+                pieces.abandon()
             raise
         except Exception:
             writer.abort()
+            if pieces is not None:
+                pieces.abandon()
             logger.exception("engine failed", extra={"export_id": export.id})
             return self._fail(export, FailureCode.RENDER_FAILED)
+        if pieces is not None:
+            # The artifact is whole, so its pieces are right: kept for the next build (never fails this one).
+            pieces.finish()
 
         ending = self.claim_rows.finish_export(
             export,
@@ -167,6 +177,9 @@ class Builds:
             # reconciliation. (A finish whose own first try went through, answer lost, is "ended".)
             self.objects.delete([path])
             if ending == Ending.BOOK_DELETED:
+                if pieces is not None:
+                    # The book's purge may have emptied its cache before this build wrote to it.
+                    self.objects.delete(pieces.written())
                 ended = self._abandon(export)
                 state_change(export.id, book_id, "book deleted during the build; artifact removed")
                 return BuildOutcome.CANCELLED_BOOK_DELETED if ended else BuildOutcome.CANCEL_REFUSED
@@ -179,6 +192,17 @@ class Builds:
         metrics.add_metric(name="ArtifactBytes", unit="Bytes", value=size)
         state_change(export.id, book_id, "export ready", size_bytes=size, attempt=export.attempt)
         return BuildOutcome.READY
+
+    def _pieces(self, book_id: str, fmt: str) -> BuildPieces | None:
+        """The book's cache of built pieces for this format, its head read; None when the renderer reuses
+        none, or the cache is off."""
+        if self.settings.piece_cache != "on" or fmt not in engine.REUSES_PIECES:
+            return None
+        # The bound is a book's, all its formats together: each format that keeps pieces gets its share.
+        share = self.settings.piece_cache_max_bytes // len(engine.REUSES_PIECES)
+        pieces = BuildPieces(self.objects, book_id, fmt, share)
+        pieces.start()
+        return pieces
 
     def _build_bundle(self, bundle: Export, path: str) -> BuildOutcome:
         """A batch's zip: its ready targets' files, streamed into one upload, and their manifest."""

@@ -51,6 +51,11 @@ class Settings:
     # Artifact keys the orphan reconciliation reads per GC run; the cursor carries the rest to the next run.
     reconcile_batch: int = 1000
     max_manuscript_bytes: int = 5 * 1024 * 1024
+    # The cache of built pieces (`bindery.piece_cache`): "on" or "off"; the most it keeps of one book, all
+    # its formats together, in bytes (a build of one format keeps its share); and how long a piece lives.
+    piece_cache: str = "on"
+    piece_cache_max_bytes: int = 512 * 1024 * 1024
+    piece_cache_max_age_seconds: int = 14 * 86_400
     # Webhooks. A delivery's attempts wait these many seconds after the one before (the first: none), each
     # with +-20 % jitter; 8 attempts over about 23.6 hours, inside a window of 24.
     webhook_schedule: str = "0,60,300,1800,7200,18000,28800,28800"
@@ -121,6 +126,8 @@ class Settings:
             else:
                 values[f.name] = raw
         read = cls(**values)  # type: ignore[arg-type]
+        if read.piece_cache not in ("on", "off"):
+            raise ConfigError(f"BINDERY_PIECE_CACHE must be on or off, got {read.piece_cache!r}")
         read.webhook_delays  # noqa: B018 - a schedule that does not parse is refused here, at start
         read.classes  # noqa: B018 - and so are class limits that do not
         read._check_together()
@@ -139,6 +146,13 @@ class Settings:
                 f"(BINDERY_WORKER_TIMEOUT_SECONDS + BINDERY_LEASE_MARGIN_SECONDS = {self.lease_seconds} s) "
                 f"must outlast {visibility}: the stale sweep would end a cut-off build worker_lost before "
                 "its redelivery could claim the next attempt"
+            )
+        if self.piece_cache_max_age_seconds > self.ended_retention_seconds:
+            # A deleted book's purge looks for a cache only when an export row of a format that keeps
+            # pieces is left: a piece must not outlive every row that says it may exist.
+            raise ConfigError(
+                f"BINDERY_PIECE_CACHE_MAX_AGE_SECONDS ({self.piece_cache_max_age_seconds} s) must not be "
+                f"longer than BINDERY_ENDED_RETENTION_SECONDS ({self.ended_retention_seconds} s)"
             )
         if self.queue_grace_seconds <= self.build_visibility_timeout_seconds:
             raise ConfigError(

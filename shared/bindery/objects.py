@@ -5,6 +5,8 @@ books/<book>/<cut>.md                    one revision's manuscript, normalised (
 books/<book>/assets/<object>             one image asset's bytes, as adopted (a new upload, a new object)
 books/uploads/<book>/<upload>            a presigned upload, until a replacement or an asset adopts it
 artifacts/<book>/<export>/<claim>        one attempt's artifact; the claim token fences attempts apart
+books/pieces/<book>/<format>/head        a book's cache of built pieces for a format: its index
+books/pieces/<book>/<format>/<pack>      built pieces, end to end (`bindery.piece_cache`)
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from bindery.config import Settings
 from bindery.faults import StorageError, object_or_none, translate_faults
 
 ARTIFACT_PREFIX = "artifacts/"
+# A prefix of its own, as uploads have: the GC walks every book's cache in one listing; and under books/, so
+# IAM still names two prefixes. A book's pieces are found only under its own id (`bindery.piece_cache`).
+PIECES_PREFIX = "books/pieces/"
 BOOK_PREFIX = "books/"
 # Under the book prefix, so every byte of a book is under books/ (and IAM names two prefixes, no more).
 UPLOAD_PREFIX = "books/uploads/"
@@ -42,6 +47,11 @@ def asset_key(book_id: str, object_id: str) -> str:
 
 def assets_prefix(book_id: str) -> str:
     return f"{BOOK_PREFIX}{book_id}/assets/"
+
+
+def pieces_prefix(book_id: str) -> str:
+    """A book's cache of built pieces, every format's: a build reads and writes only its own book's."""
+    return f"{PIECES_PREFIX}{book_id}/"
 
 
 def upload_key(book_id: str, upload_id: str) -> str:
@@ -119,6 +129,15 @@ class Objects:
     def open(self, key: str) -> Any:
         """The object's body as a stream: one GET, read as the caller goes."""
         return self.client.get_object(Bucket=self.settings.bucket, Key=key)["Body"]
+
+    def open_from(self, key: str, first: int) -> Any:
+        """The object's body from byte `first` to its end, as a stream: one ranged GET."""
+        return self.client.get_object(Bucket=self.settings.bucket, Key=key, Range=f"bytes={first}-")["Body"]
+
+    def read_or_none(self, key: str) -> bytes | None:
+        """A small object's bytes, or None when there is none."""
+        found = object_or_none(lambda: self.client.get_object(Bucket=self.settings.bucket, Key=key))
+        return None if found is None else bytes(found["Body"].read())
 
     def chunks(self, key: str) -> Iterator[bytes]:
         """The object's bytes, READ_CHUNK at a time, from one GET."""
@@ -217,14 +236,19 @@ class Objects:
         found = object_or_none(lambda: self.client.head_object(Bucket=self.settings.bucket, Key=key))
         return found is not None
 
-    def list_page(self, prefix: str, start_after: str, limit: int) -> tuple[list[tuple[str, float]], bool]:
-        """Up to `limit` (key, last-modified epoch) after `start_after`, in key order; and whether there is
-        more."""
+    def list_page(
+        self, prefix: str, start_after: str, limit: int
+    ) -> tuple[list[tuple[str, int, float]], bool]:
+        """Up to `limit` (key, size, last-modified epoch) after `start_after`, in key order; and whether
+        there is more."""
         kwargs: dict[str, Any] = {"Bucket": self.settings.bucket, "Prefix": prefix, "MaxKeys": limit}
         if start_after:
             kwargs["StartAfter"] = start_after
         page = self.client.list_objects_v2(**kwargs)
-        found = [(obj["Key"], obj["LastModified"].timestamp()) for obj in page.get("Contents", [])]
+        found = [
+            (obj["Key"], int(obj["Size"]), obj["LastModified"].timestamp())
+            for obj in page.get("Contents", [])
+        ]
         return found, bool(page.get("IsTruncated"))
 
     def abort_stale_uploads(self, prefix: str, started_before: float) -> int:

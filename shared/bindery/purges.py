@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+from bindery import engine
 from bindery.clock import Clock
-from bindery.objects import Objects, assets_prefix
+from bindery.objects import Objects, assets_prefix, pieces_prefix
 from bindery.observability import logger
 from bindery.settlement import after_ending
 from bindery.states import State
@@ -51,14 +52,15 @@ class Purges:
         self.objects, self.clock = objects, clock
 
     def purge(self, marker: Marker, images: Literal["unlink", "none", "leave"] = "unlink") -> None:
-        """End every export of a deleted book, remove its images, then drop the marker, and only then: an
-        export that kept moving (a finish or a cancel racing this one) keeps the marker, and the GC comes
-        back for it. `images`: "unlink" finds and removes them (the GC); "none", the book had none; "leave",
-        the exports end and the marker stays for the GC to remove them."""
-        now = self.clock()
-        left = 0
+        """End every export of a deleted book, remove its images and its cache of built pieces, then drop the
+        marker, and only then: an export that kept moving (a finish or a cancel racing this one) keeps the
+        marker, and the GC comes back for it. `images`: "unlink" finds and removes them (the GC); "none",
+        the book had none (but one with an epub or html export may have a cache: it is left as "leave" is);
+        "leave", the exports end and the marker stays for the GC to remove them."""
+        now, left, cached = self.clock(), 0, False
         batches = set()
         for export in self.export_rows.book_exports(marker.book_id):
+            cached |= export.format in engine.REUSES_PIECES
             outcome = self.export_rows.end_for_deleted_book(export, now)
             if export.batch_id is not None:
                 batches.add((export.counted_against, export.batch_id))
@@ -73,14 +75,15 @@ class Purges:
             left += not self._end_bundle(caller, batch_id, now)
         if left:
             raise NotAllEnded(f"{left} export(s) of book {marker.book_id} could not be ended yet")
-        if images == "leave":
+        if images == "leave" or (images == "none" and cached):
             return
         if images == "unlink":
-            # Its images go with it: no revision can name them again. (No build reads them now: every
-            # export of the book has ended, and a build still running finds its book gone at its finish.)
-            keys = self.objects.keys(assets_prefix(marker.book_id))
-            for start in range(0, len(keys), DELETE_BATCH):
-                self.objects.delete(keys[start : start + DELETE_BATCH])
+            # Its images and pieces go with it: no revision can name them again. (No build reads them now:
+            # every export has ended, and a build still running finds its book gone at its finish.)
+            for prefix in (assets_prefix(marker.book_id), pieces_prefix(marker.book_id)):
+                keys = self.objects.keys(prefix)
+                for start in range(0, len(keys), DELETE_BATCH):
+                    self.objects.delete(keys[start : start + DELETE_BATCH])
         self.book_rows.drop_marker(marker)
 
     def _end_bundle(self, caller: str, batch_id: str, now: float) -> bool:

@@ -16,8 +16,9 @@ from typing import Any
 
 from bindery.clock import Clock
 from bindery.config import Settings
-from bindery.objects import ARTIFACT_PREFIX, Objects, asset_key, cut_key
+from bindery.objects import ARTIFACT_PREFIX, PIECES_PREFIX, Objects, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
+from bindery.piece_cache import trim_piece_caches
 from bindery.purges import Purges
 from bindery.settlement import after_ending
 from bindery.states import Queue
@@ -193,6 +194,23 @@ class Schedules:
                 )
         return SweepCounts(done, 0, failed, left=bool(failed) or len(markers) == self.settings.sweep_batch)
 
+    def trim_piece_caches(self, out_of_time: OutOfTime = _never) -> SweepCounts:
+        """One page of the caches of built pieces: what is past its age, and books past their bytes; and
+        the packs whose upload a dead build left open. (done: objects removed and uploads aborted)"""
+        trimmed = trim_piece_caches(
+            self.objects,
+            self.clock(),
+            self.settings.piece_cache_max_bytes,
+            self.settings.piece_cache_max_age_seconds,
+            self.settings.reconcile_batch,
+            out_of_time,
+        )
+        # A build that died mid-pack left its upload open: past the longest lease, no live build owns it.
+        settled = self.clock() - (self.settings.lease_seconds + self.settings.retry_grace_seconds)
+        aborted = self.objects.abort_stale_uploads(PIECES_PREFIX, settled)
+        metrics.add_metric(name="PiecesTrimmed", unit="Count", value=trimmed.deleted)
+        return SweepCounts(done=trimmed.deleted + aborted, left=trimmed.left)
+
     # ---- the GC --------------------------------------------------------------------------------------
 
     def collect_garbage(self, time_left: TimeLeft | None = None) -> dict[str, Any]:
@@ -210,6 +228,7 @@ class Schedules:
             ("purge", self.purge_deleted_books),
             ("unlink", self.unlink_ended_artifacts),
             ("retire", self.retire_cuts),
+            ("pieces", self.trim_piece_caches),
         ]
         counts: dict[str, SweepCounts] = {}
         orphans: dict[str, Any] | None = None
@@ -247,7 +266,7 @@ class Schedules:
         # Younger than the longest lease plus its retry grace, an object may belong to an attempt whose
         # claim we have not seen yet: leave it for a later pass.
         settled = now - (self.settings.lease_seconds + self.settings.retry_grace_seconds)
-        candidates = [key for key, modified in page if modified < settled]
+        candidates = [key for key, _, modified in page if modified < settled]
         named = self.sweep_rows.named_artifacts(candidates, now)
         orphans = [key for key in candidates if key not in named]
         self.objects.delete(orphans)
@@ -283,6 +302,7 @@ def _gc_result(
         "unlink_failures": of("unlink").failed,
         "books_purged": of("purge").done,
         "cuts_retired": of("retire").done,
+        "pieces_trimmed": of("pieces").done,
         "chore_failures": of("purge").failed + of("retire").failed,
         # A reconciliation that did not run read nothing and moved no cursor (cursor_pass None).
         **(

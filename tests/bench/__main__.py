@@ -25,6 +25,7 @@ from tests.bench import (
     layer,
     limits,
     local_stack,
+    reuse,
     round_trips,
     sweeps,
     warm,
@@ -40,6 +41,7 @@ SECTIONS: dict[str, ModuleType] = {
     "warm_and_cost": warm,
     "sweeps": sweeps,
     "build_memory": build_memory,
+    "reuse": reuse,
     "limits": limits,
     "local_stack": local_stack,
 }

@@ -94,12 +94,16 @@ def injector(kind: str, at: int) -> Injector:
 
 
 @contextlib.contextmanager
-def scripted(client: Any, op: str, fault: Callable[[str], BaseException], skip: int = 0) -> Iterator[None]:
-    """A workload's own failure: the (`skip`+1)-th call to `op` on `client` fails with `fault`, once."""
+def scripted(
+    client: Any, op: str, fault: Callable[[str], BaseException], skip: int = 0, under: str = ""
+) -> Iterator[None]:
+    """A workload's own failure: the (`skip`+1)-th call to `op` on `client` (on a key `under` a prefix, if
+    given) fails with `fault`, once."""
     seen = {"calls": 0}
 
-    def strike(model: Any, **_: Any) -> None:
-        if model.name == op:
+    def strike(model: Any, params: dict[str, Any], **_: Any) -> None:
+        # before-call's params are the request's: its key is in its path (/<bucket>/<key>, or /<key>).
+        if model.name == op and (not under or f"/{under}" in str(params.get("url_path", ""))):
             seen["calls"] += 1
             if seen["calls"] == skip + 1:
                 raise fault(op)

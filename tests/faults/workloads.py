@@ -1,4 +1,4 @@
-"""The nine workloads the fault matrix strikes: each a scenario of its own, from books of its own, so that a
+"""The ten workloads the fault matrix strikes: each a scenario of its own, from books of its own, so that a
 run can replay only the scenario a call point belongs to; and `Run`, which drives them and then the
 system to quiescence.
 
@@ -9,17 +9,21 @@ the answer: tests/faults/oracle.py), so a fault at any call point meets the code
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import boto3
 
-from bindery.objects import artifact_key, upload_key
+from bindery.objects import ARTIFACT_PREFIX, Objects, artifact_key, upload_key
+from bindery.states import State
+from bindery.storage import Store
 from tests.books.illustrated import picture
 from tests.calls import recording
 from tests.faults import oracle
 from tests.faults.injector import client_error, crash, scripted
 from tests.faults.oracle import Claim, Truth, Witness
 from tests.invariants import _all_items
+from tests.services import wired
 from tests.unit.conftest import Stack
 from tests.unit.hooks import Hooked, envelope, hooked
 from tests.unit.test_events import _events
@@ -117,7 +121,7 @@ def _collected_nothing(result: dict[str, Any] | None, settings: Any) -> bool:
     )
 
 
-# ---- the nine -------------------------------------------------------------------------------------------
+# ---- the ten --------------------------------------------------------------------------------------------
 
 
 def exports(run: Run) -> None:
@@ -256,9 +260,10 @@ def multipart(run: Run) -> None:
     if export is None or export.status != 202:
         return
     export_id = export.body["id"]
-    with scripted(s.objects.client, "UploadPart", client_error):
+    # The artifact's parts (the cache's pack goes up in parts too: its own faults are the pieces scenario's).
+    with scripted(s.objects.client, "UploadPart", client_error, under=ARTIFACT_PREFIX):
         run.attempt(lambda: s.build(book, export_id), tries=1)
-    with scripted(s.objects.client, "UploadPart", crash, skip=1):
+    with scripted(s.objects.client, "UploadPart", crash, skip=1, under=ARTIFACT_PREFIX):
         run.attempt(lambda: s.build(book, export_id), tries=1)
     settings = s.exports.settings
     s.clock.advance(settings.lease_seconds + settings.retry_grace_seconds + 1)
@@ -380,7 +385,65 @@ def batches(run: Run) -> None:
         )
 
 
-# The nine, in the order a full run plays them (and the fault matrix deals its kinds by).
+PIECES_MANUSCRIPT = "".join(
+    f"# Piece {n}\n\nThe words of chapter {n}.\n\n## Part\n\nMore.\n\n" for n in range(4)
+)
+
+
+def pieces(run: Run) -> None:
+    """The cache of built pieces: a book built in html and epub (the cache filled), a chapter edited and both
+    built again from the cache, then the html's pack cut short in S3 and the html built again. Each warm
+    artifact must equal a cold build of the same revision, made by a worker without the cache on clients
+    of its own that no fault reaches (tests/unit/test_piece_cache.py has the faults one at a time)."""
+    s = run.stack
+    book = run.new_book("Pieces", PIECES_MANUSCRIPT)
+    if book is None:
+        return
+
+    def built(fmt: str) -> str | None:
+        export = run.attempt(lambda: s.submit(book, fmt), claim=oracle.export_exists(book))
+        if export is None or export.status != 202:
+            return None
+        run.attempt(lambda: run.build_until_done(book, export.body["id"]))
+        return str(export.body["id"])
+
+    for fmt in ("html", "epub"):
+        built(fmt)
+    edited = {"manuscript": PIECES_MANUSCRIPT.replace("chapter 2", "chapter two")}
+    run.attempt(lambda: s.http("PUT", f"/books/{book}/manuscript", body=edited), claim=oracle.revision(book))
+    for fmt in ("html", "epub"):
+        _same_as_cold(run, book, fmt, built(fmt))
+    bucket = s.exports.settings.bucket
+    own = boto3.client("s3")  # a client no fault reaches: the damage is the scenario's, not a call's
+    for item in own.list_objects_v2(Bucket=bucket, Prefix=f"books/pieces/{book}/html/").get("Contents", []):
+        if not item["Key"].endswith("/head"):  # each pack, cut short
+            data = own.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+            own.put_object(Bucket=bucket, Key=item["Key"], Body=data[: len(data) // 2])
+    _same_as_cold(run, book, "html", built("html"))
+
+
+def _same_as_cold(run: Run, book: str, fmt: str, export_id: str | None) -> None:
+    """A ready export's bytes against a cold build's of the same revision; an untrue answer if they differ."""
+    s = run.stack
+    settings = s.exports.settings
+    off = replace(settings, piece_cache="off")
+    cold = Stack(wired(off, Store(settings), Objects(settings), s.clock), s.clock, s.context)
+    found = cold.store.read_export_for_owner(book, export_id, "user-alice", s.clock()) if export_id else None
+    if found is None or found[0].state != State.READY or found[0].path is None:
+        return  # not built (the fault outlasted its retries): quiescence builds it, and promise 1 holds it
+    warm = cold.objects.client.get_object(Bucket=settings.bucket, Key=found[0].path)["Body"].read()
+    again = cold.submit(book, fmt).body["id"]
+    cold.build(book, again)
+    done = cold.store.read_export_for_owner(book, again, "user-alice", s.clock())
+    if done is None or done[0].path is None:
+        run.witness.untrue.append(f"pieces: the cold {fmt} build of book {book} did not finish")
+        return
+    reference = cold.objects.client.get_object(Bucket=settings.bucket, Key=done[0].path)["Body"].read()
+    if done[0].built_revision == found[0].built_revision and reference != warm:
+        run.witness.untrue.append(f"pieces: a warm {fmt} build of book {book} differs from a cold one")
+
+
+# The ten, in the order a full run plays them (and the fault matrix deals its kinds by).
 WORKLOADS: dict[str, Callable[[Run], None]] = {
     "exports": exports,
     "replacements": replacements,
@@ -391,5 +454,6 @@ WORKLOADS: dict[str, Callable[[Run], None]] = {
     "assets": assets,
     "webhooks": webhooks,
     "batches": batches,
+    "pieces": pieces,
 }
 SCENARIOS = tuple(WORKLOADS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from bindery.objects import PART_BYTES, artifact_key
 from bindery.storage import Claimed
 from tests.calls import recording
@@ -98,9 +100,15 @@ def test_each_lapsed_link_costs_one_expire_one_delete_and_one_forget(stack: Stac
         "TransactWriteItems": 2,
         "DeleteObject": 2,
         "GetItem": 1 + 2,  # the orphan cursor, and each row's before its forget
-        "ListObjectsV2": 1,  # one page of artifact keys (nothing left to check against the table)
+        # One page of artifact keys (nothing left to check against the table), and one of the caches of
+        # built pieces, from the cache's own cursor (a GET that finds none: the walk starts at the top).
+        "ListObjectsV2": 2,
+        "GetObject": 1,
+        # The two builds' cache (its head and one pack), which is past its age on this test's clock (it
+        # runs weeks after the wall clock that stamped the objects).
+        "DeleteObjects": 1,
         "PutItem": 2,  # the cursor moved on, and the run's audit row
-        "ListMultipartUploads": 1,
+        "ListMultipartUploads": 1 + 1,  # stale uploads under artifacts/, and under books/pieces/
     }
 
 
@@ -112,7 +120,9 @@ def test_a_small_build_uploads_with_one_put(stack: Stack) -> None:
     # Claim, the book, its chapters, finish; one streaming read of the whole manuscript, one upload of the
     # whole artifact. (A small book writes no progress: that is at most one write every few seconds.)
     assert calls.count("dynamodb") == {"UpdateItem": 1, "GetItem": 1, "Query": 1, "TransactWriteItems": 1}
-    assert calls.count("s3") == {"GetObject": 1, "PutObject": 1}
+    # And the cache of built pieces (tests/unit/test_piece_cache.py): its head, read (none yet), then its
+    # one pack and its head, written.
+    assert calls.count("s3") == {"GetObject": 1 + 1, "PutObject": 1 + 2}
 
 
 def test_a_large_build_is_a_multipart_upload_sized_to_the_artifact(stack: Stack) -> None:
@@ -124,11 +134,17 @@ def test_a_large_build_is_a_multipart_upload_sized_to_the_artifact(stack: Stack)
     size = stack.poll(book, export_id).body["size_bytes"]
     parts = -(-size // PART_BYTES)
     assert parts >= 2
+    # The cache of built pieces: its head read (none yet); then its pack, each piece deflated (17 MB of this
+    # html is well under one part), and its head, each one PutObject.
+    head = json.loads(stack.objects.read_text(f"books/pieces/{book}/html/head"))
+    (pack_size,) = head["packs"].values()
+    assert pack_size < PART_BYTES
     assert calls.count() == {
-        "GetObject": 1,
+        "GetObject": 1 + 1,
         "CreateMultipartUpload": 1,
         "UploadPart": parts,  # 5 MiB each: as many as the artifact needs, no more
         "CompleteMultipartUpload": 1,
+        "PutObject": 2,
     }
 
 

@@ -7,7 +7,7 @@ render is skipped and named in what `render` returns; the build goes on without 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any, NamedTuple, Protocol
@@ -103,6 +103,19 @@ def options_for(fmt: str, given: Any) -> dict[str, Any]:
 # Formats whose artifact is the revision's normalised manuscript itself: a build copies it server-side and
 # reads no chapter.
 COPIES_MANUSCRIPT = frozenset({"markdown"})
+# Formats whose renderer reuses each chapter's rendering from the book's cache of built pieces.
+REUSES_PIECES = frozenset({"html", "epub"})
+
+
+class Pieces(Protocol):
+    """Where a build finds and keeps built pieces (`bindery.piece_cache`; `engine.chapter_pieces` uses it)."""
+
+    def find(self, lookup: str, key_for: Callable[[Sequence[str]], str]) -> bytes | None:
+        """The piece stored under `lookup`, if its key is `key_for(the names it resolved)` and its bytes
+        are whole; else None."""
+
+    def keep(self, lookup: str, key: str, names: Sequence[str], data: bytes) -> None:
+        """Keep a piece just built, for a later build."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +132,8 @@ class Source:
     options: dict[str, Any] = field(default_factory=dict)
     # The bytes of one asset, a piece at a time (a build reads them from S3; a test, from memory).
     read_asset: Callable[[Asset], Iterator[bytes]] = lambda asset: iter(())
+    # The book's built pieces, for a renderer that reuses them (epub, html); None: every chapter cold.
+    pieces: Pieces | None = None
 
     @property
     def language(self) -> str:

@@ -16,12 +16,16 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from html import escape
 
-from bindery.engine import Report, Sink, Source, Text, markup
+from bindery.engine import Report, Sink, Source, Text, chapter_pieces, markup
 from bindery.engine.figures import Figures, image_bytes
 from bindery.images import Asset
 from bindery.metadata import package_identifier
 
 COPY_CHUNK = 1024 * 1024  # the spool goes up a piece at a time; a larger piece is only more memory
+# Bump on any change to what a chapter's piece holds or how it is rendered: built pieces are keyed by it.
+PIECE_VERSION = "epub-1"
+# The earliest time a zip entry can carry (DOS time starts in 1980).
+ZIP_EPOCH = datetime(1980, 1, 1, tzinfo=UTC).timestamp()
 
 CONTAINER = """<?xml version="1.0" encoding="UTF-8"?>
 <container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
@@ -105,37 +109,52 @@ class EpubRenderer:
         report = Report(notes=figures.notes)
         cover = next((a for a in source.assets if a.name == source.metadata.cover), None)
         contents: Contents = []
+        # Every entry carries the revision's time, never the build's: a build of the same revision (a warm
+        # one, a retry) writes the same bytes.
+        when = datetime.fromtimestamp(max(source.modified, ZIP_EPOCH), UTC).timetuple()[:6]
+
+        def stamped(name: str, attr: int = 0o600 << 16) -> zipfile.ZipInfo:
+            info = zipfile.ZipInfo(name, date_time=when)
+            info.external_attr = attr  # as zipfile gives an entry written from a name
+            return info
+
         with tempfile.TemporaryFile() as spool:
             with zipfile.ZipFile(spool, "w") as book:
                 book.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip", zipfile.ZIP_STORED)
                 deflate = zipfile.ZIP_DEFLATED
-                book.writestr("META-INF/container.xml", CONTAINER, deflate)
-                book.writestr("OEBPS/style.css", CSS, deflate)
-                book.writestr("OEBPS/cover.xhtml", self._cover_page(source, cover), deflate)
+                book.writestr(stamped("META-INF/container.xml"), CONTAINER, deflate)
+                book.writestr(stamped("OEBPS/style.css"), CSS, deflate)
+                book.writestr(stamped("OEBPS/cover.xhtml"), self._cover_page(source, cover), deflate)
                 if cover is None:
-                    book.writestr("OEBPS/cover.svg", _cover_svg(source.title), deflate)
-                book.writestr("OEBPS/title.xhtml", self._title_page(source), deflate)
+                    book.writestr(stamped("OEBPS/cover.svg"), _cover_svg(source.title), deflate)
+                book.writestr(stamped("OEBPS/title.xhtml"), self._title_page(source), deflate)
                 for text in chapters:
-                    rendered = markup.render_chapter(self._md, text, report.skipped, figures)
+                    rendered = chapter_pieces.render_chapter(
+                        self._md, text, report, figures, source.pieces, version=PIECE_VERSION
+                    )
                     contents.append((text.ordinal, text.title, rendered.headings))
                     body = (
                         f'<section id="ch-{text.ordinal}" epub:type="chapter" role="doc-chapter" dir="auto">'
                         f"\n{rendered.html}</section>"
                     )
                     book.writestr(
-                        f"OEBPS/chapter-{text.ordinal:06d}.xhtml", _page(text.title, body, source), deflate
+                        stamped(f"OEBPS/chapter-{text.ordinal:06d}.xhtml"),
+                        _page(text.title, body, source),
+                        deflate,
                     )
                 images = dict(figures.used)
                 if cover is not None:
                     images.setdefault(cover.name, cover)
                 for asset in images.values():
                     # Already compressed: stored, not deflated again.
-                    with book.open(f"OEBPS/{_packaged(asset)[0]}", "w") as entry:
+                    with book.open(stamped(f"OEBPS/{_packaged(asset)[0]}", attr=0), "w") as entry:
                         for piece in image_bytes(asset, source.read_asset):
                             entry.write(piece)
-                book.writestr("OEBPS/nav.xhtml", self._nav(source, contents), deflate)
+                book.writestr(stamped("OEBPS/nav.xhtml"), self._nav(source, contents), deflate)
                 book.writestr(
-                    "OEBPS/content.opf", self._package(source, contents, images, cover, report), deflate
+                    stamped("OEBPS/content.opf"),
+                    self._package(source, contents, images, cover, report),
+                    deflate,
                 )
             spool.seek(0)
             while chunk := spool.read(COPY_CHUNK):

@@ -26,6 +26,8 @@ class Figures:
     chapter: tuple[int, str] = (0, "")
     used: dict[str, Asset] = field(default_factory=dict)
     notes: Notes = field(default_factory=Notes)
+    # Every name resolved, found or not: what a chapter's reused piece depends on (`chapter_pieces`).
+    named: set[str] = field(default_factory=set)
 
     def image(self, src: str, alt: str, alt_html: str) -> str:
         found = self.resolve(src, alt)
@@ -43,6 +45,7 @@ class Figures:
         if name is None:
             return None
         asset = self.assets.get(name)
+        self.named.add(name)
         ordinal, title = self.chapter
         if asset is None:
             self.notes.miss({"chapter": ordinal, "chapter_title": title, "name": name})

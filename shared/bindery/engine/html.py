@@ -16,11 +16,13 @@ from collections.abc import Iterable
 from html import escape
 from typing import IO
 
-from bindery.engine import Report, Sink, Source, Text, markup
+from bindery.engine import Report, Sink, Source, Text, chapter_pieces, markup
 from bindery.engine.figures import Figures
 from bindery.images import Asset
 
 COPY_CHUNK = 1024 * 1024
+# Bump on any change to what a chapter's piece holds or how it is rendered: built pieces are keyed by it.
+PIECE_VERSION = "html-1"
 MARK = b"\x00"  # markdown-it turns a NUL in the manuscript into U+FFFD, so this is only ever our own
 
 CSS = """
@@ -57,7 +59,9 @@ class HtmlRenderer:
         contents: list[tuple[int, str, list[markup.Heading]]] = []
         with tempfile.TemporaryFile() as spool:
             for text in chapters:
-                rendered = markup.render_chapter(self._md, text, report.skipped, figures)
+                rendered = chapter_pieces.render_chapter(
+                    self._md, text, report, figures, source.pieces, version=PIECE_VERSION
+                )
                 contents.append((text.ordinal, text.title, rendered.headings))
                 opening = f'<section class="chapter" id="ch-{text.ordinal}" dir="auto">\n'
                 spool.write(f"{opening}{rendered.html}</section>\n".encode())

@@ -25,6 +25,8 @@ from mdit_py_plugins.footnote import footnote_plugin
 
 from bindery.engine.figures import Figures
 
+# Bump on any change to what this module renders: built pieces of chapters are keyed by it.
+VERSION = 1
 UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
 
 

@@ -1,0 +1,118 @@
+"""A chapter's rendered document as a piece a later build of the same book reuses (epub and html).
+
+A piece is found by its *lookup*: the hash of the chapter's ordinal, title and text, the renderer's piece
+version, the markdown dialect's version and the metadata the renderer reads into it. It is used only if
+its *key* still holds: the lookup and, for every image name the chapter resolved, that image as the revision
+has it now (its object id, which names bytes that are never rewritten, its type, size and dimensions; or
+its absence). So a piece is keyed by everything it depends on, and an image added, replaced or deleted
+misses exactly the chapters that name it.
+
+A piece carries what rendering the chapter did besides its HTML: its headings (the table of contents),
+the images it used and its notes (missing images, empty alt text), and whether it could not be rendered.
+Replayed into the build's account in order, a hit leaves the build exactly as a cold render would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from markdown_it import __version__ as markdown_it_version
+from mdit_py_plugins import __version__ as plugins_version
+
+from bindery.engine import Pieces, Report, Text, markup
+from bindery.engine.figures import Figures
+from bindery.images import Asset
+
+# What the dialect's output depends on besides our own code: a new markdown-it renders other bytes.
+DIALECT = f"markup-{markup.VERSION}/markdown-it-{markdown_it_version}/plugins-{plugins_version}"
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
+
+
+def _lookup(head: list[Any], markdown: str) -> str:
+    """The hash of `head` (JSON, which never holds a raw NUL) and then the text itself, after a NUL: the text
+    is hashed as it is, not escaped into JSON first."""
+    digest = hashlib.sha256(json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode())
+    digest.update(b"\0")
+    digest.update(markdown.encode())
+    return digest.hexdigest()
+
+
+def _asset(asset: Asset | None) -> list[Any] | None:
+    if asset is None:
+        return None
+    return [asset.object_id, asset.content_type, asset.size_bytes, asset.width, asset.height]
+
+
+def key_of(lookup: str, names: Sequence[str], assets: dict[str, Asset]) -> str:
+    return _digest([lookup, [[name, _asset(assets.get(name))] for name in names]])
+
+
+def render_chapter(
+    md: Any,
+    text: Text,
+    report: Report,
+    figures: Figures,
+    pieces: Pieces | None,
+    *,
+    version: str,
+    reads: Sequence[Any] = (),
+) -> markup.Rendered:
+    """The chapter's rendering, reused when `pieces` holds it under its key, else rendered and kept."""
+    if pieces is None:
+        return markup.render_chapter(md, text, report.skipped, figures)
+    lookup = _lookup([version, DIALECT, list(reads), text.ordinal, text.title], text.markdown)
+    found = pieces.find(lookup, lambda names: key_of(lookup, names, figures.assets))
+    if found is not None:
+        piece = _loaded(found)
+        if piece is not None:
+            return _replayed(piece, text, report, figures)
+    own = Figures(figures.assets, figures.tag)
+    missed: list[Any] = []
+    rendered = markup.render_chapter(md, text, missed, own)
+    names = sorted(own.named)
+    piece = {
+        "html": rendered.html,
+        "headings": [[h.level, h.title, h.anchor] for h in rendered.headings],
+        "skipped": missed,
+        "used": list(own.used),
+        "missing": own.notes.missing,
+        "missing_total": own.notes.missing_total,
+        "warnings": own.notes.warnings,
+        "warnings_total": own.notes.warnings_total,
+    }
+    data = json.dumps(piece, ensure_ascii=False, separators=(",", ":")).encode()
+    pieces.keep(lookup, key_of(lookup, names, figures.assets), names, data)
+    return _replayed(piece, text, report, figures)
+
+
+def _loaded(data: bytes) -> dict[str, Any] | None:
+    """The piece, or None for bytes that are not one (its SHA-256 matched, but a piece of an older
+    layout, say): the chapter is then rendered cold."""
+    try:
+        piece = json.loads(data)
+    except ValueError:
+        return None
+    return piece if isinstance(piece, dict) and "html" in piece else None
+
+
+def _replayed(piece: dict[str, Any], text: Text, report: Report, figures: Figures) -> markup.Rendered:
+    """Add the piece's account to the build's, in the order a cold render adds it."""
+    figures.chapter = (text.ordinal, text.title)
+    report.skipped.extend(piece["skipped"])
+    for name in piece["used"]:
+        figures.used.setdefault(name, figures.assets[name])
+    notes = figures.notes
+    for note in piece["missing"]:
+        notes.miss(note)
+    notes.missing_total += piece["missing_total"] - len(piece["missing"])
+    for note in piece["warnings"]:
+        notes.warn(note)
+    notes.warnings_total += piece["warnings_total"] - len(piece["warnings"])
+    headings = [markup.Heading(level, title, anchor) for level, title, anchor in piece["headings"]]
+    return markup.Rendered(piece["html"], headings)

@@ -1,0 +1,282 @@
+"""The cache of built pieces: what a build of a book rendered, kept in S3 for the next build of that book.
+
+Each book has a prefix of its own, per format: `books/pieces/<book>/<format>/`. In it, a *head* (the
+index: each piece's lookup and key, the image names it depends on, and where its bytes are: which pack,
+at what offset, how long, their SHA-256) and the *packs* it names (pieces, each deflated, end to end, one
+pack per build that built anything). A build reads the head once (one GET), then each pack it uses
+forward, in one streaming GET (another only past a large gap): a warm build of 1,200 chapters makes a
+handful of calls, not 1,200. What it built cold goes into one new pack (a multipart upload, one part at a
+time), and the new head is written last, only after its pack is whole: a head never names a pack that is
+not all there.
+
+A piece's bytes are checked against the SHA-256 its head holds before they are used; a piece cut short,
+damaged, or gone (the GC removed its pack) is a miss, and the chapter is rendered cold. No fault in the
+cache fails a build: a read that fails is a miss, and a write that fails leaves the head as it was.
+
+Bounds: a build keeps no more than its format's share of `piece_cache_max_bytes`, a book's bound (past
+it, it writes no head and the next build reuses the old one); once a head names `MAX_PACKS` packs, the
+next build that writes copies every piece it uses into its own pack and deletes the others (compaction).
+The GC removes what is older than `piece_cache_max_age_seconds` and empties a book's cache that is past
+its bytes (`trim_piece_caches`); a deleted book's purge removes its whole prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bindery.faults import StorageError
+from bindery.objects import PIECES_PREFIX, READ_CHUNK, ArtifactWriter, Objects, pieces_prefix
+from bindery.observability import logger
+
+HEAD = "head"
+PACK_TYPE = "application/octet-stream"
+# Each piece is kept deflated, at zlib's fastest level: a chapter's HTML shrinks about fivefold for far less
+# time than sending it whole (a pack is as big as the book's HTML otherwise).
+DEFLATE_LEVEL = 1
+MAX_PACKS = 4
+# A pack read forward skips a gap this small by reading through it; a larger one is a ranged GET.
+SKIP_BYTES = 4 * READ_CHUNK
+# Where the GC's walk of every cache resumes: under the prefix, after every book id ("~" sorts last).
+CURSOR_KEY = f"{PIECES_PREFIX}~cursor"
+
+
+@dataclass(frozen=True)
+class Entry:
+    lookup: str
+    key: str
+    names: tuple[str, ...]
+    pack: str
+    offset: int
+    length: int
+    sha256: str
+
+    def row(self) -> list[Any]:
+        return [self.lookup, self.key, list(self.names), self.pack, self.offset, self.length, self.sha256]
+
+
+@dataclass
+class CacheCounts:
+    hits: int = 0
+    misses: int = 0
+    damaged: int = 0  # found in the head, but cut short, corrupt, or gone: rendered cold
+
+
+class _Pack:
+    """One pack read forward: the stream, and where it stands."""
+
+    def __init__(self, body: Any, position: int):
+        self.body, self.position = body, position
+
+
+class BuildPieces:
+    """One build's use of its book's cache for one format (`bindery.engine.chapter_pieces.Pieces`)."""
+
+    def __init__(self, objects: Objects, book_id: str, fmt: str, max_bytes: int):
+        self.objects, self.max_bytes = objects, max_bytes
+        self.base = f"{pieces_prefix(book_id)}{fmt}/"
+        self.counts = CacheCounts()
+        self._old: dict[str, Entry] = {}
+        self._old_rows: list[list[Any]] = []
+        self._old_packs: dict[str, int] = {}
+        self._entries: list[Entry] = []
+        self._reused_packs: set[str] = set()  # the old packs the new head keeps pieces in
+        self._packs: dict[str, _Pack] = {}
+        self._lost: set[str] = set()  # packs that could not be read whole
+        self._pack = secrets.token_hex(8)
+        self._writer: ArtifactWriter | None = None
+        self._compact = False
+        self._broken = False  # a write failed, or the bound was reached: this build leaves the head alone
+
+    def start(self) -> None:
+        """Read the head: one GET. A head that is missing or unreadable is an empty cache."""
+        try:
+            data = self.objects.read_or_none(self.base + HEAD)
+            head = json.loads(data) if data is not None else {}
+            entries = [
+                Entry(r[0], r[1], tuple(r[2]), r[3], r[4], r[5], r[6]) for r in head.get("entries", [])
+            ]
+            packs = {str(name): int(size) for name, size in head.get("packs", {}).items()}
+        except (StorageError, ValueError, TypeError, IndexError, AttributeError):
+            logger.warning("piece cache head unreadable; building cold", exc_info=True)
+            return
+        self._old = {e.lookup: e for e in entries}
+        self._old_rows = [e.row() for e in entries]
+        self._old_packs = packs
+        self._compact = len(packs) >= MAX_PACKS
+
+    # ---- bindery.engine.chapter_pieces.Pieces ------------------------------------------------------
+
+    def find(self, lookup: str, key_for: Callable[[Sequence[str]], str]) -> bytes | None:
+        entry = self._old.get(lookup)
+        if entry is None or entry.key != key_for(entry.names):
+            self.counts.misses += 1
+            return None
+        data = None if entry.pack in self._lost else self._read(entry)
+        if data is None:
+            # Cut short, gone, or unreadable: the rest of its pack is not tried (a GET each, for nothing).
+            self._lost.add(entry.pack)
+        if data is None or hashlib.sha256(data).hexdigest() != entry.sha256:
+            logger.warning("piece damaged or gone; building it cold", extra={"pack": entry.pack})
+            self.counts.damaged += 1
+            return None
+        try:
+            piece = zlib.decompress(data)
+        except zlib.error:
+            self.counts.damaged += 1  # whole as kept, but not a piece: kept by another layout, say
+            return None
+        self.counts.hits += 1
+        if self._compact:
+            self._store(entry.lookup, entry.key, entry.names, data)
+        else:
+            self._entries.append(entry)
+            self._reused_packs.add(entry.pack)
+        return piece
+
+    def keep(self, lookup: str, key: str, names: Sequence[str], data: bytes) -> None:
+        self._store(lookup, key, names, zlib.compress(data, DEFLATE_LEVEL))
+
+    def _store(self, lookup: str, key: str, names: Sequence[str], data: bytes) -> None:
+        """Append a piece's stored (deflated) bytes to this build's pack, and name it in the new head."""
+        if self._broken:
+            return
+        try:
+            if self._writer is None:
+                self._writer = self.objects.writer(self.base + self._pack, PACK_TYPE)
+            offset = self._writer.size_bytes
+            if offset + len(data) + self._kept_elsewhere() > self.max_bytes:
+                raise _OverBound
+            self._writer.write(data)
+        except (StorageError, _OverBound) as exc:
+            logger.warning("piece cache not written by this build", extra={"reason": type(exc).__name__})
+            self._give_up()
+            return
+        digest = hashlib.sha256(data).hexdigest()
+        self._entries.append(Entry(lookup, key, tuple(names), self._pack, offset, len(data), digest))
+
+    # ---- the build's end ---------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """The build's artifact is whole: make its pack exist, then the head that names it. Nothing
+        changed (every piece a hit, in the same order): no write at all."""
+        if self._broken:
+            return
+        rows = [e.row() for e in self._entries]
+        if self._writer is None and rows == self._old_rows:
+            return
+        try:
+            packs = {p: s for p, s in self._old_packs.items() if p in self._reused_packs}
+            if self._writer is not None:
+                packs[self._pack] = self._writer.commit()
+            head = {"packs": packs, "entries": rows}
+            self.objects.put_bytes(self.base + HEAD, json.dumps(head).encode(), "application/json")
+        except StorageError:
+            logger.warning("piece cache head not written; the next build reuses the old one", exc_info=True)
+            self._give_up()
+            return
+        # Packs no piece of the new head is in (a compaction's): a build still reading one finds it gone
+        # and renders those chapters cold.
+        gone = [self.base + p for p in self._old_packs if p not in packs]
+        try:
+            self.objects.delete(gone)
+        except StorageError:
+            logger.warning("superseded packs left to the GC", exc_info=True)
+
+    def abandon(self) -> None:
+        """The build failed: keep nothing of it."""
+        self._give_up()
+
+    def written(self) -> list[str]:
+        """The keys this build may have written (a build whose book was deleted meanwhile removes them)."""
+        return [self.base + HEAD, self.base + self._pack]
+
+    # ---- helpers -----------------------------------------------------------------------------------
+
+    def _kept_elsewhere(self) -> int:
+        """Bytes of the packs the new head keeps besides this build's own."""
+        return sum(self._old_packs.get(p, 0) for p in self._reused_packs)
+
+    def _give_up(self) -> None:
+        self._broken = True
+        if self._writer is not None:
+            self._writer.abort()
+            self._writer = None
+
+    def _read(self, entry: Entry) -> bytes | None:
+        """The entry's bytes from its pack, read forward; None when they cannot be read whole."""
+        key = self.base + entry.pack
+        try:
+            pack = self._packs.get(entry.pack)
+            if pack is None or entry.offset < pack.position or entry.offset - pack.position > SKIP_BYTES:
+                pack = self._packs[entry.pack] = _Pack(
+                    self.objects.open_from(key, entry.offset), entry.offset
+                )
+            while pack.position < entry.offset:
+                skipped = pack.body.read(min(READ_CHUNK, entry.offset - pack.position))
+                if not skipped:
+                    return None
+                pack.position += len(skipped)
+            parts: list[bytes] = []
+            wanted = entry.length
+            while wanted:
+                part = pack.body.read(wanted)
+                if not part:
+                    return None  # the pack ends early: cut short
+                parts.append(part)
+                wanted -= len(part)
+                pack.position += len(part)
+            return b"".join(parts)
+        except Exception:  # no fault of the cache may fail a build: a miss, logged
+            logger.warning("piece unreadable; building it cold", extra={"key": key}, exc_info=True)
+            return None
+
+
+class _OverBound(Exception):
+    """The pieces this build would keep are more than a book's cache may hold."""
+
+
+@dataclass(frozen=True)
+class TrimCounts:
+    books: int = 0
+    deleted: int = 0
+    left: bool = False
+
+
+def trim_piece_caches(
+    objects: Objects,
+    now: float,
+    max_bytes: int,
+    max_age_seconds: float,
+    batch: int,
+    out_of_time: Callable[[], bool],
+) -> TrimCounts:
+    """The GC's chore: one bounded page of every book's cache, resuming where the last run stopped.
+    Removes each object older than the age bound, and the whole cache of a book whose objects are
+    more than its bound in bytes (its next build is cold, and writes it again within the bound)."""
+    if out_of_time():
+        return TrimCounts(left=True)
+    cursor = (objects.read_or_none(CURSOR_KEY) or b"").decode()
+    page, more = objects.list_page(PIECES_PREFIX, cursor, batch)
+    page = [item for item in page if item[0] != CURSOR_KEY]
+    books: dict[str, list[tuple[str, int, float]]] = {}
+    for item in page:
+        books.setdefault(item[0].removeprefix(PIECES_PREFIX).split("/")[0], []).append(item)
+    if more and len(books) > 1:
+        # The page may end inside the last book's keys: that book is read whole on the next run.
+        books.pop(next(reversed(books)))
+    deleted = 0
+    for keys in books.values():
+        total = sum(size for _, size, _ in keys)
+        doomed = [k for k, _, modified in keys if total > max_bytes or modified < now - max_age_seconds]
+        objects.delete(doomed)
+        deleted += len(doomed)
+    last = max((k for keys in books.values() for k, _, _ in keys), default="")
+    moved = last if more else ""  # at the end of the prefix, the next run starts over
+    if moved != cursor:
+        objects.put_bytes(CURSOR_KEY, moved.encode(), "text/plain")
+    return TrimCounts(len(books), deleted, left=more)

@@ -1,0 +1,155 @@
+"""5. Re-export: the cache of built pieces (bindery/piece_cache.py) on the 1,200-chapter book and the 50 MB
+book, for epub and html.
+
+Per book and format: a cold build with the cache off, then one with it on (an empty cache: what filling it
+costs, ≤ 1.05x); then one chapter is edited, and the re-export (warm) is timed against a cold build of the
+same revision with the cache off (≤ 0.10), and must be the same bytes. Also: what a warm build adds in S3
+calls (counted exactly, against the cold build's), its peak memory against the cold build's, and the
+cache's bytes per book against the book's artifacts. Each build runs in a fresh process with its renderer
+already imported, as a worker's process has it from its second build on (the import is a cold start's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tests.bench.aws import PY, ROOT, Aws, build_servers
+from tests.bench.books import make_book, write_manuscript
+from tests.bench.report import record, say
+
+SECTION = "re-export"
+BOOKS = {
+    "1,200-chapter": (float(os.environ.get("BINDERY_BENCH_REUSE_MANY_MB", "6")), 1200),
+    "50 MB": (float(os.environ.get("BINDERY_BENCH_REUSE_BIG_MB", "50")), 500),
+}
+FORMATS = ("html", "epub")
+# Each timing is the least of this many runs, taken in turn (cold off, cold on, ...): the machine is shared.
+RUNS = int(os.environ.get("BINDERY_BENCH_REUSE_RUNS", "2"))
+
+
+def _build(aws: Aws, table: str, book: str, fmt: str, cache: str) -> dict[str, Any]:
+    probe = [PY, str(ROOT / "tests/bench/reuse_probe.py"), book, fmt, table, cache]
+    out = subprocess.run(probe, env=aws.env(), capture_output=True, text=True, cwd=ROOT)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:] + out.stdout[-500:])
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _edit(aws: Aws, table: str, book: str, manuscript: Path, chapter: int) -> None:
+    """One chapter gets a sentence more, through the real upload path."""
+    middle = f"# Chapter {chapter}\n\n"
+    text = manuscript.read_text()
+    manuscript.write_text(text.replace(middle, f"{middle}One sentence more.\n\n", 1))
+    script = f"""
+import boto3
+from bindery.config import Settings
+from bindery import wiring
+from bindery.objects import Objects, upload_key
+from bindery.storage import Store
+settings = Settings(table={table!r}, bucket={table!r})
+ex = wiring.api(settings, Store(settings), Objects(settings))
+upload = ex.books.create_upload("bench-user", {book!r})
+boto3.client("s3").upload_file({str(manuscript)!r}, {table!r}, upload_key({book!r}, upload["upload_id"]))
+ex.books.replace_manuscript("bench-user", {book!r}, None, manuscript=None, upload_id=upload["upload_id"])
+"""
+    out = subprocess.run([PY, "-c", script], env=aws.env(), capture_output=True, text=True, cwd=ROOT)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+
+
+def _cache_bytes(aws: Aws, table: str, book: str) -> int:
+    s3 = aws.client("s3")
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=table, Prefix=f"books/pieces/{book}/")
+    return sum(obj["Size"] for page in pages for obj in page.get("Contents", []))
+
+
+def _empty_cache(aws: Aws, table: str, book: str, fmt: str) -> None:
+    s3 = aws.client("s3")
+    listed = s3.list_objects_v2(Bucket=table, Prefix=f"books/pieces/{book}/{fmt}/").get("Contents", [])
+    for obj in listed:
+        s3.delete_object(Bucket=table, Key=obj["Key"])
+
+
+def _least(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return min(runs, key=lambda run: float(run["seconds"]))
+
+
+def _added(warm: dict[str, int], cold: dict[str, int]) -> str:
+    ops = sorted(set(warm) | set(cold))
+    return ", ".join(
+        f"{op} {warm.get(op, 0) - cold.get(op, 0):+d}" for op in ops if warm.get(op) != cold.get(op)
+    )
+
+
+def measure() -> None:
+    say("\n5. Re-export after a one-chapter edit, with the cache of built pieces (epub, html)")
+    with build_servers() as (aws, table), tempfile.TemporaryDirectory() as tmp:
+        for name, (megabytes, chapters) in BOOKS.items():
+            manuscript = Path(tmp) / f"{chapters}.md"
+            write_manuscript(manuscript, megabytes, chapters)
+            book = make_book(aws, table, manuscript)
+            label = f"{name} book ({megabytes:g} MB, {chapters} chapters)"
+            first: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+            for fmt in FORMATS:
+                offs, ons = [], []
+                for _ in range(RUNS):
+                    offs.append(_build(aws, table, book, fmt, "off"))
+                    _empty_cache(aws, table, book, fmt)  # each "on" run starts from nothing cached
+                    ons.append(_build(aws, table, book, fmt, "on"))
+                off, on = _least(offs), _least(ons)
+                first[fmt] = (off, on)
+                ratio = on["seconds"] / off["seconds"]
+                record(
+                    SECTION, f"{label}: {fmt} cold, cache on ÷ off", f"{ratio:.3f}", "≤ 1.05", ratio <= 1.05
+                )
+            artifacts = sum(first[fmt][1]["size_bytes"] for fmt in FORMATS)
+            cached = _cache_bytes(aws, table, book)
+            record(
+                SECTION,
+                f"{label}: cache bytes ÷ its html and epub artifacts",
+                f"{cached / artifacts:.2f} ({cached / 2**20:.1f} MiB / {artifacts / 2**20:.1f} MiB)",
+            )
+            warms: dict[str, list[dict[str, Any]]] = {fmt: [] for fmt in FORMATS}
+            colds: dict[str, list[dict[str, Any]]] = {fmt: [] for fmt in FORMATS}
+            same = dict.fromkeys(FORMATS, True)
+            for n in range(RUNS):
+                _edit(aws, table, book, manuscript, chapters // 2 + n)  # another chapter each time
+                for fmt in FORMATS:
+                    warms[fmt].append(_build(aws, table, book, fmt, "on"))
+                    colds[fmt].append(_build(aws, table, book, fmt, "off"))
+                    same[fmt] &= warms[fmt][-1]["sha256"] == colds[fmt][-1]["sha256"]
+            for fmt in FORMATS:
+                warm, cold = _least(warms[fmt]), _least(colds[fmt])
+                ratio = warm["seconds"] / cold["seconds"]
+                timed = f"{warm['seconds']:.2f} s / {cold['seconds']:.2f} s"
+                record(
+                    SECTION,
+                    f"{label}: {fmt} re-export ÷ cold export ({timed})",
+                    f"{ratio:.3f}",
+                    "≤ 0.10",
+                    ratio <= 0.10,
+                )
+                bytes_same = same[fmt]
+                record(
+                    SECTION,
+                    f"{label}: {fmt} re-exports are the cold ones' bytes",
+                    str(bytes_same),
+                    "True",
+                    bytes_same,
+                )
+                record(
+                    SECTION,
+                    f"{label}: {fmt} warm build's share spent reading its chapter rows (any build's)",
+                    f"{warm['rows_seconds'] / warm['seconds']:.2f} ({warm['rows_seconds']:.2f} s)",
+                )
+                record(SECTION, f"{label}: {fmt} S3 calls a warm build adds", _added(warm["s3"], cold["s3"]))
+                memory = warm["peak_rss"] / cold["peak_rss"]
+                record(
+                    SECTION, f"{label}: {fmt} peak RSS, warm ÷ cold", f"{memory:.2f}", "≤ 1.2", memory <= 1.2
+                )

@@ -1,0 +1,48 @@
+"""One build in a fresh process, with the cache of built pieces on or off, against the AWS endpoint in the
+environment. Prints its outcome, seconds, peak RSS, artifact's SHA-256 and size, and its S3 calls, as JSON."""
+
+import json
+import sys
+import time
+from dataclasses import replace
+
+from bindery import engine, wiring
+from bindery.config import Settings
+from bindery.objects import Objects
+from bindery.storage import Store
+from tests.calls import recording
+
+book_id, fmt, table, cache = sys.argv[1:5]
+settings = replace(Settings(table=table, bucket=table), piece_cache=cache)
+store, objects = Store(settings), Objects(settings)
+exports = wiring.api(settings, store, objects).exports
+view, _ = exports.submit("bench-user", book_id, fmt, None)
+builds = wiring.build_worker(settings, store, objects)
+# A worker's process serves build after build: its renderer is imported once, at its first (the cold start's
+# cost, which section 2 measures), so it is loaded here before the clock starts, for both sides alike.
+engine.renderer_for(fmt)
+with recording(objects.client) as calls:
+    started = time.perf_counter()
+    outcome = builds.build(book_id, view["id"])
+    seconds = time.perf_counter() - started
+with open("/proc/self/status") as status:
+    peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+# What every build pays before its first chapter, cache or not: the chapter rows of the revision, read.
+book = store.read_book(book_id)
+started = time.perf_counter()
+store.read_chapters(book_id, book.cut) if book is not None else None
+rows_seconds = time.perf_counter() - started
+found = store.read_export_for_owner(book_id, view["id"], "bench-user", time.time())
+sha256, size = (found[0].sha256, found[0].size_bytes) if found else (None, None)
+exports.cancel("bench-user", book_id, view["id"])  # revoked: its bytes go now
+result = {
+    "outcome": outcome,
+    "seconds": seconds,
+    "peak_rss": peak,
+    "sha256": sha256,
+    "size_bytes": size,
+    "s3": dict(calls.count()),
+    "rows_seconds": rows_seconds,
+}
+print(json.dumps(result))
+sys.exit(0 if outcome == "ready" else 1)

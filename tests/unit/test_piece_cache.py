@@ -1,0 +1,340 @@
+"""The cache of built pieces (bindery/piece_cache.py, bindery/engine/chapter_pieces.py): a warm epub or html
+build equals a cold one byte for byte, reuses every chapter that did not change, costs an exact number of
+S3 calls, survives a damaged or vanished piece and a write whose answer was lost, and is bounded by the GC.
+
+The random edit sequences that hold warm to cold after every step are in test_piece_invalidation.py.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+import time
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+import moto.s3.models
+import pytest
+from botocore.exceptions import ReadTimeoutError
+
+import bindery.objects
+from bindery import wiring
+from bindery.piece_cache import MAX_PACKS
+from tests.books.illustrated import picture
+from tests.calls import recording
+from tests.unit.conftest import Stack
+from tests.unit.test_illustrated import add_asset
+
+FORMATS = ("epub", "html")
+CHAPTERS = [
+    "# Harbour\n\nThe boats came in at dusk.\n\n## The quay\n\nRopes.\n\n![The coast](images/coast.png)\n",
+    "# Lighthouse\n\nA light, turning.[^1]\n\n[^1]: Every ten seconds.\n\n![](images/coast.png)\n",
+    "# Storm\n\nWind. ![gone](images/missing.png)\n\n### Later\n\nCalm.\n",
+    "# Morning\n\n| a | b |\n|---|---|\n| 1 | 2 |\n",
+    "# Home\n\nThe end.\n",
+]
+
+
+def _wall_clock(stack: Stack) -> None:
+    """The cache's age is read from S3's own time stamps: the test clock starts where the wall clock is."""
+    stack.clock.now = time.time()
+
+
+def _book(stack: Stack) -> str:
+    _wall_clock(stack)
+    book = stack.create_book("\n".join(CHAPTERS), title="The Coast")
+    assert add_asset(stack, book, "images/coast.png", "image/png", picture("PNG", 40, 30)).status == 200
+    return book
+
+
+def _edit(stack: Stack, book: str, chapters: list[str]) -> None:
+    reply = stack.http("PUT", f"/books/{book}/manuscript", body={"manuscript": "\n".join(chapters)})
+    assert reply.status == 200, reply.body
+
+
+def _built(stack: Stack, book: str, fmt: str, *, cache: bool = True) -> tuple[bytes, dict[str, Any]]:
+    """An export of the book's revision, built with the cache (the stack's worker) or without it; its
+    bytes and what a poll says of it."""
+    export_id = stack.submit(book, fmt).body["id"]
+    settings = stack.services.settings
+    builds = stack.services.builds
+    if not cache:
+        off = replace(settings, piece_cache="off")
+        builds = wiring.build_worker(off, stack.store, stack.objects, stack.clock)
+    assert builds.build(book, export_id) == "ready"
+    view = stack.poll(book, export_id).body
+    found = stack.store.exports.read_export_for_owner(book, export_id, "user-alice", stack.clock())
+    assert found is not None
+    data = stack.objects.client.get_object(Bucket=settings.bucket, Key=found[0].path)["Body"].read()
+    return data, {k: view.get(k) for k in ("skipped", "notes", "sha256", "size_bytes")}
+
+
+def _head(stack: Stack, book: str, fmt: str) -> dict[str, Any]:
+    return dict(json.loads(stack.objects.read_text(f"books/pieces/{book}/{fmt}/head")))
+
+
+def _cache_keys(stack: Stack, book: str) -> list[str]:
+    return sorted(stack.objects.keys(f"books/pieces/{book}/"))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_warm_build_after_a_one_chapter_edit_equals_a_cold_one_and_reuses_the_rest(
+    stack: Stack, fmt: str
+) -> None:
+    book = _book(stack)
+    first, _ = _built(stack, book, fmt)
+    assert first == _built(stack, book, fmt, cache=False)[0]  # a cold build with the cache on is the same
+    head = _head(stack, book, fmt)
+    assert len(head["entries"]) == len(CHAPTERS) and len(head["packs"]) == 1
+    edited = [*CHAPTERS]
+    edited[2] = edited[2].replace("Calm.", "Calm, at last.")
+    _edit(stack, book, edited)
+
+    warm = _built(stack, book, fmt)
+    cold = _built(stack, book, fmt, cache=False)
+    assert warm == cold
+    assert warm[0] != first  # the edit is in it
+    # Four chapters came from the first build's pack; the edited one alone was rendered, into a new pack.
+    after = _head(stack, book, fmt)
+    (old_pack,) = head["packs"]
+    assert [row[3] == old_pack for row in after["entries"]] == [True, True, False, True, True]
+    assert len(after["packs"]) == 2
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_second_build_of_the_same_revision_is_byte_for_byte_the_first(stack: Stack, fmt: str) -> None:
+    """No time stamp of the build's own leaks in: the epub's zip entries carry the revision's time."""
+    book = _book(stack)
+    first = _built(stack, book, fmt)
+    stack.clock.advance(3_600)
+    time.sleep(2)  # past the zip format's two-second grain, had a wall clock leaked in
+    assert _built(stack, book, fmt) == first
+
+
+def test_exact_s3_calls_of_a_cold_and_a_warm_build(stack: Stack) -> None:
+    book = _book(stack)
+    # The manuscript; the image, once for each place it is shown (embedded in the html); and this test's
+    # own read of the artifact.
+    book_reads = {"GetObject": 1 + 2 + 1}
+
+    def counted(cache: bool) -> Any:
+        with recording(stack.objects.client) as calls:
+            _built(stack, book, "html", cache=cache)
+        return calls.count()
+
+    off = counted(cache=False)
+    assert off == {**book_reads, "PutObject": 1}
+    cold = counted(cache=True)  # the first with the cache: nothing in it
+    # The head, read (none); then the one pack and the head that names it, written.
+    assert cold == off + Counter({"GetObject": 1, "PutObject": 2})
+    unchanged = counted(cache=True)
+    # The head, and the pack read forward in one streaming GET; nothing written.
+    assert unchanged == off + Counter({"GetObject": 2})
+    _edit(stack, book, [*CHAPTERS[:4], "# Home\n\nThe end, again.\n"])
+    edited = counted(cache=True)
+    # The head and the pack read; the one chapter built goes up in a pack of its own, and a new head.
+    assert edited == off + Counter({"GetObject": 2, "PutObject": 2})
+
+
+def test_a_book_larger_than_a_part_writes_its_pack_in_parts_and_reads_it_in_one_get(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Parts of 1 MiB on both sides (5 MiB in earnest): a book that fits inline still makes several.
+    monkeypatch.setattr(bindery.objects, "PART_BYTES", 1024 * 1024)
+    monkeypatch.setattr(moto.s3.models, "S3_UPLOAD_PART_MIN_SIZE", 1024 * 1024)
+    _wall_clock(stack)
+    # Letters at random: a piece deflates, and these must still make a pack of more than one part.
+    words = "".join(random.Random(7).choices(string.ascii_letters + " ", k=4_000_000))
+    book = stack.create_book(
+        "".join(f"# C{n}\n\n{words[n * 80_000 : (n + 1) * 80_000]}\n\n" for n in range(50))
+    )
+    _built(stack, book, "html")
+    (size,) = _head(stack, book, "html")["packs"].values()
+    assert size > bindery.objects.PART_BYTES
+    with recording(stack.objects.client) as calls:
+        _built(stack, book, "html")
+    # The manuscript; the head; the whole pack, in one GET; and this test's own read of the artifact.
+    assert calls.count()["GetObject"] == 1 + 2 + 1
+    # Nothing changed: no pack and no head written, only the artifact (in parts).
+    assert calls.count()["CreateMultipartUpload"] == 1 and "PutObject" not in calls.count()
+
+
+def test_a_reorder_rebuilds_only_the_chapters_whose_place_changed(stack: Stack) -> None:
+    """A chapter's rendering names its place (its ids, `ch<n>-h1`, and its file, in the epub): a chapter
+    that moved is built again, the ones that kept their place are reused."""
+    book = _book(stack)
+    _built(stack, book, "html")
+    head = _head(stack, book, "html")
+    _edit(stack, book, [CHAPTERS[1], CHAPTERS[0], *CHAPTERS[2:]])
+    assert _built(stack, book, "html") == _built(stack, book, "html", cache=False)
+    (old_pack,) = head["packs"]
+    after = _head(stack, book, "html")
+    assert [row[3] == old_pack for row in after["entries"]] == [False, False, True, True, True]
+
+
+# ---- faults ---------------------------------------------------------------------------------------------
+
+
+def _pack_key(stack: Stack, book: str, fmt: str) -> str:
+    (pack,) = _head(stack, book, fmt)["packs"]
+    return f"books/pieces/{book}/{fmt}/{pack}"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("damage", ["truncated", "corrupted"])
+def test_a_damaged_piece_is_rebuilt_cold(stack: Stack, fmt: str, damage: str) -> None:
+    book = _book(stack)
+    _built(stack, book, fmt)
+    key = _pack_key(stack, book, fmt)
+    data = stack.objects.client.get_object(Bucket=stack.services.settings.bucket, Key=key)["Body"].read()
+    damaged = data[: len(data) // 2] if damage == "truncated" else data[:40] + b"#" + data[41:]
+    assert damaged != data
+    stack.objects.put_bytes(key, damaged, "application/octet-stream")
+    assert _built(stack, book, fmt) == _built(stack, book, fmt, cache=False)
+    # The damaged pieces were built again into a pack of their own; the next build reads only whole ones.
+    assert len(_head(stack, book, fmt)["packs"]) == 2
+    assert _built(stack, book, fmt) == _built(stack, book, fmt, cache=False)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_pack_the_gc_removes_in_the_middle_of_a_build_is_rebuilt_cold(stack: Stack, fmt: str) -> None:
+    book = _book(stack)
+    _built(stack, book, fmt)
+    key = _pack_key(stack, book, fmt)
+
+    def gc_first(model: Any, params: dict[str, Any], **_: Any) -> None:
+        # After the build read the head that names the pack, and before it reads the pack.
+        if model.name == "GetObject" and params.get("Key") == key:
+            stack.objects.client.delete_object(Bucket=params["Bucket"], Key=key)
+
+    stack.objects.client.meta.events.register("before-parameter-build.s3.GetObject", gc_first)
+    try:
+        warm = _built(stack, book, fmt)
+    finally:
+        stack.objects.client.meta.events.unregister("before-parameter-build.s3.GetObject", gc_first)
+    assert warm == _built(stack, book, fmt, cache=False)
+    assert key.rsplit("/", 1)[1] not in _head(stack, book, fmt)["packs"]  # every piece built again
+
+
+@pytest.mark.parametrize("lost", ["once", "always"])
+def test_a_cache_write_whose_answer_was_lost_leaves_the_build_right(stack: Stack, lost: str) -> None:
+    """The pack's (or the head's) write is applied, then its answer lost: botocore sends it again (the same
+    bytes to the same key); when the answer is lost for good, the build goes on without writing its head.
+    Either way the artifact is right, and so is the next build."""
+    book = _book(stack)
+    _built(stack, book, "html")
+    _edit(stack, book, [*CHAPTERS[:4], "# Home\n\nAnother end.\n"])
+    client = stack.objects.client
+    struck = {"n": 0}
+
+    def lose(request: Any, **_: Any) -> None:
+        # Registered after moto's own handler: by now the request has been applied.
+        if "/pieces/" in request.url and request.method == "PUT" and (lost == "always" or not struck["n"]):
+            struck["n"] += 1
+            raise ReadTimeoutError(endpoint_url=request.url)
+
+    client.meta.events.register("before-send.s3", lose)
+    try:
+        warm = _built(stack, book, "html")
+    finally:
+        client.meta.events.unregister("before-send.s3", lose)
+    assert struck["n"] == 1 if lost == "once" else struck["n"] > 1
+    assert warm == _built(stack, book, "html", cache=False)
+    assert _built(stack, book, "html") == _built(stack, book, "html", cache=False)
+
+
+def test_a_cache_read_that_fails_is_a_miss_not_a_failed_build(stack: Stack) -> None:
+    book = _book(stack)
+    _built(stack, book, "epub")
+    client = stack.objects.client
+
+    def refuse(model: Any, params: dict[str, Any], **_: Any) -> None:
+        if "/pieces/" in f"/{params.get('Key', '')}":
+            from tests.faults.injector import client_error
+
+            raise client_error(model.name)
+
+    client.meta.events.register("before-call.s3.GetObject", refuse)
+    try:
+        warm = _built(stack, book, "epub")
+    finally:
+        client.meta.events.unregister("before-call.s3.GetObject", refuse)
+    assert warm == _built(stack, book, "epub", cache=False)
+
+
+# ---- bounds -------------------------------------------------------------------------------------------
+
+
+def test_a_build_keeps_no_more_than_the_bound_of_a_book(stack: Stack) -> None:
+    book = _book(stack)
+    stack.reconfigured(piece_cache_max_bytes=400)  # 200 bytes for the html
+    assert _built(stack, book, "html") == _built(stack, book, "html", cache=False)
+    assert _cache_keys(stack, book) == []  # no pack past the bound, no head naming one
+
+
+def test_compaction_keeps_the_packs_of_a_head_at_most_max_packs(stack: Stack) -> None:
+    book = _book(stack)
+    chapters = [*CHAPTERS]
+    for n in range(MAX_PACKS + 2):
+        chapters[n % len(chapters)] += f"\nEdit {n}.\n"
+        _edit(stack, book, chapters)
+        assert _built(stack, book, "html") == _built(stack, book, "html", cache=False)
+        assert len(_head(stack, book, "html")["packs"]) <= MAX_PACKS
+    # Superseded packs are deleted by the compacting build: the prefix holds the head and its packs.
+    packs = _head(stack, book, "html")["packs"]
+    assert _cache_keys(stack, book) == sorted(
+        [f"books/pieces/{book}/html/head", *(f"books/pieces/{book}/html/{p}" for p in packs)]
+    )
+
+
+def test_the_gc_removes_pieces_past_their_age_and_keeps_younger_ones(stack: Stack) -> None:
+    book = _book(stack)
+    _built(stack, book, "html")
+    kept = _cache_keys(stack, book)
+    assert stack.gc()["pieces_trimmed"] == 0
+    assert _cache_keys(stack, book) == kept
+    stack.clock.advance(stack.services.settings.piece_cache_max_age_seconds + 1)
+    assert stack.gc()["pieces_trimmed"] == len(kept) == 2
+    assert _cache_keys(stack, book) == []
+    # The next build is cold, and right.
+    assert _built(stack, book, "html") == _built(stack, book, "html", cache=False)
+
+
+def test_the_gc_empties_a_book_cache_past_its_bytes(stack: Stack) -> None:
+    book, other = _book(stack), _book(stack)
+    _built(stack, book, "html")
+    _built(stack, book, "epub")
+    _built(stack, other, "html")
+    sizes = [size for key, size, _ in stack.objects.list_page(f"books/pieces/{book}/", "", 100)[0]]
+    stack.reconfigured(piece_cache_max_bytes=sum(sizes) - 1)
+    assert stack.gc()["pieces_trimmed"] == 4
+    assert _cache_keys(stack, book) == []
+    assert len(_cache_keys(stack, other)) == 2  # another book, within its bound, keeps its own
+
+
+def test_the_gc_walks_every_cache_a_page_at_a_time(stack: Stack) -> None:
+    books = [_book(stack) for _ in range(3)]
+    for book in books:
+        _built(stack, book, "html")
+    stack.reconfigured(reconcile_batch=3)
+    stack.clock.advance(stack.services.settings.piece_cache_max_age_seconds + 1)
+    runs = []
+    while any(_cache_keys(stack, b) for b in books):
+        runs.append(stack.gc()["pieces_trimmed"])
+        assert len(runs) < 10
+    # A page of three keys ends inside a book (two keys each): the page's last book waits for the next run.
+    assert runs == [2, 2, 2]
+
+
+def test_a_deleted_book_takes_its_cache_with_it(stack: Stack) -> None:
+    book, other = _book(stack), _book(stack)
+    for fmt in FORMATS:
+        _built(stack, book, fmt)
+    _built(stack, other, "html")
+    assert len(_cache_keys(stack, book)) == 4
+    assert stack.http("DELETE", f"/books/{book}").status == 204
+    stack.gc()
+    assert _cache_keys(stack, book) == []
+    assert len(_cache_keys(stack, other)) == 2
