@@ -28,11 +28,11 @@ with recording(objects.client) as calls:
 with open("/proc/self/status") as status:
     peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
 # What every build pays before its first chapter, cache or not: the chapter rows of the revision, read.
-book = store.read_book(book_id)
+book = store.books.read_book(book_id)
 started = time.perf_counter()
-store.read_chapters(book_id, book.cut) if book is not None else None
+store.books.read_chapters(book_id, book.cut) if book is not None else None
 rows_seconds = time.perf_counter() - started
-found = store.read_export_for_owner(book_id, view["id"], "bench-user", time.time())
+found = store.exports.read_export_for_owner(book_id, view["id"], "bench-user", time.time())
 sha256, size = (found[0].sha256, found[0].size_bytes) if found else (None, None)
 exports.cancel("bench-user", book_id, view["id"])  # revoked: its bytes go now
 result = {
