@@ -428,7 +428,11 @@ def _same_as_cold(run: Run, book: str, fmt: str, export_id: str | None) -> None:
     settings = s.exports.settings
     off = replace(settings, piece_cache="off")
     cold = Stack(wired(off, Store(settings), Objects(settings), s.clock), s.clock, s.context)
-    found = cold.store.exports.read_export_for_owner(book, export_id, "user-alice", s.clock()) if export_id else None
+    found = (
+        cold.store.exports.read_export_for_owner(book, export_id, "user-alice", s.clock())
+        if export_id
+        else None
+    )
     if found is None or found[0].state != State.READY or found[0].path is None:
         return  # not built (the fault outlasted its retries): quiescence builds it, and promise 1 holds it
     warm = cold.objects.client.get_object(Bucket=settings.bucket, Key=found[0].path)["Body"].read()
