@@ -5,6 +5,7 @@ it here, and every handler it then calls is given the swapped one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from bindery import wiring
 from bindery.api.http import ApiServices
@@ -13,7 +14,7 @@ from bindery.batches import BatchRequests
 from bindery.builds import Builds
 from bindery.clock import Clock
 from bindery.config import Settings
-from bindery.deliveries import Deliveries
+from bindery.deliveries import Deliveries, KeyQueue
 from bindery.exports import ExportRequests
 from bindery.library import Library
 from bindery.objects import Objects
@@ -52,6 +53,21 @@ class Services:
     @property
     def hooks(self) -> Webhooks:
         return self.api.hooks
+
+    def deliveries_with(self, queue: KeyQueue, **swapped: Any) -> Deliveries:
+        """The webhook functions' service on these collaborators, with its queue (and its `post`, its
+        `jitter`, as given) swapped: what a test of the delivery path puts in `deliveries`."""
+        rows = self.store
+        return Deliveries(
+            self.settings,
+            rows.books,
+            rows.feed,
+            rows.endpoints,
+            rows.deliveries,
+            self.clock,
+            queue,
+            **swapped,
+        )
 
 
 def wired(settings: Settings, store: Store, objects: Objects, clock: Clock) -> Services:

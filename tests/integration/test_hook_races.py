@@ -27,17 +27,7 @@ RACERS = 16
 def _service(services: Services) -> tuple[Deliveries, Keys, Receiver]:
     keys, receiver = Keys(), Receiver()
     return (
-        Deliveries(
-            services.settings,
-            services.store.books,
-            services.store.feed,
-            services.store.endpoints,
-            services.store.deliveries,
-            services.clock,
-            keys,
-            post=receiver,
-            jitter=lambda: 0.5,
-        ),
+        services.deliveries_with(keys, post=receiver, jitter=lambda: 0.5),
         keys,
         receiver,
     )

@@ -118,17 +118,7 @@ def hooked(stack: Stack) -> Hooked:
     keys, receiver = Keys(), Receiver()
     services = stack.services
     services.hooks.resolve = public_resolver
-    services.deliveries = Deliveries(
-        services.settings,
-        services.store.books,
-        services.store.feed,
-        services.store.endpoints,
-        services.store.deliveries,
-        services.clock,
-        keys,
-        post=receiver,
-        jitter=lambda: 0.5,
-    )
+    services.deliveries = services.deliveries_with(keys, post=receiver, jitter=lambda: 0.5)
     return Hooked(stack, keys, receiver)
 
 

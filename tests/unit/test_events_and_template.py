@@ -10,7 +10,6 @@ from typing import Any
 import boto3
 from standardwebhooks.webhooks import Webhook
 
-from bindery.deliveries import Deliveries
 from bindery.limits import CallerClass
 from bindery.objects import cut_key
 from bindery.outbound import Sent
@@ -96,16 +95,7 @@ def test_every_webhook_sample_event_drives_its_handler(stack: Stack) -> None:
         return Sent(status=200, error=None, excerpt="", latency_ms=5)
 
     queue = SendQueue(replace(svc.settings, webhook_send_queue_url=url))
-    svc.deliveries = Deliveries(
-        svc.settings,
-        svc.store.books,
-        svc.store.feed,
-        svc.store.endpoints,
-        svc.store.deliveries,
-        svc.clock,
-        queue,
-        post=post,
-    )
+    svc.deliveries = svc.deliveries_with(queue, post=post)
 
     assert webhook_ingest.handler(sample("webhook_ingest_sqs.json"), ctx, deliveries=svc.deliveries) == {
         "batchItemFailures": []

@@ -22,7 +22,6 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from bindery.deliveries import Deliveries
 from bindery.objects import ARTIFACT_PREFIX, upload_key
 from bindery.outbound import Sent
 from bindery.sendqueue import SendQueue
@@ -175,16 +174,7 @@ def _webhooks(stack: Stack, queue: SendQueue) -> None:
         return answers.pop(0)
 
     svc.hooks.resolve = lambda host, port: ["93.184.216.34"]
-    svc.deliveries = Deliveries(
-        svc.settings,
-        svc.store.books,
-        svc.store.feed,
-        svc.store.endpoints,
-        svc.store.deliveries,
-        svc.clock,
-        queue,
-        post=post,
-    )
+    svc.deliveries = svc.deliveries_with(queue, post=post)
 
     def http(method: str, path: str, **kw: Any) -> Any:
         return stack.http(method, path, caller=caller, **kw)
