@@ -264,13 +264,15 @@ def _snapshot(stack: RunningStack) -> tuple[Any, Any]:
 
 def _owned_state(stack: RunningStack, book: str, export_id: str) -> tuple[Any, Any, Any, str]:
     """What a stranger's request must not change: which items exist (the GC's own aside), the book's row,
-    its manuscript objects; and the export's state, which only its worker, sweeps and owner move."""
+    its objects (its manuscripts and its built pieces); and the export's state, which only its worker, sweeps
+    and owner move. Only this book's objects: an earlier test's html export may still be building, and its
+    worker writes that book's pieces under books/pieces/ in the meantime."""
     items, objects = _snapshot(stack)
     rows = [json.loads(i) for i in items]
     keys = sorted((r["pk"]["S"], r["sk"]["S"]) for r in rows)
     [book_row] = [r for r in rows if r["pk"]["S"] == f"BOOK#{book}" and r["sk"]["S"] == "BOOK"]
     [export_row] = [r for r in rows if r["sk"]["S"] == f"EXPORT#{export_id}"]
-    manuscripts = [o for o in objects if o[0].startswith("books/")]
+    manuscripts = [o for o in objects if o[0].startswith((f"books/{book}/", f"books/pieces/{book}/"))]
     return keys, book_row, manuscripts, export_row["state"]["S"]
 
 
