@@ -254,8 +254,9 @@ def test_when_typst_refuses_pdf_ua_every_piece_is_set_again_without_the_claim(
     monkeypatch.setattr(Compiler, "compile", refusing)
     path = _build(BOOKS["many"], tmp_path, "many")
     runs = [standards for name, standards in compiled if name.startswith("run-")]
-    assert runs == [("ua-1",)] * 12 + [()] * 12  # each of the twelve runs, then again without the claim
-    assert compiled[-1] == ("front.typ", ())
+    count = len({name for name, _ in compiled if name.startswith("run-")})
+    assert count > 10 and runs == [("ua-1",)] * count + [()] * count  # each run, then again without it
+    assert compiled[-2:] == [("front.typ", ()), ("folios.typ", ())]  # the folios are set last, for the join
     with pikepdf.open(path) as pdf:
         assert "pdfuaid:part" not in pdf.open_metadata()
     assert structure_problems(path) == [] and pdfinfo(path)["Tagged"] == "yes"
@@ -451,14 +452,16 @@ def test_a_hostile_manuscript_is_set_as_the_text_it_is(tmp_path: Path) -> None:
 
 
 def _typesetters() -> list[int]:
+    """This process's typesetter children (not another test worker's, which may be compiling now)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 command = (entry / "cmdline").read_bytes()
+                parent = re.search(r"^PPid:\s+(\d+)", (entry / "status").read_text(), re.M)
             except OSError:
                 continue
-            if b"bindery.engine.compiler" in command:
+            if b"bindery.engine.compiler" in command and parent and int(parent[1]) == os.getpid():
                 found.append(int(entry.name))
     return found
 
@@ -488,7 +491,8 @@ def test_every_compile_is_given_only_the_builds_time_left(
     monkeypatch.setattr(Compiler, "compile", spy)
     monkeypatch.setattr(RENDERER, "time_limit", 100.0)
     _build(BOOKS["many"], tmp_path, "many")
-    assert len(given) == 1200 // 100 + 1  # twelve runs of a hundred chapters, then the front matter
+    # At least twelve runs (of a hundred chapters at most), then the front matter and the folios.
+    assert len(given) >= 1200 // 100 + 2
     assert all(0 < later < earlier <= 100.0 for earlier, later in itertools.pairwise(given))
 
 

@@ -103,12 +103,14 @@ def options_for(fmt: str, given: Any) -> dict[str, Any]:
 # Formats whose artifact is the revision's normalised manuscript itself: a build copies it server-side and
 # reads no chapter.
 COPIES_MANUSCRIPT = frozenset({"markdown"})
-# Formats whose renderer reuses each chapter's rendering from the book's cache of built pieces.
-REUSES_PIECES = frozenset({"html", "epub"})
+# Formats whose renderer reuses what it built for an earlier revision from the book's cache of built pieces
+# (a chapter's rendering for html and epub; a run of chapters, the front matter and the folios for pdf).
+REUSES_PIECES = frozenset({"html", "epub", "pdf"})
 
 
 class Pieces(Protocol):
-    """Where a build finds and keeps built pieces (`bindery.piece_cache`; `engine.chapter_pieces` uses it)."""
+    """Where a build finds and keeps built pieces (`bindery.piece_cache`; `engine.chapter_pieces` and
+    `engine.pdf` use it)."""
 
     def find(self, lookup: str, key_for: Callable[[Sequence[str]], str]) -> bytes | None:
         """The piece stored under `lookup`, if its key is `key_for(the names it resolved)` and its bytes
@@ -132,7 +134,7 @@ class Source:
     options: dict[str, Any] = field(default_factory=dict)
     # The bytes of one asset, a piece at a time (a build reads them from S3; a test, from memory).
     read_asset: Callable[[Asset], Iterator[bytes]] = lambda asset: iter(())
-    # The book's built pieces, for a renderer that reuses them (epub, html); None: every chapter cold.
+    # The book's built pieces, for a renderer that reuses them (REUSES_PIECES); None: everything cold.
     pieces: Pieces | None = None
 
     @property

@@ -18,6 +18,11 @@ What a tagged book needs from joining that a concatenation of pages would get wr
 - **What no piece can know:** the page tree, the outline (bookmarks) across all of them, the page labels
   (roman front matter, arabic body), and the contents' links, which the front matter writes as
   placeholders (`GOTO` + a number) because the pages they point at are in other pieces.
+- **The body's folios.** The body's runs are set without them, so that a run is the same wherever it falls
+  in the book and a later build reuses it when an earlier chapter grew a page (`bindery.engine.pdf`). A
+  sheet of folios, a page for each of the body's, is set apart; the join makes each of its pages a form
+  and lays it over its page, after the page's own content. A folio is a pagination artifact, as Typst
+  marks it, so the structure tree is untouched.
 
 Objects are written into compressed object streams (as pikepdf's `generate` would), with a
 cross-reference stream: the joined file is no larger than Typst's own output would be. The writing of the
@@ -51,6 +56,15 @@ _TOKENS = re.compile(rb"\((?:\\.|[^\\)])*\)|(?<![\d.])(\d+) (\d+) R(?=[\s/\]\[<>
 
 
 @dataclass(frozen=True)
+class Folios:
+    """The body's folios: `sheet`, a page for each of the body's pages (blank but for its folio), and the
+    index of the body's first piece among the pieces joined."""
+
+    sheet: Piece
+    body: int
+
+
+@dataclass(frozen=True)
 class Entry:
     """An outline entry of the joined book: a title, the page it opens (in the joined book), children."""
 
@@ -68,20 +82,23 @@ def join(
     labels: list[tuple[int, Dictionary]],
     targets: dict[int, tuple[int, float]],
     front: int,
+    folios: Folios | None = None,
 ) -> int:
     """Write `pieces` as one PDF at `out`; return its page count. The first piece's catalog (language,
     title, XMP, viewer preferences) is the book's; every piece was compiled with the same document
     settings. `targets` maps a GOTO link's number to the (page, top) it goes to; the links are in
-    `pieces[front]`."""
+    `pieces[front]`. `folios`, if given, are laid over the body's pages."""
     bases, total = [], 0
-    for piece in pieces:
+    for piece in [*pieces, *([folios.sheet] if folios else [])]:
         bases.append(total)
         total += piece.size - 1  # object 0 is no object
     with out.open("wb") as file:
         book = JoinedFile(file, total + 1)
         catalog, pages_root, tree_root, parent_tree, document = (book.number() for _ in range(5))
         numbers: list[int] = []  # every page of the book, as object numbers in the joined file
-        for piece, base in zip(pieces, bases, strict=True):
+        starts: list[int] = []  # where each piece's first page is among them
+        for piece, base in zip(pieces, bases, strict=False):
+            starts.append(len(numbers))
             numbers += [base + n for n in piece.page_objects]
             if piece.blank_after:
                 # A blank verso after the piece's last page: nothing on it, so nothing to tag.
@@ -93,10 +110,25 @@ def join(
                     b"<< /Type /Page /Parent %d 0 R /MediaBox %s /Resources << >> >>" % (pages_root, box),
                 )
         state = _Tree(document=document, keys=0)
+        over: dict[int, int] = {}  # a page of the book (its index in `numbers`) and the form laid over it
+        if folios is not None:
+            body = starts[folios.body]
+            sheet = _write_folios(book, folios.sheet, bases[-1])
+            over = {body + page: form for page, form in sheet.items()}
+            state.stamp = _write_stamp(book)
         first: dict[str, bytes] = {}
-        for n, (piece, base) in enumerate(zip(pieces, bases, strict=True)):
+        for n, (piece, base) in enumerate(zip(pieces, bases, strict=False)):
             _write_piece(
-                book, piece, base, n, state, first, pages_root, numbers, targets if n == front else {}
+                book,
+                piece,
+                base,
+                n,
+                state,
+                first,
+                pages_root,
+                numbers,
+                targets if n == front else {},
+                {page: over[starts[n] + page] for page in range(piece.pages) if starts[n] + page in over},
             )
         kids = b" ".join(b"%d 0 R" % n for n in numbers)
         book.put(pages_root, b"<< /Type /Pages /Count %d /Kids [ %s ] >>" % (len(numbers), kids))
@@ -153,6 +185,51 @@ class _Tree:
     ids: list[tuple[str, int]] = field(default_factory=list)
     roles: dict[bytes, bytes] = field(default_factory=dict)
     classes: dict[bytes, bytes] = field(default_factory=dict)
+    stamp: tuple[int, int] = (0, 0)  # the two content streams that lay a folio over a page's own content
+
+
+# The page's own content is wrapped in q ... Q, so no state it leaves set moves the folio; the folio's form
+# is then drawn in the page's space (both are the same size). The sheet's content marks it an artifact.
+FOLIO = "/BinderyFolio"
+_BEFORE, _AFTER = b"q\n", b"\nQ %s Do\n" % FOLIO.encode()
+
+
+def _write_stamp(book: JoinedFile) -> tuple[int, int]:
+    """The two streams every page with a folio adds before and after its own content: written once."""
+    numbers = book.number(), book.number()
+    for number, data in zip(numbers, (_BEFORE, _AFTER), strict=True):
+        book.put_stream(number, b"<< /Length %d >>" % len(data), data)
+    return numbers
+
+
+def _write_folios(book: JoinedFile, sheet: Piece, base: int) -> dict[int, int]:
+    """Each page of the sheet that holds a folio, written as a form (its content, its resources); return
+    the form's number by the sheet's page."""
+    forms: dict[int, int] = {}
+    shared: dict[bytes, int] = {}  # the sheet's pages' resources, each written once (they are all alike)
+    with pikepdf.open(sheet.path) as pdf:
+        roots: deque[int] = deque()
+        for index, page in enumerate(pdf.pages):
+            if not sheet.shown[index]:
+                continue
+            contents = page.obj.Contents
+            parts = contents if isinstance(contents, Array) else [contents]
+            # A folio's content is a few hundred bytes, which deflate would not shrink: kept as it is.
+            data = b"\n".join(part.read_bytes() for part in parts)
+            resources = _unparse(page.obj.Resources, base, {}, roots)
+            if resources not in shared:
+                shared[resources] = book.number()
+                book.put(shared[resources], resources)
+            box = page.obj.MediaBox.unparse(resolved=True)
+            forms[index] = book.number()
+            book.put_stream(
+                forms[index],
+                b"<< /Subtype /Form /BBox %s /Resources %d 0 R /Length %d >>"
+                % (box, shared[resources], len(data)),
+                data,
+            )
+        _write_reachable(book, pdf, roots, base, {}, set())
+    return forms
 
 
 def _write_piece(
@@ -165,9 +242,11 @@ def _write_piece(
     pages_root: int,
     pages: list[int],
     targets: dict[int, tuple[int, float]],
+    folios: dict[int, int],
 ) -> None:
     """Write the objects of one piece the book needs, renumbered by `base`, and add its structure to
-    `state`. Objects only the piece needed (its catalog, page tree, outline, tree root) are left out."""
+    `state`. Objects only the piece needed (its catalog, page tree, outline, tree root) are left out.
+    `folios` are the forms to lay over its pages, by page."""
     with pikepdf.open(piece.path) as pdf:
         redirect: dict[int, int] = {}
 
@@ -221,6 +300,19 @@ def _write_piece(
             for annot in page.obj.get("/Annots", Array()):
                 if "/StructParent" in annot:
                     annot.StructParent = int(annot.StructParent) + keys
+        for index, form in folios.items():
+            laid = pdf.pages[index].obj
+            contents = laid.Contents
+            parts = list(contents) if isinstance(contents, Array) else [contents]
+            before, after = (placeholder(n) for n in state.stamp)
+            laid.Contents = Array([before, *parts, after])
+            # The page's own resources, and the form among its XObjects (a page's resources may be shared
+            # with others, so each page gets its own dictionary; the values are the same objects).
+            resources = Dictionary(dict(laid.get("/Resources", Dictionary()).items()))
+            xobjects = Dictionary(dict(resources.get("/XObject", Dictionary()).items()))
+            xobjects[FOLIO] = placeholder(form)
+            resources.XObject = xobjects
+            laid.Resources = resources
         if "/IDTree" in theirs:
             for name, element in _names(theirs.IDTree):
                 named = name if n == 0 else f"p{n} {name}"

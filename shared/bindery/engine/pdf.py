@@ -28,18 +28,22 @@ They are found where pip installed them (`typefaces.font_dirs`), so a venv and t
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import tempfile
 import time
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 
 from bindery.engine import Report, Sink, Source, Text, markup, skipped
 from bindery.engine.breaks import fitted
 from bindery.engine.compiler import CompileError, Compiler
 from bindery.engine.figures import Figures
-from bindery.engine.join import GOTO, Entry, join
+from bindery.engine.join import GOTO, Entry, Folios, join
 from bindery.engine.literals import literal, text
 from bindery.engine.measures import Block, head
 from bindery.engine.pieces import Piece, read_piece
@@ -56,6 +60,15 @@ MAX_MANUSCRIPT_BYTES = 50 * 1024 * 1024  # measured by `make bench` against the 
 MAX_CHAPTER_BYTES = 2 * 1024 * 1024  # one compile: about 0.5 GB of Typst's memory a MB
 RUN_BYTES = 512 * 1024  # a run of chapters is compiled once it holds this much manuscript
 RUN_CHAPTERS = 100  # or this many chapters
+# ... or, past half of either, after a chapter whose title marks an end (one title in ANCHOR_EVERY, by its
+# hash): where runs end then depends on the chapters' titles, not on their lengths, so an edit that makes a
+# chapter longer leaves every later run's chapters, and so its piece in the cache, as they were.
+ANCHOR_EVERY = 8
+# Bump on any change to how a piece is compiled that neither its source nor book.typ shows: a built piece is
+# kept in the book's cache under a hash of its source, book.typ, Typst's version, the fonts and this.
+PIECE_VERSION = "pdf-1"
+# Kept in the cache, in place of a piece set with the PDF/UA-1 claim, when its source cannot meet it.
+REFUSED = b"refuses PDF/UA-1"
 TIME_LIMIT_SECONDS = 240.0  # all of a book's compiles; the worker's timeout is 300 s
 UNRENDERED = text("This chapter could not be rendered.")
 # The sizes book.typ sets the book's own lines in (each wraps inside the block: `breaks.fitted`).
@@ -100,6 +113,7 @@ class PdfRenderer:
     def __init__(self) -> None:
         self._md = markup.parser()
         self.peak_child_rss = 0  # the typesetter's most memory, over this process's builds (for the bench)
+        self.runs_set = 0  # how many of its last build's runs were set, not reused (for the bench)
 
     def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> Report:
         fonts = font_dirs()
@@ -107,6 +121,7 @@ class PdfRenderer:
             book = _Book(source, Path(tmp), self._md.parse, time.monotonic() + self.time_limit, fonts)
             try:
                 path, report = book.typeset(chapters)
+                self.runs_set = book.runs_set
                 with path.open("rb") as pdf:
                     while chunk := pdf.read(1 << 20):
                         out.write(chunk)
@@ -138,6 +153,10 @@ class _Book:
         self.runs: list[Piece] = []
         self.kept: list[Piece] = []  # every piece of the book compiled so far (runs, front matter, cover)
         self.opened: list[_Opened] = []
+        self.engine = _engine(fonts)
+        self.images_of: dict[str, dict[str, Asset]] = {}  # the images a piece places, by its name
+        self.cached: set[str] = set()  # the pieces kept in the book's cache (runs, front matter, folios)
+        self.runs_set = 0
         shutil.copy(DESIGN, root / "book.typ")
         (root / "img").mkdir()
         self.compiler.start()  # last, so nothing here fails with it running; it loads as chapters are parsed
@@ -151,7 +170,7 @@ class _Book:
             length = len(chapter.markdown.encode())
             run.append((chapter, self._chapter(chapter, length)))
             size += length
-            if size >= RUN_BYTES or len(run) >= RUN_CHAPTERS:
+            if _ends_run(size, len(run), chapter.title):
                 first = self._compile_run(run, first)
                 run, size = [], 0
         if run:
@@ -176,19 +195,22 @@ class _Book:
     def _compile_run(self, run: list[tuple[Text, Chapter]], first: int) -> int:
         """Compile a run of chapters whose first page is numbered `first`; return the next run's first."""
         name = f"run-{len(self.runs) + 1}"
-        for _, body in run:
-            self._write_images(body.images)
+        images = {object_id: asset for _, body in run for object_id, asset in body.images.items()}
+        # Set as if it opened the book, without folios (see join): the same run is the same piece wherever
+        # it falls, so a later build reuses it even when the pages before it moved.
+        preamble = self._preamble(1, "1", folios=False)
         try:
-            piece = self._compile(name, self._preamble(first, "1") + self._chapters(run), keep=True)
+            piece = self._compile(name, preamble + self._chapters(run), keep=True, images=images, reused=True)
         except CompileError:
             # Typst refused the run: find the chapters it refuses alone, set them as unrendered, go on.
+            # (This run is not kept in the cache: a hit would not know which chapters it set as unrendered.)
             for n, (chapter, body) in enumerate(run):
                 try:
-                    self._compile(f"{name}-{n}", self._preamble(1, "1") + self._chapters([(chapter, body)]))
+                    self._compile(f"{name}-{n}", preamble + self._chapters([(chapter, body)]), images=images)
                 except CompileError as exc:
                     self.report.skipped.append(skipped(chapter, exc))
                     run[n] = (chapter, Chapter(UNRENDERED))
-            piece = self._compile(name, self._preamble(first, "1") + self._chapters(run), keep=True)
+            piece = self._compile(name, preamble + self._chapters(run), keep=True, images=images)
         chapters = iter(run)
         for mark in piece.marks:
             number = first + mark.page
@@ -200,30 +222,63 @@ class _Book:
         self.runs.append(piece)
         return first + piece.pages + piece.blank_after
 
-    def _compile(self, name: str, source: str, *, keep: bool = False) -> Piece:
-        """Compile one piece; `keep` it among the book's pieces (a trial compile of one chapter is not)."""
+    def _compile(
+        self,
+        name: str,
+        source: str,
+        *,
+        keep: bool = False,
+        images: dict[str, Asset] | None = None,
+        reused: bool = False,
+    ) -> Piece:
+        """Compile one piece, placing `images`; `keep` it among the book's pieces (a trial compile of one
+        chapter is not). A piece `reused` is taken from the book's cache of built pieces when it holds one
+        of the same source, and kept there when it did not."""
         path = self.root / f"{name}.typ"
         path.write_text(source)
+        self.images_of[name] = images or {}
+        if reused:
+            self.cached.add(name)
+        if not (reused and self._reuse(path)):
+            self._set(path)
+        piece = read_piece(path.with_suffix(".pdf"))
+        if keep:
+            self.kept.append(piece)
+        return piece
+
+    def _set(self, path: Path) -> None:
+        """Typeset a piece (and keep it in the cache, if it is kept there)."""
+        self._write_images(self.images_of[path.stem])  # a piece reused wrote none
+        if path.stem.startswith("run-") and path.stem.count("-") == 1:  # a run, not a trial of one chapter
+            self.runs_set += 1
         try:
             self._typeset(path)
         except CompileError as exc:
             if not self.standards or "PDF/UA" not in str(exc):
                 raise
             # PDF/UA-1 asks what a book may lack (a text alternative for something, say): the book is then
-            # tagged PDF without the claim, every piece alike, so the ones kept so far are set again.
-            self.standards = []
-            for earlier in self.kept:
-                self._typeset(earlier.path.with_suffix(".typ"))
-                again = read_piece(earlier.path)
-                if (again.pages, again.marks) != (earlier.pages, earlier.marks):
-                    # Its pages were counted into every later piece's folios and the contents.
-                    raise CompileError(f"{earlier.path.name} set out differently without PDF/UA-1") from exc
-                earlier.size, earlier.page_objects = again.size, again.page_objects
+            # tagged PDF without the claim. The cache remembers that this piece refuses it, so a later build
+            # drops the claim at once rather than set the piece only to be refused again.
+            self._keep(path, REFUSED)
+            self._drop_claim(exc)
             self._typeset(path)
-        piece = read_piece(path.with_suffix(".pdf"))
-        if keep:
-            self.kept.append(piece)
-        return piece
+        self._keep(path, path.with_suffix(".pdf").read_bytes())
+
+    def _drop_claim(self, cause: Exception) -> None:
+        """Set the book as tagged PDF without the PDF/UA-1 claim, every piece alike: the ones kept so far
+        are set again (or found so set in the cache)."""
+        self.standards = []
+        for earlier in self.kept:
+            path = earlier.path.with_suffix(".typ")
+            if not (path.stem in self.cached and self._reuse(path)):
+                self._write_images(self.images_of[path.stem])
+                self._typeset(path)
+                self._keep(path, earlier.path.read_bytes())
+            again = read_piece(earlier.path)
+            if (again.pages, again.marks) != (earlier.pages, earlier.marks):
+                # Its pages were counted into every later piece's folios and the contents.
+                raise CompileError(f"{earlier.path.name} set out differently without PDF/UA-1") from cause
+            earlier.size, earlier.page_objects = again.size, again.page_objects
 
     def _typeset(self, path: Path) -> None:
         self.compiler.compile(
@@ -231,8 +286,44 @@ class _Book:
             path.with_suffix(".pdf"),
             standards=self.standards,
             seconds=self._left(),
-            timestamp=int(self.source.modified),
+            timestamp=self._dated(path.stem),
         )
+
+    def _dated(self, name: str) -> int:
+        """The date a piece is compiled with: the revision's for the front matter and the cover, whose
+        catalog is the book's; 0 for the body's runs and its folios, so they are the same pieces whatever
+        the revision (the join keeps no date of theirs)."""
+        return int(self.source.modified) if name in ("front", "cover") else 0
+
+    # ---- the cache of built pieces -------------------------------------------------------------------
+
+    def _lookup(self, path: Path) -> str:
+        """A piece's key: everything its PDF depends on. Its source holds the text it sets, the chapters'
+        titles and the images' object ids (whose bytes are never rewritten); the engine, the design and
+        the fonts; and how it is compiled (its date, and whether the PDF/UA-1 claim is made)."""
+        digest = hashlib.sha256(json.dumps([self.engine, self.standards, self._dated(path.stem)]).encode())
+        digest.update(b"\0" + path.read_bytes())
+        return digest.hexdigest()
+
+    def _reuse(self, path: Path) -> bool:
+        """Whether the book's cache held this piece, now written where its compile would have put it."""
+        if self.source.pieces is None:
+            return False
+        lookup = self._lookup(path)
+        found = self.source.pieces.find(lookup, lambda names: lookup)
+        if found == REFUSED and self.standards:
+            self._drop_claim(CompileError(f"{path.name} refused PDF/UA-1 in an earlier build"))
+            lookup = self._lookup(path)
+            found = self.source.pieces.find(lookup, lambda names: lookup)
+        if found is None or found == REFUSED:
+            return False
+        path.with_suffix(".pdf").write_bytes(found)
+        return True
+
+    def _keep(self, path: Path, data: bytes) -> None:
+        if self.source.pieces is not None and path.stem in self.cached:
+            lookup = self._lookup(path)
+            self.source.pieces.keep(lookup, lookup, (), data)
 
     def _left(self) -> float:
         return self.deadline - time.monotonic()
@@ -258,7 +349,7 @@ class _Book:
         """A title, a name or a line of the imprint, `size` pt, as Typst text that wraps inside the block."""
         return fitted(value, self.page.block.width_pt - indent, size, literal)
 
-    def _preamble(self, first: int, numbering: str) -> str:
+    def _preamble(self, first: int, numbering: str, *, folios: bool = True) -> str:
         meta = self.source.metadata
         lang, region = _language(meta.language)
         title = self.source.title
@@ -268,7 +359,7 @@ class _Book:
             f"authors: {_array(meta.authors)}, "
             f"lang: {literal(lang)}, region: {literal(region) if region else 'none'}, "
             f"cjk: {literal(cjk_face(meta.language))}, {self.page.typst()}, "
-            f'numbering: "{numbering}", first: {first})\n'
+            f'numbering: "{numbering}", first: {first}, folios: {str(folios).lower()})\n'
         )
 
     # ---- the front matter and the join -------------------------------------------------------------
@@ -298,14 +389,14 @@ class _Book:
             + f"#imprint(({imprint},))\n"
             + f"#contents({literal('Contents')}, [\n{''.join(entries)}])\n"
         )
-        front = self._compile("front", front_source, keep=True)
+        front = self._compile("front", front_source, keep=True, reused=True)
         front.blank_after = front.pages % 2 == 1 and bool(self.runs)
         cover = next((a for a in source.assets if a.name == meta.cover), None)
         if cover is not None:
-            self._write_images({cover.object_id: cover})
             alt = literal(f"The cover of {source.title}")
             page = f"#cover({literal(image_file(cover))}, {alt})\n"
-            pieces.append(self._compile("cover", self._preamble(1, "i") + page, keep=True))
+            images = {cover.object_id: cover}
+            pieces.append(self._compile("cover", self._preamble(1, "i") + page, keep=True, images=images))
             # Its verso is left blank, so the title page, and every chapter after it, is a recto.
             pieces[0].blank_after = True
         pieces.append(front)
@@ -338,8 +429,17 @@ class _Book:
             labels=labels,
             targets={n: (before + number - 1, top) for n, (number, top) in targets.items()},
             front=pieces.index(front),
+            folios=Folios(self._folio_sheet(), pieces.index(self.runs[0])) if self.runs else None,
         )
         return out
+
+    def _folio_sheet(self) -> Piece:
+        """The body's folios, a page for each of its pages: the runs were set without them (see join)."""
+        shown = [on for run in self.runs for on in [*run.shown, *[False] * run.blank_after]]
+        flags = "".join("true," if on else "false," for on in shown)
+        sheet = self._compile("folios", self._preamble(1, "1") + f"#folio-sheet(({flags}))\n", reused=True)
+        sheet.shown = shown
+        return sheet
 
 
 def _nested(headings: list[tuple[int, str, int, float]]) -> tuple[Entry, ...]:
@@ -384,3 +484,21 @@ def _imprint(source: Source, meta: Metadata) -> list[str]:
 
 
 RENDERER = PdfRenderer()
+
+
+def _ends_run(size: int, chapters: int, title: str) -> bool:
+    """Whether a run that holds `size` bytes of manuscript in `chapters` chapters, the last titled `title`,
+    ends here."""
+    if size >= RUN_BYTES or chapters >= RUN_CHAPTERS:
+        return True
+    half = size >= RUN_BYTES // 2 or chapters >= RUN_CHAPTERS // 2
+    return half and zlib.crc32(title.encode()) % ANCHOR_EVERY == 0
+
+
+def _engine(fonts: list[Path]) -> str:
+    """What every piece of this build is compiled with: Typst's version, the design, the fonts (each
+    file's name and size) and the piece version."""
+    faces = [[face.name, face.stat().st_size] for folder in fonts for face in sorted(folder.iterdir())]
+    digest = hashlib.sha256(json.dumps([PIECE_VERSION, version("typst"), faces]).encode())
+    digest.update(DESIGN.read_bytes())
+    return digest.hexdigest()

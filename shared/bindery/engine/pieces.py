@@ -30,6 +30,9 @@ class Piece:
     size: int = 0  # the piece's highest object number, plus one
     page_objects: list[int] = field(default_factory=list)
     page_size: tuple[float, float] = (0.0, 0.0)
+    # Whether each page holds the book's text (tagged content): a blank verso Typst left before a chapter's
+    # opening holds none, and is given no folio.
+    shown: list[bool] = field(default_factory=list)
 
 
 def read_piece(path: Path) -> Piece:
@@ -49,6 +52,7 @@ def read_piece(path: Path) -> Piece:
             size=int(pdf.trailer.Size),
             page_objects=[int(page.objgen[0]) for page in pdf.pages],
             page_size=(float(box[2]) - float(box[0]), float(box[3]) - float(box[1])),
+            shown=["/StructParents" in page.obj for page in pdf.pages],
         )
 
 
