@@ -77,9 +77,10 @@ def test_a_warm_build_of_the_same_revision_sets_nothing(stack: Stack) -> None:
     first = _built(stack, book, "pdf")
     assert _built(stack, book, "pdf") == first and RENDERER.runs_set == 0
     entries = _head(stack, book, "pdf")["entries"]
-    # The run, the front matter and the folios (the cover, a page, is not kept); and that the run refuses
-    # PDF/UA-1 (a picture without alt text), so a warm build drops the claim without trying it again.
-    assert len(entries) == 4 and entries[0][5] < 100
+    # The run's chapters parsed; that the run refuses PDF/UA-1 (a picture without alt text), so a warm build
+    # drops the claim without trying it again; the run; the front matter; the folios. (Not the cover: a page.)
+    assert len(entries) == 5 and entries[1][5] < 100
+    assert entries[0][2] == ["images/coast.png", "images/missing.png"]  # the names the run's parse resolved
 
 
 @pytest.mark.parametrize("damage", ["truncated", "corrupted"])

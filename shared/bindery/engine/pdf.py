@@ -36,11 +36,14 @@ import time
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
-from bindery.engine import Report, Sink, Source, Text, markup, skipped
+from bindery.engine import Report, Sink, Skipped, Source, Text, markup, skipped
 from bindery.engine.breaks import fitted
+from bindery.engine.chapter_pieces import DIALECT, key_of
 from bindery.engine.compiler import CompileError, Compiler
 from bindery.engine.figures import Figures
 from bindery.engine.join import GOTO, Entry, Folios, join
@@ -164,12 +167,11 @@ class _Book:
     # ---- the body ----------------------------------------------------------------------------------
 
     def typeset(self, chapters: Iterable[Text]) -> tuple[Path, Report]:
-        run: list[tuple[Text, Chapter]] = []
+        run: list[Text] = []
         size, first = 0, 1
         for chapter in chapters:
-            length = len(chapter.markdown.encode())
-            run.append((chapter, self._chapter(chapter, length)))
-            size += length
+            run.append(chapter)
+            size += len(chapter.markdown.encode())
             if _ends_run(size, len(run), chapter.title):
                 first = self._compile_run(run, first)
                 run, size = [], 0
@@ -179,34 +181,96 @@ class _Book:
             self.runs[-1].blank_after = False  # nothing follows the last chapter
         return self._bound(), self.report
 
-    def _chapter(self, chapter: Text, length: int) -> Chapter:
-        if length > MAX_CHAPTER_BYTES:
+    # ---- a run's Typst source, parsed or reused --------------------------------------------------------
+
+    def _parsed(self, texts: list[Text]) -> tuple[list[tuple[Text, Chapter]], str]:
+        """A run's chapters as Typst source, and the body of the run's source. The book's cache may hold
+        them, from an earlier build of the same chapters (their ordinals, titles and text; the page size;
+        the code that writes Typst; and, checked by `key_of`, every image they name, as the revision has
+        it now). Parsed or reused, the run's account (chapters skipped, images missing or without alt
+        text) is added to the build's in the same order."""
+        lookup = hashlib.sha256(
+            json.dumps(
+                [self.engine, _parse_code(), DIALECT, self.page.typst()] + [t[:2] for t in texts]
+            ).encode()
+        )
+        for chapter in texts:
+            lookup.update(b"\0" + chapter.markdown.encode())
+        found_as, assets, pieces = lookup.hexdigest(), self.figures.assets, self.source.pieces
+        if pieces is not None:
+            found = _loaded(pieces.find(found_as, lambda names: key_of(found_as, names, assets)))
+            if found is not None and len(found["chapters"]) == len(texts):
+                self._replay(found)
+                chapters = [
+                    (chapter, Chapter(source, {assets[n].object_id: assets[n] for n in names}))
+                    for chapter, (source, names) in zip(texts, found["chapters"], strict=True)
+                ]
+                return chapters, found["body"]
+        own = Figures(assets, self.figures.tag)
+        missed: list[Skipped] = []
+        run = [(chapter, self._chapter(chapter, own, missed)) for chapter in texts]
+        body = self._chapters(run)
+        account = {
+            "body": body,
+            "chapters": [[body.source, [a.name for a in body.images.values()]] for _, body in run],
+            "skipped": missed,
+            "used": list(own.used),
+            "missing": own.notes.missing,
+            "missing_total": own.notes.missing_total,
+            "warnings": own.notes.warnings,
+            "warnings_total": own.notes.warnings_total,
+        }
+        if pieces is not None:
+            names = sorted(own.named)
+            data = json.dumps(account, ensure_ascii=False).encode()
+            pieces.keep(found_as, key_of(found_as, names, assets), names, data)
+        self._replay(account)
+        return run, body
+
+    def _replay(self, account: dict[str, Any]) -> None:
+        """Add a run's account to the build's, as parsing its chapters into the build's own would have."""
+        self.report.skipped.extend(account["skipped"])
+        for name in account["used"]:
+            self.figures.used.setdefault(name, self.figures.assets[name])
+        notes = self.figures.notes
+        for note in account["missing"]:
+            notes.miss(note)
+        notes.missing_total += account["missing_total"] - len(account["missing"])
+        for note in account["warnings"]:
+            notes.warn(note)
+        notes.warnings_total += account["warnings_total"] - len(account["warnings"])
+
+    def _chapter(self, chapter: Text, figures: Figures, missed: list[Skipped]) -> Chapter:
+        if len(chapter.markdown.encode()) > MAX_CHAPTER_BYTES:
             reason = f"ValueError: a chapter over {MAX_CHAPTER_BYTES // 2**20} MB is too long to typeset"
-            self.report.skipped.append({"ordinal": chapter.ordinal, "title": chapter.title, "reason": reason})
+            missed.append({"ordinal": chapter.ordinal, "title": chapter.title, "reason": reason})
             return Chapter(UNRENDERED)
-        self.figures.chapter = (chapter.ordinal, chapter.title)
+        figures.chapter = (chapter.ordinal, chapter.title)
         try:
             label = f"ch{chapter.ordinal}"
-            return chapter_source(self.parse, chapter.markdown, label, self.page.block, self.figures)
+            return chapter_source(self.parse, chapter.markdown, label, self.page.block, figures)
         except Exception as exc:  # one bad chapter must not sink the book
-            self.report.skipped.append(skipped(chapter, exc))
+            missed.append(skipped(chapter, exc))
             return Chapter(UNRENDERED)
 
-    def _compile_run(self, run: list[tuple[Text, Chapter]], first: int) -> int:
+    # ---- the body ----------------------------------------------------------------------------------
+
+    def _compile_run(self, texts: list[Text], first: int) -> int:
         """Compile a run of chapters whose first page is numbered `first`; return the next run's first."""
+        run, body = self._parsed(texts)
         name = f"run-{len(self.runs) + 1}"
         images = {object_id: asset for _, body in run for object_id, asset in body.images.items()}
         # Set as if it opened the book, without folios (see join): the same run is the same piece wherever
         # it falls, so a later build reuses it even when the pages before it moved.
         preamble = self._preamble(1, "1", folios=False)
         try:
-            piece = self._compile(name, preamble + self._chapters(run), keep=True, images=images, reused=True)
+            piece = self._compile(name, preamble + body, keep=True, images=images, reused=True)
         except CompileError:
             # Typst refused the run: find the chapters it refuses alone, set them as unrendered, go on.
             # (This run is not kept in the cache: a hit would not know which chapters it set as unrendered.)
-            for n, (chapter, body) in enumerate(run):
+            for n, (chapter, alone) in enumerate(run):
                 try:
-                    self._compile(f"{name}-{n}", preamble + self._chapters([(chapter, body)]), images=images)
+                    self._compile(f"{name}-{n}", preamble + self._chapters([(chapter, alone)]), images=images)
                 except CompileError as exc:
                     self.report.skipped.append(skipped(chapter, exc))
                     run[n] = (chapter, Chapter(UNRENDERED))
@@ -502,3 +566,21 @@ def _engine(fonts: list[Path]) -> str:
     digest = hashlib.sha256(json.dumps([PIECE_VERSION, version("typst"), faces]).encode())
     digest.update(DESIGN.read_bytes())
     return digest.hexdigest()
+
+
+@cache
+def _parse_code() -> str:
+    """The hash of the code that writes a chapter's Typst source: a run's parse is reused only by the same."""
+    digest = hashlib.sha256()
+    for module in ("typeset", "breaks", "measures", "literals", "markup", "figures", "token_tree", "pdf"):
+        digest.update((HERE / f"{module}.py").read_bytes())
+    return digest.hexdigest()
+
+
+def _loaded(data: bytes | None) -> dict[str, Any] | None:
+    """A run's parse as kept, or None for bytes that are not one (whole, but of another layout)."""
+    try:
+        found = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) and {"body", "chapters", "skipped"} <= found.keys() else None
