@@ -1,5 +1,5 @@
 """5. Re-export: the cache of built pieces (bindery/piece_cache.py) on the 1,200-chapter book and the 50 MB
-book, for epub and html.
+book, for epub, html and pdf.
 
 Per book and format: a cold build with the cache off, then one with it on (an empty cache: what filling it
 costs, ≤ 1.05x); then one chapter is edited, and the re-export (warm) is timed against a cold build of the
@@ -7,6 +7,11 @@ same revision with the cache off (≤ 0.10), and must be the same bytes. Also: w
 calls (counted exactly, against the cold build's), its peak memory against the cold build's, and the
 cache's bytes per book against the book's artifacts. Each build runs in a fresh process with its renderer
 already imported, as a worker's process has it from its second build on (the import is a cold start's).
+
+The pdf of the 50 MB book takes minutes a build, so it is built once each way (cold to fill the cache, then
+the warm and the cold of the edited revision); its cold on ÷ off is the 1,200-chapter book's. Last, on the
+1,200-chapter book, an early chapter grows by a page (every later page moves): the pdf's re-export ÷ cold,
+and how many of its runs were set again.
 """
 
 from __future__ import annotations
@@ -27,7 +32,10 @@ BOOKS = {
     "1,200-chapter": (float(os.environ.get("BINDERY_BENCH_REUSE_MANY_MB", "6")), 1200),
     "50 MB": (float(os.environ.get("BINDERY_BENCH_REUSE_BIG_MB", "50")), 500),
 }
-FORMATS = ("html", "epub")
+FORMATS = ("html", "epub", "pdf")
+SLOW_MEGABYTES = 10  # a pdf of a book past this is built once each way, not RUNS times
+# About a page of the A5 text block: the early chapter's growth.
+PAGE_MORE = "The keeper wrote the hour again, and the weather, and then the hour once more. " * 40
 # Each timing is the least of this many runs, taken in turn (cold off, cold on, ...): the machine is shared.
 RUNS = int(os.environ.get("BINDERY_BENCH_REUSE_RUNS", "2"))
 
@@ -41,11 +49,13 @@ def _build(aws: Aws, table: str, book: str, fmt: str, cache: str) -> dict[str, A
     return result
 
 
-def _edit(aws: Aws, table: str, book: str, manuscript: Path, chapter: int) -> None:
-    """One chapter gets a sentence more, through the real upload path."""
+def _edit(
+    aws: Aws, table: str, book: str, manuscript: Path, chapter: int, more: str = "One sentence more."
+) -> None:
+    """One chapter gets `more` (a sentence), through the real upload path."""
     middle = f"# Chapter {chapter}\n\n"
     text = manuscript.read_text()
-    manuscript.write_text(text.replace(middle, f"{middle}One sentence more.\n\n", 1))
+    manuscript.write_text(text.replace(middle, f"{middle}{more}\n\n", 1))
     script = f"""
 import boto3
 from bindery.config import Settings
@@ -88,7 +98,7 @@ def _added(warm: dict[str, int], cold: dict[str, int]) -> str:
 
 
 def measure() -> None:
-    say("\n5. Re-export after a one-chapter edit, with the cache of built pieces (epub, html)")
+    say("\n5. Re-export after a one-chapter edit, with the cache of built pieces (epub, html, pdf)")
     with build_servers() as (aws, table), tempfile.TemporaryDirectory() as tmp:
         for name, (megabytes, chapters) in BOOKS.items():
             manuscript = Path(tmp) / f"{chapters}.md"
@@ -96,7 +106,12 @@ def measure() -> None:
             book = make_book(aws, table, manuscript)
             label = f"{name} book ({megabytes:g} MB, {chapters} chapters)"
             first: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+            slow = {"pdf"} if megabytes > SLOW_MEGABYTES else set()
             for fmt in FORMATS:
+                if fmt in slow:
+                    only = _build(aws, table, book, fmt, "on")  # fills the cache
+                    first[fmt] = (only, only)
+                    continue
                 offs, ons = [], []
                 for _ in range(RUNS):
                     offs.append(_build(aws, table, book, fmt, "off"))
@@ -112,7 +127,7 @@ def measure() -> None:
             cached = _cache_bytes(aws, table, book)
             record(
                 SECTION,
-                f"{label}: cache bytes ÷ its html and epub artifacts",
+                f"{label}: cache bytes ÷ its html, epub and pdf artifacts",
                 f"{cached / artifacts:.2f} ({cached / 2**20:.1f} MiB / {artifacts / 2**20:.1f} MiB)",
             )
             warms: dict[str, list[dict[str, Any]]] = {fmt: [] for fmt in FORMATS}
@@ -121,6 +136,8 @@ def measure() -> None:
             for n in range(RUNS):
                 _edit(aws, table, book, manuscript, chapters // 2 + n)  # another chapter each time
                 for fmt in FORMATS:
+                    if fmt in slow and n:
+                        continue
                     warms[fmt].append(_build(aws, table, book, fmt, "on"))
                     colds[fmt].append(_build(aws, table, book, fmt, "off"))
                     same[fmt] &= warms[fmt][-1]["sha256"] == colds[fmt][-1]["sha256"]
@@ -153,3 +170,23 @@ def measure() -> None:
                 record(
                     SECTION, f"{label}: {fmt} peak RSS, warm ÷ cold", f"{memory:.2f}", "≤ 1.2", memory <= 1.2
                 )
+            if not slow:
+                _grown(aws, table, book, manuscript, label)
+
+
+def _grown(aws: Aws, table: str, book: str, manuscript: Path, label: str) -> None:
+    """Chapter 3 grows by a page: the pdf's re-export ÷ a cold export, and the runs set again."""
+    _edit(aws, table, book, manuscript, 3, PAGE_MORE)
+    warm = _build(aws, table, book, "pdf", "on")
+    cold = _build(aws, table, book, "pdf", "off")
+    ratio = warm["seconds"] / cold["seconds"]
+    timed = f"{warm['seconds']:.2f} s / {cold['seconds']:.2f} s"
+    record(
+        SECTION, f"{label}: pdf re-export after chapter 3 grew a page ÷ cold export ({timed})", f"{ratio:.3f}"
+    )
+    runs = f"{warm['runs_set']} of {cold['runs_set']}"
+    record(
+        SECTION, f"{label}: pdf runs set again after chapter 3 grew a page", runs, "1", warm["runs_set"] == 1
+    )
+    same = warm["sha256"] == cold["sha256"]
+    record(SECTION, f"{label}: that pdf re-export is the cold one's bytes", str(same), "True", same)

@@ -43,6 +43,7 @@ result = {
     "size_bytes": size,
     "s3": dict(calls.count()),
     "rows_seconds": rows_seconds,
+    "runs_set": getattr(engine.renderer_for(fmt), "runs_set", None),  # the pdf's runs set, not reused
 }
 print(json.dumps(result))
 sys.exit(0 if outcome == "ready" else 1)

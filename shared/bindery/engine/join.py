@@ -300,11 +300,11 @@ def _write_piece(
             for annot in page.obj.get("/Annots", Array()):
                 if "/StructParent" in annot:
                     annot.StructParent = int(annot.StructParent) + keys
+        before, after = (placeholder(n) for n in state.stamp) if folios else (None, None)
         for index, form in folios.items():
             laid = pdf.pages[index].obj
             contents = laid.Contents
             parts = list(contents) if isinstance(contents, Array) else [contents]
-            before, after = (placeholder(n) for n in state.stamp)
             laid.Contents = Array([before, *parts, after])
             # The page's own resources, and the form among its XObjects (a page's resources may be shared
             # with others, so each page gets its own dictionary; the values are the same objects).
