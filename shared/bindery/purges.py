@@ -55,8 +55,8 @@ class Purges:
         """End every export of a deleted book, remove its images and its cache of built pieces, then drop the
         marker, and only then: an export that kept moving (a finish or a cancel racing this one) keeps the
         marker, and the GC comes back for it. `images`: "unlink" finds and removes them (the GC); "none",
-        the book had none (but one with an epub, html or pdf export may have a cache: it is left as "leave" is);
-        "leave", the exports end and the marker stays for the GC to remove them."""
+        the book had none (but one with an export of a format that keeps pieces may have a cache: it is
+        left as "leave" is); "leave", the exports end and the marker stays for the GC to remove them."""
         now, left, cached = self.clock(), 0, False
         batches = set()
         for export in self.export_rows.book_exports(marker.book_id):

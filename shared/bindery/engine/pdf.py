@@ -63,10 +63,11 @@ MAX_MANUSCRIPT_BYTES = 50 * 1024 * 1024  # measured by `make bench` against the 
 MAX_CHAPTER_BYTES = 2 * 1024 * 1024  # one compile: about 0.5 GB of Typst's memory a MB
 RUN_BYTES = 512 * 1024  # a run of chapters is compiled once it holds this much manuscript
 RUN_CHAPTERS = 100  # or this many chapters
-# ... or, past half of either, after a chapter whose title marks an end (one title in ANCHOR_EVERY, by its
-# hash): where runs end then depends on the chapters' titles, not on their lengths, so an edit that makes a
-# chapter longer leaves every later run's chapters, and so its piece in the cache, as they were.
-ANCHOR_EVERY = 8
+# ... or, past three quarters of either, after a chapter whose title marks an end (one title in ANCHOR_EVERY,
+# by its hash): where runs end then depends on the chapters' titles, not on their lengths, so an edit that
+# makes a chapter longer leaves every later run's chapters, and so its piece in the cache, as they were.
+# (Past half, runs were shorter: the bench's 0.5 MB book took two runs and a restart of the typesetter.)
+ANCHOR_EVERY = 4
 # Bump on any change to how a piece is compiled that neither its source nor book.typ shows: a built piece is
 # kept in the book's cache under a hash of its source, book.typ, Typst's version, the fonts and this.
 PIECE_VERSION = "pdf-1"
@@ -555,8 +556,8 @@ def _ends_run(size: int, chapters: int, title: str) -> bool:
     ends here."""
     if size >= RUN_BYTES or chapters >= RUN_CHAPTERS:
         return True
-    half = size >= RUN_BYTES // 2 or chapters >= RUN_CHAPTERS // 2
-    return half and zlib.crc32(title.encode()) % ANCHOR_EVERY == 0
+    late = size >= RUN_BYTES * 3 // 4 or chapters >= RUN_CHAPTERS * 3 // 4
+    return late and zlib.crc32(title.encode()) % ANCHOR_EVERY == 0
 
 
 def _engine(fonts: list[Path]) -> str:
