@@ -8,8 +8,9 @@ calls (counted exactly, against the cold build's), its peak memory against the c
 cache's bytes per book against the book's artifacts. Each build runs in a fresh process with its renderer
 already imported, as a worker's process has it from its second build on (the import is a cold start's).
 
-The pdf of the 50 MB book takes minutes a build, so it is built once each way (cold to fill the cache, then
-the warm and the cold of the edited revision); its cold on ÷ off is the 1,200-chapter book's. Last, on the
+The pdf of the 50 MB book takes minutes a build, so it is built cold once (filling the cache), and its
+re-export is timed against that (the revision before a one-sentence edit; tests/unit/test_pdf_reuse.py holds
+warm to cold byte for byte); its cold on ÷ off is the 1,200-chapter book's. Last, on the
 1,200-chapter book, an early chapter grows by a page (every later page moves): the pdf's re-export ÷ cold,
 and how many of its runs were set again.
 """
@@ -136,7 +137,10 @@ def measure() -> None:
             for n in range(RUNS):
                 _edit(aws, table, book, manuscript, chapters // 2 + n)  # another chapter each time
                 for fmt in FORMATS:
-                    if fmt in slow and n:
+                    if fmt in slow:
+                        if not n:  # timed against the cold build of the revision before the one-sentence edit
+                            warms[fmt].append(_build(aws, table, book, fmt, "on"))
+                            colds[fmt].append(first[fmt][1])
                         continue
                     warms[fmt].append(_build(aws, table, book, fmt, "on"))
                     colds[fmt].append(_build(aws, table, book, fmt, "off"))
@@ -153,13 +157,17 @@ def measure() -> None:
                     ratio <= 0.10,
                 )
                 bytes_same = same[fmt]
-                record(
-                    SECTION,
-                    f"{label}: {fmt} re-exports are the cold ones' bytes",
-                    str(bytes_same),
-                    "True",
-                    bytes_same,
-                )
+                if fmt in slow:
+                    # Its cold build of the edited revision would take minutes more; the unit tests hold it.
+                    record(SECTION, f"{label}: {fmt} re-export against a cold one's bytes", "not built here")
+                else:
+                    record(
+                        SECTION,
+                        f"{label}: {fmt} re-exports are the cold ones' bytes",
+                        str(bytes_same),
+                        "True",
+                        bytes_same,
+                    )
                 record(
                     SECTION,
                     f"{label}: {fmt} warm build's share spent reading its chapter rows (any build's)",
