@@ -9,7 +9,8 @@ handful of calls, not 1,200. What it built cold goes into one new pack (a multip
 time), and the new head is written last, only after its pack is whole: a head never names a pack that is
 not all there.
 
-A piece's bytes are checked against the SHA-256 its head holds before they are used; a piece cut short,
+A piece's bytes are checked against the SHA-256 its head holds before they are used (taken over the piece's
+key and then its bytes, so whole bytes that are another piece's fail too); a piece cut short,
 damaged, or gone (the GC removed its pack) is a miss, and the chapter is rendered cold. No fault in the
 cache fails a build: a read that fails is a miss, and a write that fails leaves the head as it was.
 
@@ -121,7 +122,7 @@ class BuildPieces:
         if data is None:
             # Cut short, gone, or unreadable: the rest of its pack is not tried (a GET each, for nothing).
             self._lost.add(entry.pack)
-        if data is None or hashlib.sha256(data).hexdigest() != entry.sha256:
+        if data is None or _digest(entry.key, data) != entry.sha256:
             logger.warning("piece damaged or gone; building it cold", extra={"pack": entry.pack})
             self.counts.damaged += 1
             return None
@@ -156,7 +157,7 @@ class BuildPieces:
             logger.warning("piece cache not written by this build", extra={"reason": type(exc).__name__})
             self._give_up()
             return
-        digest = hashlib.sha256(data).hexdigest()
+        digest = _digest(key, data)
         self._entries.append(Entry(lookup, key, tuple(names), self._pack, offset, len(data), digest))
 
     # ---- the build's end ---------------------------------------------------------------------------
@@ -234,6 +235,12 @@ class BuildPieces:
         except Exception:  # no fault of the cache may fail a build: a miss, logged
             logger.warning("piece unreadable; building it cold", extra={"key": key}, exc_info=True)
             return None
+
+
+def _digest(key: str, data: bytes) -> str:
+    """A piece's SHA-256, over its key and then its bytes: bytes that are whole but another piece's (a head
+    whose entries were moved about) fail it as damaged bytes do."""
+    return hashlib.sha256(key.encode() + b"\0" + data).hexdigest()
 
 
 class _OverBound(Exception):

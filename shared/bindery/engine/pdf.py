@@ -55,6 +55,7 @@ from bindery.engine.typeset import Chapter, Parse, chapter_source, image_file
 from bindery.images import Asset
 from bindery.language import text_direction
 from bindery.metadata import Metadata
+from bindery.observability import logger
 
 HERE = Path(__file__).resolve().parent
 DESIGN = HERE / "book.typ"
@@ -306,7 +307,14 @@ class _Book:
             self.cached.add(name)
         if not (reused and self._reuse(path)):
             self._set(path)
-        piece = read_piece(path.with_suffix(".pdf"))
+            piece = read_piece(path.with_suffix(".pdf"))
+        else:
+            try:
+                piece = read_piece(path.with_suffix(".pdf"))
+            except Exception:  # checked whole, yet not a piece pikepdf reads: set it, as any miss
+                logger.warning("a reused piece does not open; setting it again", extra={"piece": name})
+                self._set(path)
+                piece = read_piece(path.with_suffix(".pdf"))
         if keep:
             self.kept.append(piece)
         return piece
