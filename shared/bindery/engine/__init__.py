@@ -7,6 +7,8 @@ render is skipped and named in what `render` returns; the build goes on without 
 
 from __future__ import annotations
 
+import gc
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -175,7 +177,14 @@ class Renderer(Protocol):
 
 
 def renderer_for(fmt: str) -> Renderer:
-    module = import_module(FORMATS[fmt].module)
+    name = FORMATS[fmt].module
+    first = name not in sys.modules
+    module = import_module(name)
+    if first:
+        # What a worker's process has imported by its first build (boto3, PynamoDB, the renderer) lives as
+        # long as the process: frozen, the collector's full passes no longer walk it, which they did twice
+        # in a warm build of 1,200 chapters (about 80 ms of its 450).
+        gc.freeze()
     renderer: Renderer = module.RENDERER
     return renderer
 
