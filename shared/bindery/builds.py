@@ -16,7 +16,7 @@ from bindery.clock import Clock
 from bindery.config import Settings
 from bindery.faults import translated
 from bindery.limits import CallerClass
-from bindery.objects import Objects, artifact_key, asset_key, cut_key
+from bindery.objects import ForwardReader, Objects, artifact_key, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
 from bindery.piece_cache import BuildPieces
 from bindery.settlement import after_ending, settle_batch
@@ -241,7 +241,7 @@ class Builds:
         """Each chapter's text, in order, from ONE streaming read of the cut's manuscript object: memory
         holds one chapter, and the whole book costs a single GET. A read that fails mid-stream is a
         StorageError, a reason to retry, not a reason to fail the export."""
-        body = self.objects.open(cut_key(book.id, book.cut))
+        body = ForwardReader(self.objects.open(cut_key(book.id, book.cut)))
         position = 0
         for done, chapter in enumerate(chapters, start=1):
             with translated("reading the manuscript"):
