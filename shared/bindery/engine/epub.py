@@ -24,7 +24,7 @@ from bindery.metadata import package_identifier
 
 COPY_CHUNK = 1024 * 1024  # the spool goes up a piece at a time; a larger piece is only more memory
 # Bump on any change to what a chapter's piece holds or how it is rendered: built pieces are keyed by it.
-PIECE_VERSION = "epub-1"
+PIECE_VERSION = "epub-2"
 # The earliest time a zip entry can carry (DOS time starts in 1980).
 ZIP_EPOCH = datetime(1980, 1, 1, tzinfo=UTC).timestamp()
 

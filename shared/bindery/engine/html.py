@@ -22,7 +22,7 @@ from bindery.images import Asset
 
 COPY_CHUNK = 1024 * 1024
 # Bump on any change to what a chapter's piece holds or how it is rendered: built pieces are keyed by it.
-PIECE_VERSION = "html-1"
+PIECE_VERSION = "html-2"
 MARK = b"\x00"  # markdown-it turns a NUL in the manuscript into U+FFFD, so this is only ever our own
 
 CSS = """
