@@ -16,7 +16,7 @@ from bindery.clock import Clock
 from bindery.config import Settings
 from bindery.faults import translated
 from bindery.limits import CallerClass
-from bindery.objects import ForwardReader, Objects, artifact_key, asset_key, cut_key
+from bindery.objects import Objects, artifact_key, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
 from bindery.piece_cache import BuildPieces
 from bindery.settlement import after_ending, settle_batch
@@ -33,6 +33,7 @@ from bindery.storage import (
     Export,
     StorageError,
 )
+from bindery.streams import ForwardReader
 
 PROGRESS_SECONDS = 3.0
 

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bindery.faults import StorageError
-from bindery.objects import PIECES_PREFIX, READ_CHUNK, ArtifactWriter, ForwardReader, Objects, pieces_prefix
+from bindery.objects import PIECES_PREFIX, READ_CHUNK, ArtifactWriter, Objects, pieces_prefix
 from bindery.observability import logger
+from bindery.streams import ForwardReader
 
 HEAD = "head"
 PACK_TYPE = "application/octet-stream"

@@ -21,6 +21,7 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 
 import bindery.objects
+import bindery.streams
 from bindery import wiring
 from bindery.piece_cache import MAX_PACKS
 from tests.books.illustrated import picture
@@ -174,7 +175,7 @@ def test_a_forward_reader_hands_out_small_reads_from_few_reads_of_its_body() -> 
             Counted.reads += 1
             return super().read(size)
 
-    reader = bindery.objects.ForwardReader(Counted(body))
+    reader = bindery.streams.ForwardReader(Counted(body))
     sizes = [5_000] * 600 + [2 * bindery.objects.READ_CHUNK]  # small reads, then one larger than a chunk
     got = [reader.read(size) for size in sizes]
     assert b"".join(got) == body[: sum(sizes)]
