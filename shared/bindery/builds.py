@@ -33,6 +33,7 @@ from bindery.storage import (
     Export,
     StorageError,
 )
+from bindery.streams import ForwardReader
 
 PROGRESS_SECONDS = 3.0
 
@@ -241,7 +242,7 @@ class Builds:
         """Each chapter's text, in order, from ONE streaming read of the cut's manuscript object: memory
         holds one chapter, and the whole book costs a single GET. A read that fails mid-stream is a
         StorageError, a reason to retry, not a reason to fail the export."""
-        body = self.objects.open(cut_key(book.id, book.cut))
+        body = ForwardReader(self.objects.open(cut_key(book.id, book.cut)))
         position = 0
         for done, chapter in enumerate(chapters, start=1):
             with translated("reading the manuscript"):

@@ -34,6 +34,7 @@ from typing import Any
 from bindery.faults import StorageError
 from bindery.objects import PIECES_PREFIX, READ_CHUNK, ArtifactWriter, Objects, pieces_prefix
 from bindery.observability import logger
+from bindery.streams import ForwardReader
 
 HEAD = "head"
 PACK_TYPE = "application/octet-stream"
@@ -214,24 +215,16 @@ class BuildPieces:
         try:
             pack = self._packs.get(entry.pack)
             if pack is None or entry.offset < pack.position or entry.offset - pack.position > SKIP_BYTES:
-                pack = self._packs[entry.pack] = _Pack(
-                    self.objects.open_from(key, entry.offset), entry.offset
-                )
+                body = ForwardReader(self.objects.open_from(key, entry.offset))
+                pack = self._packs[entry.pack] = _Pack(body, entry.offset)
             while pack.position < entry.offset:
                 skipped = pack.body.read(min(READ_CHUNK, entry.offset - pack.position))
                 if not skipped:
                     return None
                 pack.position += len(skipped)
-            parts: list[bytes] = []
-            wanted = entry.length
-            while wanted:
-                part = pack.body.read(wanted)
-                if not part:
-                    return None  # the pack ends early: cut short
-                parts.append(part)
-                wanted -= len(part)
-                pack.position += len(part)
-            return b"".join(parts)
+            data = pack.body.read(entry.length)
+            pack.position += len(data)
+            return data if len(data) == entry.length else None  # shorter: the pack ends early, cut short
         except Exception:  # no fault of the cache may fail a build: a miss, logged
             logger.warning("piece unreadable; building it cold", extra={"key": key}, exc_info=True)
             return None

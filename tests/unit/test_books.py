@@ -41,6 +41,31 @@ def test_replacing_the_manuscript_recuts_it_and_bumps_the_revision(stack: Stack)
     assert _titles(stack.http("GET", f"/books/{book}")) == ["Opening", "A", "B"]
 
 
+def test_a_cuts_chapters_are_read_whole_when_the_table_answers_a_page_at_a_time(stack: Stack) -> None:
+    """DynamoDB answers a query a page at a time (1 MB in earnest; two rows here): every page is read, in
+    order, and each row is its chapter."""
+    book = stack.create_book("".join(f"# Chapter {n}\n\nText {n}.\n\n" for n in range(1, 8)))
+    found = stack.store.books.read_book(book)
+    assert found is not None
+    pages: list[str] = []
+
+    def two_rows_a_page(params: dict[str, Any], model: Any, **_: Any) -> None:
+        params["Limit"] = 2
+        pages.append(model.name)
+
+    stack.store.client.meta.events.register("provide-client-params.dynamodb.Query", two_rows_a_page)
+    try:
+        chapters = stack.store.books.read_chapters(book, found.cut)
+    finally:
+        stack.store.client.meta.events.unregister("provide-client-params.dynamodb.Query", two_rows_a_page)
+    assert len(pages) == 4
+    assert [(c.ordinal, c.title) for c in chapters] == [(n, f"Chapter {n}") for n in range(1, 8)]
+    text = stack.objects.read_text(cut_key(book, found.cut))
+    assert [text[c.offset : c.offset + c.size_bytes].split("\n")[0] for c in chapters] == [
+        f"# Chapter {n}" for n in range(1, 8)
+    ]
+
+
 def test_if_match_on_a_stale_revision_is_412_and_changes_nothing(stack: Stack) -> None:
     book = stack.create_book()
     stack.http("PUT", f"/books/{book}/manuscript", body={"manuscript": "# Two\n"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html.parser
+import importlib
 import io
 import re
 import tempfile
@@ -200,6 +201,24 @@ def test_html_is_one_standalone_page_with_contents_and_print_css(book: str, tmp_
     for sample in SAMPLES[book]:
         assert sample in text
     assert "nav" in parser.tags and "@media print" in page and "<link" not in page and "<script" not in page
+
+
+@pytest.mark.parametrize("fmt", ["epub", "html"])
+def test_a_spool_past_its_in_memory_size_rolls_over_to_disk_and_writes_the_same_bytes(
+    fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    in_memory = _build("features", fmt, tmp_path).read_bytes()
+    monkeypatch.setattr(importlib.import_module(FORMATS[fmt].module), "SPOOL_IN_MEMORY", 1024)
+    rolled = []
+    real = tempfile.SpooledTemporaryFile.rollover
+
+    def rollover(spool: tempfile.SpooledTemporaryFile[bytes]) -> None:
+        rolled.append(spool)
+        real(spool)
+
+    monkeypatch.setattr(tempfile.SpooledTemporaryFile, "rollover", rollover)
+    assert _build("features", fmt, tmp_path).read_bytes() == in_memory
+    assert rolled
 
 
 def test_html_keeps_every_markdown_feature(tmp_path: Path) -> None:

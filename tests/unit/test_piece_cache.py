@@ -7,6 +7,7 @@ The random edit sequences that hold warm to cold after every step are in test_pi
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import string
@@ -20,6 +21,7 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 
 import bindery.objects
+import bindery.streams
 from bindery import wiring
 from bindery.piece_cache import MAX_PACKS
 from tests.books.illustrated import picture
@@ -159,6 +161,27 @@ def test_a_book_larger_than_a_part_writes_its_pack_in_parts_and_reads_it_in_one_
     assert calls.count()["GetObject"] == 1 + 2 + 1
     # Nothing changed: no pack and no head written, only the artifact (in parts).
     assert calls.count()["CreateMultipartUpload"] == 1 and "PutObject" not in calls.count()
+
+
+def test_a_forward_reader_hands_out_small_reads_from_few_reads_of_its_body() -> None:
+    """Each chapter's text and each piece is a small read: served from a chunk held in memory, not a call
+    into botocore's stream each; the bytes are the body's, and a read past its end comes back short."""
+    body = bytes(random.Random(3).randrange(256) for _ in range(3 * bindery.objects.READ_CHUNK + 5))
+
+    class Counted(io.BytesIO):
+        reads = 0
+
+        def read(self, size: int | None = -1, /) -> bytes:
+            Counted.reads += 1
+            return super().read(size)
+
+    reader = bindery.streams.ForwardReader(Counted(body))
+    sizes = [5_000] * 600 + [2 * bindery.objects.READ_CHUNK]  # small reads, then one larger than a chunk
+    got = [reader.read(size) for size in sizes]
+    assert b"".join(got) == body[: sum(sizes)]
+    assert Counted.reads <= 5
+    assert reader.read(10_000_000) == body[sum(sizes) :]
+    assert reader.read(1) == b""
 
 
 def test_a_reorder_rebuilds_only_the_chapters_whose_place_changed(stack: Stack) -> None:

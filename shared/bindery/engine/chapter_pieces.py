@@ -76,8 +76,7 @@ def render_chapter(
     missed: list[Any] = []
     rendered = markup.render_chapter(md, text, missed, own)
     names = sorted(own.named)
-    piece = {
-        "html": rendered.html,
+    account = {
         "headings": [[h.level, h.title, h.anchor] for h in rendered.headings],
         "skipped": missed,
         "used": list(own.used),
@@ -86,19 +85,28 @@ def render_chapter(
         "warnings": own.notes.warnings,
         "warnings_total": own.notes.warnings_total,
     }
-    data = json.dumps(piece, ensure_ascii=False, separators=(",", ":")).encode()
+    # The account as JSON, then a NUL (JSON never holds a raw one), then the HTML as it is: escaped into
+    # JSON, a chapter's HTML cost more to write and to read back than the rest of its piece.
+    data = (
+        json.dumps(account, ensure_ascii=False, separators=(",", ":")).encode()
+        + b"\0"
+        + rendered.html.encode()
+    )
     pieces.keep(lookup, key_of(lookup, names, figures.assets), names, data)
-    return _replayed(piece, text, report, figures)
+    return _replayed({**account, "html": rendered.html}, text, report, figures)
 
 
 def _loaded(data: bytes) -> dict[str, Any] | None:
     """The piece, or None for bytes that are not one (its SHA-256 matched, but a piece of an older
     layout, say): the chapter is then rendered cold."""
+    account, nul, html = data.partition(b"\0")
     try:
-        piece = json.loads(data)
-    except ValueError:
+        piece = json.loads(account) if nul else None
+        if isinstance(piece, dict):
+            piece["html"] = html.decode()
+    except ValueError:  # UnicodeDecodeError is one
         return None
-    return piece if isinstance(piece, dict) and "html" in piece else None
+    return piece if isinstance(piece, dict) else None
 
 
 def _replayed(piece: dict[str, Any], text: Text, report: Report, figures: Figures) -> markup.Rendered:

@@ -2,9 +2,10 @@
 a navigation document to `toc_depth`, landmarks, and schema.org accessibility metadata that is true of
 the book as built.
 
-The container is written with zipfile into a temporary file on the function's ephemeral storage, then
-streamed up: zipfile can then write a plain central directory (no data descriptors, a stored `mimetype`
-first, as OCF requires), and memory holds one chapter, or one piece of one image, however long the book.
+The container is written with zipfile into a seekable spool (in memory up to `SPOOL_IN_MEMORY`, then on
+the function's ephemeral storage), then streamed up: zipfile can then write a plain central directory (no
+data descriptors, a stored `mimetype` first, as OCF requires), and memory holds at most the spool's
+in-memory part and one chapter, or one piece of one image, however long the book.
 The package document is written last, once the chapters have said which images they show.
 """
 
@@ -16,14 +17,14 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from html import escape
 
-from bindery.engine import Report, Sink, Source, Text, chapter_pieces, markup
+from bindery.engine import SPOOL_IN_MEMORY, Report, Sink, Source, Text, chapter_pieces, markup
 from bindery.engine.figures import Figures, image_bytes
 from bindery.images import Asset
 from bindery.metadata import package_identifier
 
 COPY_CHUNK = 1024 * 1024  # the spool goes up a piece at a time; a larger piece is only more memory
 # Bump on any change to what a chapter's piece holds or how it is rendered: built pieces are keyed by it.
-PIECE_VERSION = "epub-1"
+PIECE_VERSION = "epub-2"
 # The earliest time a zip entry can carry (DOS time starts in 1980).
 ZIP_EPOCH = datetime(1980, 1, 1, tzinfo=UTC).timestamp()
 
@@ -118,7 +119,7 @@ class EpubRenderer:
             info.external_attr = attr  # as zipfile gives an entry written from a name
             return info
 
-        with tempfile.TemporaryFile() as spool:
+        with tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY) as spool:
             with zipfile.ZipFile(spool, "w") as book:
                 book.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip", zipfile.ZIP_STORED)
                 deflate = zipfile.ZIP_DEFLATED

@@ -2,10 +2,10 @@
 
 Images are embedded as data: URIs, so the file stays standalone. A page with images cannot be written in
 order (its table of contents, at the top, lists headings the chapters have not yet shown), so the
-chapters are spooled to the function's ephemeral storage first, each image written as a placeholder;
-then the head, the cover and the contents are written, and the spool is copied after them, each
-placeholder replaced by its image's bytes, streamed from S3 in base64. Memory holds one chapter and one
-piece of one image, however large the book.
+chapters are spooled first (in memory up to `SPOOL_IN_MEMORY`, then on the function's ephemeral storage),
+each image written as a placeholder; then the head, the cover and the contents are written, and the spool
+is copied after them, each placeholder replaced by its image's bytes, streamed from S3 in base64. Memory
+holds at most the spool's in-memory part, one chapter and one piece of one image, however large the book.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from collections.abc import Iterable
 from html import escape
 from typing import IO
 
-from bindery.engine import Report, Sink, Source, Text, chapter_pieces, markup
+from bindery.engine import SPOOL_IN_MEMORY, Report, Sink, Source, Text, chapter_pieces, markup
 from bindery.engine.figures import Figures
 from bindery.images import Asset
 
 COPY_CHUNK = 1024 * 1024
 # Bump on any change to what a chapter's piece holds or how it is rendered: built pieces are keyed by it.
-PIECE_VERSION = "html-1"
+PIECE_VERSION = "html-2"
 MARK = b"\x00"  # markdown-it turns a NUL in the manuscript into U+FFFD, so this is only ever our own
 
 CSS = """
@@ -57,7 +57,7 @@ class HtmlRenderer:
         figures = Figures({a.name: a for a in source.assets}, _placeholder)
         report = Report(notes=figures.notes)
         contents: list[tuple[int, str, list[markup.Heading]]] = []
-        with tempfile.TemporaryFile() as spool:
+        with tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY) as spool:
             for text in chapters:
                 rendered = chapter_pieces.render_chapter(
                     self._md, text, report, figures, source.pieces, version=PIECE_VERSION

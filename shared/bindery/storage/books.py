@@ -286,18 +286,33 @@ class BookRows(Rows):
         return [found[i] for i in ids if i in found], next_after
 
     def read_chapters(self, book_id: str, cut: str) -> list[Chapter]:
+        """The cut's chapters, in order. Read through the client, not the chapter model: every build reads
+        them all, and a model per row costs more than the query (about 45 ms of 90 ms at 1,200 chapters)."""
         prefix = chapter_prefix(cut)
-        return [
-            Chapter(
-                ordinal=int(item.sk.removeprefix(prefix)),
-                title=item.title,
-                offset=int(item.offset),
-                size_bytes=int(item.size_bytes),
-            )
-            for item in self.models.chapter.query(
-                book_pk(book_id), ChapterItem.sk.startswith(prefix), consistent_read=True
-            )
-        ]
+        query = {
+            "TableName": self.models.chapter.Meta.table_name,
+            "KeyConditionExpression": "pk = :book AND begins_with(sk, :cut)",
+            "ExpressionAttributeValues": {":book": {"S": book_pk(book_id)}, ":cut": {"S": prefix}},
+            # `offset` is a reserved word in DynamoDB's expressions.
+            "ProjectionExpression": "sk, title, #offset, size_bytes",
+            "ExpressionAttributeNames": {"#offset": "offset"},
+            "ConsistentRead": True,
+        }
+        chapters: list[Chapter] = []
+        while True:
+            page = self.client.query(**query)
+            chapters += [
+                Chapter(
+                    ordinal=int(item["sk"]["S"].removeprefix(prefix)),
+                    title=item["title"]["S"],
+                    offset=int(item["offset"]["N"]),
+                    size_bytes=int(item["size_bytes"]["N"]),
+                )
+                for item in page["Items"]
+            ]
+            if "LastEvaluatedKey" not in page:
+                return chapters
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def due_markers(self, queue: Queue, now: float, limit: int) -> list[Marker]:
         found = []
