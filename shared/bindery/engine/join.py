@@ -31,7 +31,6 @@ file is `bindery.engine.joined_file`; what a piece is, read before the join, is 
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -40,7 +39,7 @@ from pathlib import Path
 import pikepdf
 from pikepdf import Array, Dictionary, Name
 
-from bindery.engine.joined_file import JoinedFile, real
+from bindery.engine.joined_file import JoinedFile, real, unparse, write_reachable
 from bindery.engine.pieces import Piece
 
 # A contents link the join points at its page: GOTO + the target's number. A scheme no manuscript link can
@@ -49,10 +48,6 @@ GOTO = "bindery-goto:"
 NPAGES = "{http://ns.adobe.com/xap/1.0/t/pg/}NPages"  # XMP's page count
 # What the join carries from a piece's structure tree root; anything else would be lost, so it refuses it.
 CARRIED = {"/Type", "/K", "/ParentTree", "/ParentTreeNextKey", "/RoleMap", "/ClassMap", "/IDTree"}
-
-# A reference in qpdf's unparsed syntax, or a literal string to step over (qpdf escapes the parentheses
-# inside one, so a title such as "Chapter 12 0 R" is never read as a reference).
-_TOKENS = re.compile(rb"\((?:\\.|[^\\)])*\)|(?<![\d.])(\d+) (\d+) R(?=[\s/\]\[<>()]|$)", re.S)
 
 
 @dataclass(frozen=True)
@@ -216,7 +211,7 @@ def _write_folios(book: JoinedFile, sheet: Piece, base: int) -> dict[int, int]:
             parts = contents if isinstance(contents, Array) else [contents]
             # A folio's content is a few hundred bytes, which deflate would not shrink: kept as it is.
             data = b"\n".join(part.read_bytes() for part in parts)
-            resources = _unparse(page.obj.Resources, base, {}, roots)
+            resources = unparse(page.obj.Resources, base, {}, roots)
             if resources not in shared:
                 shared[resources] = book.number()
                 book.put(shared[resources], resources)
@@ -228,7 +223,7 @@ def _write_folios(book: JoinedFile, sheet: Piece, base: int) -> dict[int, int]:
                 % (box, shared[resources], len(data)),
                 data,
             )
-        _write_reachable(book, pdf, roots, base, {}, set())
+        write_reachable(book, pdf, roots, base, {}, set())
     return forms
 
 
@@ -271,7 +266,7 @@ def _write_piece(
         if n == 0:
             # what the book's catalog takes from the first piece
             values = [
-                f"{key} ".encode() + _unparse(pdf.Root[key], base, redirect, roots)
+                f"{key} ".encode() + unparse(pdf.Root[key], base, redirect, roots)
                 for key in ("/Lang", "/MarkInfo", "/ViewerPreferences")
                 if key in pdf.Root
             ]
@@ -283,7 +278,7 @@ def _write_piece(
             data = pdf.Root.Metadata.read_raw_bytes()
             head = pdf.Root.Metadata.stream_dict
             head.Length = len(data)
-            book.put_stream(base + metadata, _unparse(head, base, redirect, roots), data)
+            book.put_stream(base + metadata, unparse(head, base, redirect, roots), data)
             skip.add(metadata)
             values.append(b"/Metadata %d 0 R" % (base + metadata))
             first["catalog"] = b" ".join(values)
@@ -336,7 +331,7 @@ def _write_piece(
             else:
                 number = book.number()
                 queue: deque[int] = deque()
-                book.put(number, _unparse(value, base, redirect, queue))
+                book.put(number, unparse(value, base, redirect, queue))
                 roots.extend(queue)
                 state.nums.append((key + keys, number))
         if n == 0 and "/Info" in pdf.trailer:
@@ -345,47 +340,11 @@ def _write_piece(
         for role, standard in theirs.get("/RoleMap", Dictionary()).items():
             state.roles.setdefault(role.encode(), standard.unparse(resolved=True))
         for name, attributes in theirs.get("/ClassMap", Dictionary()).items():
-            state.classes.setdefault(name.encode(), _unparse(attributes, base, redirect, roots))
+            state.classes.setdefault(name.encode(), unparse(attributes, base, redirect, roots))
         unknown = set(theirs.keys()) - CARRIED
         if unknown:
             raise ValueError(f"{piece.path.name}: its tree root has {sorted(unknown)}, which the join drops")
-        _write_reachable(book, pdf, roots, base, redirect, skip)
-
-
-def _write_reachable(
-    book: JoinedFile, pdf: pikepdf.Pdf, roots: deque[int], base: int, redirect: dict[int, int], skip: set[int]
-) -> None:
-    """Every object reachable from `roots` (following references, never a placeholder), renumbered."""
-    seen = set(skip)
-    while roots:
-        number = roots.popleft()
-        if number in seen or number in redirect:
-            continue
-        seen.add(number)
-        obj = pdf.get_object(number, 0)
-        if isinstance(obj, pikepdf.Stream):
-            data = obj.read_raw_bytes()
-            head = obj.stream_dict
-            head.Length = len(data)
-            book.put_stream(base + number, _unparse(head, base, redirect, roots), data)
-        else:
-            book.put(base + number, _unparse(obj, base, redirect, roots))
-
-
-def _unparse(obj: pikepdf.Object, base: int, redirect: dict[int, int], found: deque[int]) -> bytes:
-    """`obj` in PDF syntax with every reference renumbered into the joined file (a placeholder's, to what
-    it stands for); each piece object it refers to is added to `found`."""
-
-    def renumber(match: re.Match[bytes]) -> bytes:
-        if match.group(1) is None:
-            return match.group(0)  # a string
-        number = int(match.group(1))
-        if number in redirect:
-            return b"%d 0 R" % redirect[number]
-        found.append(number)
-        return b"%d 0 R" % (base + number)
-
-    return _TOKENS.sub(renumber, obj.unparse(resolved=True))
+        write_reachable(book, pdf, roots, base, redirect, skip)
 
 
 def _numbers(tree: pikepdf.Object) -> Iterator[tuple[int, pikepdf.Object]]:

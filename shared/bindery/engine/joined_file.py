@@ -1,14 +1,22 @@
 """The joined PDF as it is written (`bindery.engine.join` decides what goes in it): objects into compressed
 object streams, PER_STREAM at a time, as pikepdf's `generate` would; streams directly; and a
-cross-reference stream at the end that records where each object went."""
+cross-reference stream at the end that records where each object went. Also how a piece's objects are
+copied into it: unparsed by pikepdf, each reference renumbered past the pieces before."""
 
 from __future__ import annotations
 
+import re
 import zlib
 from array import array
+from collections import deque
 from typing import BinaryIO
 
+import pikepdf
+
 PER_STREAM = 200  # objects in each object stream
+# A reference in qpdf's unparsed syntax, or a literal string to step over (qpdf escapes the parentheses
+# inside one, so a title such as "Chapter 12 0 R" is never read as a reference).
+_TOKENS = re.compile(rb"\((?:\\.|[^\\)])*\)|(?<![\d.])(\d+) (\d+) R(?=[\s/\]\[<>()]|$)", re.S)
 
 
 def real(value: float) -> bytes:
@@ -103,3 +111,39 @@ class JoinedFile:
         at = self.out.tell()
         self.put_stream(xref, head, data)
         self.out.write(b"startxref\n%d\n%%%%EOF\n" % at)
+
+
+def write_reachable(
+    book: JoinedFile, pdf: pikepdf.Pdf, roots: deque[int], base: int, redirect: dict[int, int], skip: set[int]
+) -> None:
+    """Every object reachable from `roots` (following references, never a placeholder), renumbered."""
+    seen = set(skip)
+    while roots:
+        number = roots.popleft()
+        if number in seen or number in redirect:
+            continue
+        seen.add(number)
+        obj = pdf.get_object(number, 0)
+        if isinstance(obj, pikepdf.Stream):
+            data = obj.read_raw_bytes()
+            head = obj.stream_dict
+            head.Length = len(data)
+            book.put_stream(base + number, unparse(head, base, redirect, roots), data)
+        else:
+            book.put(base + number, unparse(obj, base, redirect, roots))
+
+
+def unparse(obj: pikepdf.Object, base: int, redirect: dict[int, int], found: deque[int]) -> bytes:
+    """`obj` in PDF syntax with every reference renumbered into the joined file (a placeholder's, to what
+    it stands for); each piece object it refers to is added to `found`."""
+
+    def renumber(match: re.Match[bytes]) -> bytes:
+        if match.group(1) is None:
+            return match.group(0)  # a string
+        number = int(match.group(1))
+        if number in redirect:
+            return b"%d 0 R" % redirect[number]
+        found.append(number)
+        return b"%d 0 R" % (base + number)
+
+    return _TOKENS.sub(renumber, obj.unparse(resolved=True))

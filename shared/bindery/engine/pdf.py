@@ -33,82 +33,50 @@ import json
 import shutil
 import tempfile
 import time
-import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from functools import cache
-from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
-from bindery.engine import Report, Sink, Skipped, Source, Text, markup, skipped
-from bindery.engine.breaks import fitted
-from bindery.engine.chapter_pieces import DIALECT, key_of
+from bindery.engine import Report, Sink, Source, Text, markup, skipped
 from bindery.engine.compiler import CompileError, Compiler
 from bindery.engine.figures import Figures
 from bindery.engine.join import GOTO, Entry, Folios, join
-from bindery.engine.literals import literal, text
-from bindery.engine.measures import Block, head
+from bindery.engine.literals import literal
+from bindery.engine.pdf_source import (
+    AUTHORS_PT,
+    BOOK_TITLE_PT,
+    ENTRY_INDENT,
+    ENTRY_PT,
+    IMPRINT_PT,
+    PAGE_SIZES,
+    UNRENDERED,
+    Opened,
+    RunParser,
+    chapters_source,
+    ends_run,
+    engine_digest,
+    fitted_in,
+    imprint,
+    nested,
+    preamble,
+)
 from bindery.engine.pieces import Piece, read_piece
-from bindery.engine.typefaces import cjk_face, font_dirs
-from bindery.engine.typeset import Chapter, Parse, chapter_source, image_file
+from bindery.engine.typefaces import font_dirs
+from bindery.engine.typeset import Chapter, Parse, image_file
 from bindery.images import Asset
-from bindery.language import text_direction
-from bindery.metadata import Metadata
 from bindery.observability import logger
 
 HERE = Path(__file__).resolve().parent
 DESIGN = HERE / "book.typ"
 
 MAX_MANUSCRIPT_BYTES = 50 * 1024 * 1024  # measured by `make bench` against the worker's timeout
-MAX_CHAPTER_BYTES = 2 * 1024 * 1024  # one compile: about 0.5 GB of Typst's memory a MB
 RUN_BYTES = 512 * 1024  # a run of chapters is compiled once it holds this much manuscript
 RUN_CHAPTERS = 100  # or this many chapters
-# ... or, past three quarters of either, after a chapter whose title marks an end (one title in ANCHOR_EVERY,
-# by its hash): where runs end then depends on the chapters' titles, not on their lengths, so an edit that
-# makes a chapter longer leaves every later run's chapters, and so its piece in the cache, as they were.
-# (Past half, runs were shorter: the bench's 0.5 MB book took two runs and a restart of the typesetter.)
-ANCHOR_EVERY = 4
 # Bump on any change to how a piece is compiled that neither its source nor book.typ shows: a built piece is
 # kept in the book's cache under a hash of its source, book.typ, Typst's version, the fonts and this.
 PIECE_VERSION = "pdf-1"
 # Kept in the cache, in place of a piece set with the PDF/UA-1 claim, when its source cannot meet it.
 REFUSED = b"refuses PDF/UA-1"
 TIME_LIMIT_SECONDS = 240.0  # all of a book's compiles; the worker's timeout is 300 s
-UNRENDERED = text("This chapter could not be rendered.")
-# The sizes book.typ sets the book's own lines in (each wraps inside the block: `breaks.fitted`).
-TITLE_PT, BOOK_TITLE_PT, AUTHORS_PT, IMPRINT_PT, ENTRY_PT = 17.0, 22.0, 13.0, 8.5, 10.0
-ENTRY_INDENT = 13.0  # a line of the contents is indented 1.3 em a level below the first
-
-
-@dataclass(frozen=True)
-class PageSize:
-    """A page and its margins in mm: inside is the bound edge, so a recto's left and a verso's right."""
-
-    width: float
-    height: float
-    inside: float
-    outside: float
-    top: float
-    bottom: float
-
-    @property
-    def block(self) -> Block:
-        return Block(self.width - self.inside - self.outside, self.height - self.top - self.bottom - 12)
-
-    def typst(self) -> str:
-        return (
-            f"width: {self.width}mm, height: {self.height}mm, margin: (inside: {self.inside}mm, "
-            f"outside: {self.outside}mm, top: {self.top}mm, bottom: {self.bottom}mm)"
-        )
-
-
-PAGE_SIZES = {
-    "a5": PageSize(148, 210, 20, 15, 18, 20),
-    "6x9in": PageSize(152.4, 228.6, 21, 16, 19, 21),
-    "a4": PageSize(210, 297, 28, 22, 25, 28),
-    "letter": PageSize(215.9, 279.4, 28, 22, 24, 27),
-}
 
 
 class PdfRenderer:
@@ -136,16 +104,6 @@ class PdfRenderer:
         return report
 
 
-@dataclass
-class _Opened:
-    """A chapter as set: its page number (arabic) and top, and its ## and ### headings."""
-
-    title: str
-    number: int
-    top: float
-    headings: list[tuple[int, str, int, float]] = field(default_factory=list)  # level, title, number, top
-
-
 class _Book:
     def __init__(self, source: Source, root: Path, parse: Parse, deadline: float, fonts: list[Path]):
         self.source, self.root, self.parse, self.deadline = source, root, parse, deadline
@@ -157,8 +115,9 @@ class _Book:
         self.written: set[str] = set()
         self.runs: list[Piece] = []
         self.kept: list[Piece] = []  # every piece of the book compiled so far (runs, front matter, cover)
-        self.opened: list[_Opened] = []
-        self.engine = _engine(fonts)
+        self.opened: list[Opened] = []
+        self.engine = engine_digest(fonts, DESIGN, PIECE_VERSION)
+        self.parser = RunParser(parse, self.page, self.engine, self.figures, self.report, source.pieces)
         self.images_of: dict[str, dict[str, Asset]] = {}  # the images a piece places, by its name
         self.cached: set[str] = set()  # the pieces kept in the book's cache (runs, front matter, folios)
         self.runs_set = 0
@@ -174,7 +133,7 @@ class _Book:
         for chapter in chapters:
             run.append(chapter)
             size += len(chapter.markdown.encode())
-            if _ends_run(size, len(run), chapter.title):
+            if ends_run(size, len(run), chapter.title, RUN_BYTES, RUN_CHAPTERS):
                 first = self._compile_run(run, first)
                 run, size = [], 0
         if run:
@@ -183,105 +142,37 @@ class _Book:
             self.runs[-1].blank_after = False  # nothing follows the last chapter
         return self._bound(), self.report
 
-    # ---- a run's Typst source, parsed or reused --------------------------------------------------------
-
-    def _parsed(self, texts: list[Text]) -> tuple[list[tuple[Text, Chapter]], str]:
-        """A run's chapters as Typst source, and the body of the run's source. The book's cache may hold
-        them, from an earlier build of the same chapters (their ordinals, titles and text; the page size;
-        the code that writes Typst; and, checked by `key_of`, every image they name, as the revision has
-        it now). Parsed or reused, the run's account (chapters skipped, images missing or without alt
-        text) is added to the build's in the same order."""
-        lookup = hashlib.sha256(
-            json.dumps(
-                [self.engine, _parse_code(), DIALECT, self.page.typst()] + [t[:2] for t in texts]
-            ).encode()
-        )
-        for chapter in texts:
-            lookup.update(b"\0" + chapter.markdown.encode())
-        found_as, assets, pieces = lookup.hexdigest(), self.figures.assets, self.source.pieces
-        if pieces is not None:
-            found = _loaded(pieces.find(found_as, lambda names: key_of(found_as, names, assets)))
-            if found is not None and len(found["chapters"]) == len(texts):
-                self._replay(found)
-                chapters = [
-                    (chapter, Chapter(source, {assets[n].object_id: assets[n] for n in names}))
-                    for chapter, (source, names) in zip(texts, found["chapters"], strict=True)
-                ]
-                return chapters, found["body"]
-        own = Figures(assets, self.figures.tag)
-        missed: list[Skipped] = []
-        run = [(chapter, self._chapter(chapter, own, missed)) for chapter in texts]
-        body = self._chapters(run)
-        account = {
-            "body": body,
-            "chapters": [[body.source, [a.name for a in body.images.values()]] for _, body in run],
-            "skipped": missed,
-            "used": list(own.used),
-            "missing": own.notes.missing,
-            "missing_total": own.notes.missing_total,
-            "warnings": own.notes.warnings,
-            "warnings_total": own.notes.warnings_total,
-        }
-        if pieces is not None:
-            names = sorted(own.named)
-            data = json.dumps(account, ensure_ascii=False).encode()
-            pieces.keep(found_as, key_of(found_as, names, assets), names, data)
-        self._replay(account)
-        return run, body
-
-    def _replay(self, account: dict[str, Any]) -> None:
-        """Add a run's account to the build's, as parsing its chapters into the build's own would have."""
-        self.report.skipped.extend(account["skipped"])
-        for name in account["used"]:
-            self.figures.used.setdefault(name, self.figures.assets[name])
-        notes = self.figures.notes
-        for note in account["missing"]:
-            notes.miss(note)
-        notes.missing_total += account["missing_total"] - len(account["missing"])
-        for note in account["warnings"]:
-            notes.warn(note)
-        notes.warnings_total += account["warnings_total"] - len(account["warnings"])
-
-    def _chapter(self, chapter: Text, figures: Figures, missed: list[Skipped]) -> Chapter:
-        if len(chapter.markdown.encode()) > MAX_CHAPTER_BYTES:
-            reason = f"ValueError: a chapter over {MAX_CHAPTER_BYTES // 2**20} MB is too long to typeset"
-            missed.append({"ordinal": chapter.ordinal, "title": chapter.title, "reason": reason})
-            return Chapter(UNRENDERED)
-        figures.chapter = (chapter.ordinal, chapter.title)
-        try:
-            label = f"ch{chapter.ordinal}"
-            return chapter_source(self.parse, chapter.markdown, label, self.page.block, figures)
-        except Exception as exc:  # one bad chapter must not sink the book
-            missed.append(skipped(chapter, exc))
-            return Chapter(UNRENDERED)
-
     # ---- the body ----------------------------------------------------------------------------------
 
     def _compile_run(self, texts: list[Text], first: int) -> int:
         """Compile a run of chapters whose first page is numbered `first`; return the next run's first."""
-        run, body = self._parsed(texts)
+        run, body = self.parser.parsed(texts)
         name = f"run-{len(self.runs) + 1}"
         images = {object_id: asset for _, body in run for object_id, asset in body.images.items()}
         # Set as if it opened the book, without folios (see join): the same run is the same piece wherever
         # it falls, so a later build reuses it even when the pages before it moved.
-        preamble = self._preamble(1, "1", folios=False)
+        opening = preamble(self.source, self.page, 1, "1", folios=False)
         try:
-            piece = self._compile(name, preamble + body, keep=True, images=images, reused=True)
+            piece = self._compile(name, opening + body, keep=True, images=images, reused=True)
         except CompileError:
             # Typst refused the run: find the chapters it refuses alone, set them as unrendered, go on.
             # (This run is not kept in the cache: a hit would not know which chapters it set as unrendered.)
             for n, (chapter, alone) in enumerate(run):
                 try:
-                    self._compile(f"{name}-{n}", preamble + self._chapters([(chapter, alone)]), images=images)
+                    self._compile(
+                        f"{name}-{n}",
+                        opening + chapters_source(self.page, [(chapter, alone)]),
+                        images=images,
+                    )
                 except CompileError as exc:
                     self.report.skipped.append(skipped(chapter, exc))
                     run[n] = (chapter, Chapter(UNRENDERED))
-            piece = self._compile(name, preamble + self._chapters(run), keep=True, images=images)
+            piece = self._compile(name, opening + chapters_source(self.page, run), keep=True, images=images)
         chapters = iter(run)
         for mark in piece.marks:
             number = first + mark.page
             if mark.level == 1:
-                self.opened.append(_Opened(next(chapters)[0].title, number, mark.top))
+                self.opened.append(Opened(next(chapters)[0].title, number, mark.top))
             elif mark.level <= 3 and self.opened:
                 self.opened[-1].headings.append((mark.level, mark.title, number, mark.top))
         piece.blank_after = piece.pages % 2 == 1
@@ -409,32 +300,6 @@ class _Book:
                         file.write(piece)
                 self.written.add(object_id)
 
-    def _chapters(self, run: list[tuple[Text, Chapter]]) -> str:
-        return "".join(
-            f"#chapter({head(chapter.title, self.page.block)}, [{self._fitted(chapter.title, TITLE_PT)}], "
-            f"<c{chapter.ordinal}>, <e{chapter.ordinal}>, "
-            f"dir: {text_direction(chapter.title + chapter.markdown[:2000])})"
-            f"[#metadata(none)<c{chapter.ordinal}>\n{body.source}\n#metadata(none)<e{chapter.ordinal}>]\n"
-            for chapter, body in run
-        )
-
-    def _fitted(self, value: str, size: float, indent: float = 0.0) -> str:
-        """A title, a name or a line of the imprint, `size` pt, as Typst text that wraps inside the block."""
-        return fitted(value, self.page.block.width_pt - indent, size, literal)
-
-    def _preamble(self, first: int, numbering: str, *, folios: bool = True) -> str:
-        meta = self.source.metadata
-        lang, region = _language(meta.language)
-        title = self.source.title
-        return (
-            '#import "book.typ": *\n'
-            f"#show: book.with(title: {literal(title)}, head: {head(title, self.page.block)}, "
-            f"authors: {_array(meta.authors)}, "
-            f"lang: {literal(lang)}, region: {literal(region) if region else 'none'}, "
-            f"cjk: {literal(cjk_face(meta.language))}, {self.page.typst()}, "
-            f'numbering: "{numbering}", first: {first}, folios: {str(folios).lower()})\n'
-        )
-
     # ---- the front matter and the join -------------------------------------------------------------
 
     def _bound(self) -> Path:
@@ -449,17 +314,17 @@ class _Book:
             for level, title, number, top in rows:
                 targets[len(targets)] = (number, top)
                 entries.append(
-                    f"#entry({level}, [{self._fitted(title, ENTRY_PT, ENTRY_INDENT * (level - 1))}], "
+                    f"#entry({level}, [{fitted_in(self.page, title, ENTRY_PT, ENTRY_INDENT * (level - 1))}], "
                     f"{literal(str(number))}, "
                     f"{literal(GOTO + str(len(targets) - 1))})\n"
                 )
         names = ", ".join(meta.authors)
-        authors = f"[{self._fitted(names, AUTHORS_PT)}]" if names else "none"
-        imprint = ", ".join(f"[{self._fitted(line, IMPRINT_PT)}]" for line in _imprint(source, meta))
+        authors = f"[{fitted_in(self.page, names, AUTHORS_PT)}]" if names else "none"
+        lines = ", ".join(f"[{fitted_in(self.page, line, IMPRINT_PT)}]" for line in imprint(source, meta))
         front_source = (
-            self._preamble(1, "i")
-            + f"#title-page([{self._fitted(source.title, BOOK_TITLE_PT)}], {authors})\n"
-            + f"#imprint(({imprint},))\n"
+            preamble(self.source, self.page, 1, "i")
+            + f"#title-page([{fitted_in(self.page, source.title, BOOK_TITLE_PT)}], {authors})\n"
+            + f"#imprint(({lines},))\n"
             + f"#contents({literal('Contents')}, [\n{''.join(entries)}])\n"
         )
         front = self._compile("front", front_source, keep=True, reused=True)
@@ -469,7 +334,11 @@ class _Book:
             alt = literal(f"The cover of {source.title}")
             page = f"#cover({literal(image_file(cover))}, {alt})\n"
             images = {cover.object_id: cover}
-            pieces.append(self._compile("cover", self._preamble(1, "i") + page, keep=True, images=images))
+            pieces.append(
+                self._compile(
+                    "cover", preamble(self.source, self.page, 1, "i") + page, keep=True, images=images
+                )
+            )
             # Its verso is left blank, so the title page, and every chapter after it, is a recto.
             pieces[0].blank_after = True
         pieces.append(front)
@@ -482,7 +351,7 @@ class _Book:
                 c.title,
                 before + c.number - 1,
                 c.top,
-                _nested([(lv, title, before + number - 1, top) for lv, title, number, top in c.headings]),
+                nested([(lv, title, before + number - 1, top) for lv, title, number, top in c.headings]),
             )
             for c in self.opened
         ]
@@ -510,86 +379,11 @@ class _Book:
         """The body's folios, a page for each of its pages: the runs were set without them (see join)."""
         shown = [on for run in self.runs for on in [*run.shown, *[False] * run.blank_after]]
         flags = "".join("true," if on else "false," for on in shown)
-        sheet = self._compile("folios", self._preamble(1, "1") + f"#folio-sheet(({flags}))\n", reused=True)
+        sheet = self._compile(
+            "folios", preamble(self.source, self.page, 1, "1") + f"#folio-sheet(({flags}))\n", reused=True
+        )
         sheet.shown = shown
         return sheet
 
 
-def _nested(headings: list[tuple[int, str, int, float]]) -> tuple[Entry, ...]:
-    """## headings as a chapter's children, each ### under the ## before it (or, with none, beside them)."""
-    out: list[Entry] = []
-    for level, title, page, top in headings:
-        if level == 3 and out:
-            last = out[-1]
-            out[-1] = Entry(last.title, last.page, last.top, (*last.children, Entry(title, page, top)))
-        else:
-            out.append(Entry(title, page, top))
-    return tuple(out)
-
-
-def _array(values: Iterable[str]) -> str:
-    items = [literal(v) for v in values]
-    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-
-
-def _language(tag: str) -> tuple[str, str | None]:
-    """Typst's lang and region from a BCP 47 tag: `pt-BR` is ("pt", "BR"); a script subtag is skipped."""
-    parts = tag.split("-")
-    lang = parts[0].lower() if 2 <= len(parts[0]) <= 3 and parts[0].isalpha() else "en"
-    region = next((p.upper() for p in parts[1:] if len(p) == 2 and p.isalpha()), None)
-    return lang, region
-
-
-def _imprint(source: Source, meta: Metadata) -> list[str]:
-    lines = [source.title]
-    if meta.authors:
-        lines.append("By " + ", ".join(meta.authors))
-    if meta.publisher:
-        lines.append(f"Published by {meta.publisher}" + (f", {meta.published}" if meta.published else ""))
-    elif meta.published:
-        lines.append(f"Published {meta.published}")
-    if meta.identifier:
-        lines.append(f"ISBN {meta.identifier}")
-    if meta.rights:
-        lines.append(meta.rights)
-    lines.append(f"Revision {source.revision}. Typeset by Bindery.")
-    return lines
-
-
 RENDERER = PdfRenderer()
-
-
-def _ends_run(size: int, chapters: int, title: str) -> bool:
-    """Whether a run that holds `size` bytes of manuscript in `chapters` chapters, the last titled `title`,
-    ends here."""
-    if size >= RUN_BYTES or chapters >= RUN_CHAPTERS:
-        return True
-    late = size >= RUN_BYTES * 3 // 4 or chapters >= RUN_CHAPTERS * 3 // 4
-    return late and zlib.crc32(title.encode()) % ANCHOR_EVERY == 0
-
-
-def _engine(fonts: list[Path]) -> str:
-    """What every piece of this build is compiled with: Typst's version, the design, the fonts (each
-    file's name and size) and the piece version."""
-    faces = [[face.name, face.stat().st_size] for folder in fonts for face in sorted(folder.iterdir())]
-    digest = hashlib.sha256(json.dumps([PIECE_VERSION, version("typst"), faces]).encode())
-    digest.update(DESIGN.read_bytes())
-    return digest.hexdigest()
-
-
-@cache
-def _parse_code() -> str:
-    """The hash of the code that writes a chapter's Typst source: a run's parse is reused only by the same."""
-    digest = hashlib.sha256()
-    for module in ("typeset", "breaks", "measures", "literals", "markup", "figures", "token_tree", "pdf"):
-        digest.update((HERE / f"{module}.py").read_bytes())
-    return digest.hexdigest()
-
-
-def _loaded(data: bytes | None) -> dict[str, Any] | None:
-    """A run's parse as kept, or None for bytes that are not one (whole, but of another layout)."""
-    try:
-        found = json.loads(data) if data is not None else None
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) and {"body", "chapters", "skipped"} <= found.keys() else None

@@ -1,0 +1,274 @@
+"""The Typst source a pdf build writes (`bindery.engine.pdf` compiles it): the page sizes, each run's chapters
+parsed (or their parse reused from the book's cache of built pieces), the preamble every piece opens with,
+and the front matter's lines."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from bindery.engine import Pieces, Report, Skipped, Source, Text, skipped
+from bindery.engine.breaks import fitted
+from bindery.engine.chapter_pieces import DIALECT, key_of
+from bindery.engine.figures import Figures
+from bindery.engine.join import Entry
+from bindery.engine.literals import literal, text
+from bindery.engine.measures import Block, head
+from bindery.engine.typefaces import cjk_face
+from bindery.engine.typeset import Chapter, Parse, chapter_source
+from bindery.language import text_direction
+from bindery.metadata import Metadata
+
+HERE = Path(__file__).resolve().parent
+# A run ends at pdf.py's RUN_BYTES or RUN_CHAPTERS, or, past three quarters of either, after a chapter whose
+# title marks an end (one title in ANCHOR_EVERY, by its hash): where runs end then depends on the chapters'
+# titles, not on their lengths, so an edit that makes a chapter longer leaves every later run's chapters,
+# and so its piece in the cache, as they were. (Past half, runs were shorter: the bench's 0.5 MB book took
+# two runs and a restart of the typesetter.)
+ANCHOR_EVERY = 4
+MAX_CHAPTER_BYTES = 2 * 1024 * 1024  # one compile: about 0.5 GB of Typst's memory a MB
+UNRENDERED = text("This chapter could not be rendered.")
+# The sizes book.typ sets the book's own lines in (each wraps inside the block: `breaks.fitted`).
+TITLE_PT, BOOK_TITLE_PT, AUTHORS_PT, IMPRINT_PT, ENTRY_PT = 17.0, 22.0, 13.0, 8.5, 10.0
+ENTRY_INDENT = 13.0  # a line of the contents is indented 1.3 em a level below the first
+
+
+@dataclass(frozen=True)
+class PageSize:
+    """A page and its margins in mm: inside is the bound edge, so a recto's left and a verso's right."""
+
+    width: float
+    height: float
+    inside: float
+    outside: float
+    top: float
+    bottom: float
+
+    @property
+    def block(self) -> Block:
+        return Block(self.width - self.inside - self.outside, self.height - self.top - self.bottom - 12)
+
+    def typst(self) -> str:
+        return (
+            f"width: {self.width}mm, height: {self.height}mm, margin: (inside: {self.inside}mm, "
+            f"outside: {self.outside}mm, top: {self.top}mm, bottom: {self.bottom}mm)"
+        )
+
+
+PAGE_SIZES = {
+    "a5": PageSize(148, 210, 20, 15, 18, 20),
+    "6x9in": PageSize(152.4, 228.6, 21, 16, 19, 21),
+    "a4": PageSize(210, 297, 28, 22, 25, 28),
+    "letter": PageSize(215.9, 279.4, 28, 22, 24, 27),
+}
+
+
+class RunParser:
+    """A build's parse of its runs: each run's chapters as Typst source, reused from the book's cache of built
+    pieces where it holds them, and the run's account added to the build's."""
+
+    def __init__(
+        self,
+        parse: Parse,
+        page: PageSize,
+        engine: str,
+        figures: Figures,
+        report: Report,
+        pieces: Pieces | None,
+    ):
+        self.parse, self.page, self.engine = parse, page, engine
+        self.figures, self.report, self.pieces = figures, report, pieces
+
+    def parsed(self, texts: list[Text]) -> tuple[list[tuple[Text, Chapter]], str]:
+        """A run's chapters as Typst source, and the body of the run's source. The book's cache may hold
+        them, from an earlier build of the same chapters (their ordinals, titles and text; the page size;
+        the code that writes Typst; and, checked by `key_of`, every image they name, as the revision has
+        it now). Parsed or reused, the run's account (chapters skipped, images missing or without alt
+        text) is added to the build's in the same order."""
+        lookup = hashlib.sha256(
+            json.dumps(
+                [self.engine, parse_code(), DIALECT, self.page.typst()] + [t[:2] for t in texts]
+            ).encode()
+        )
+        for chapter in texts:
+            lookup.update(b"\0" + chapter.markdown.encode())
+        found_as, assets, pieces = lookup.hexdigest(), self.figures.assets, self.pieces
+        if pieces is not None:
+            found = loaded(pieces.find(found_as, lambda names: key_of(found_as, names, assets)))
+            if found is not None and len(found["chapters"]) == len(texts):
+                self.replay(found)
+                chapters = [
+                    (chapter, Chapter(source, {assets[n].object_id: assets[n] for n in names}))
+                    for chapter, (source, names) in zip(texts, found["chapters"], strict=True)
+                ]
+                return chapters, found["body"]
+        own = Figures(assets, self.figures.tag)
+        missed: list[Skipped] = []
+        run = [(chapter, self.chapter(chapter, own, missed)) for chapter in texts]
+        body = chapters_source(self.page, run)
+        account = {
+            "body": body,
+            "chapters": [[body.source, [a.name for a in body.images.values()]] for _, body in run],
+            "skipped": missed,
+            "used": list(own.used),
+            "missing": own.notes.missing,
+            "missing_total": own.notes.missing_total,
+            "warnings": own.notes.warnings,
+            "warnings_total": own.notes.warnings_total,
+        }
+        if pieces is not None:
+            names = sorted(own.named)
+            data = json.dumps(account, ensure_ascii=False).encode()
+            pieces.keep(found_as, key_of(found_as, names, assets), names, data)
+        self.replay(account)
+        return run, body
+
+    def replay(self, account: dict[str, Any]) -> None:
+        """Add a run's account to the build's, as parsing its chapters into the build's own would have."""
+        self.report.skipped.extend(account["skipped"])
+        for name in account["used"]:
+            self.figures.used.setdefault(name, self.figures.assets[name])
+        notes = self.figures.notes
+        for note in account["missing"]:
+            notes.miss(note)
+        notes.missing_total += account["missing_total"] - len(account["missing"])
+        for note in account["warnings"]:
+            notes.warn(note)
+        notes.warnings_total += account["warnings_total"] - len(account["warnings"])
+
+    def chapter(self, chapter: Text, figures: Figures, missed: list[Skipped]) -> Chapter:
+        if len(chapter.markdown.encode()) > MAX_CHAPTER_BYTES:
+            reason = f"ValueError: a chapter over {MAX_CHAPTER_BYTES // 2**20} MB is too long to typeset"
+            missed.append({"ordinal": chapter.ordinal, "title": chapter.title, "reason": reason})
+            return Chapter(UNRENDERED)
+        figures.chapter = (chapter.ordinal, chapter.title)
+        try:
+            label = f"ch{chapter.ordinal}"
+            return chapter_source(self.parse, chapter.markdown, label, self.page.block, figures)
+        except Exception as exc:  # one bad chapter must not sink the book
+            missed.append(skipped(chapter, exc))
+            return Chapter(UNRENDERED)
+
+
+def chapters_source(page: PageSize, run: list[tuple[Text, Chapter]]) -> str:
+    return "".join(
+        f"#chapter({head(chapter.title, page.block)}, [{fitted_in(page, chapter.title, TITLE_PT)}], "
+        f"<c{chapter.ordinal}>, <e{chapter.ordinal}>, "
+        f"dir: {text_direction(chapter.title + chapter.markdown[:2000])})"
+        f"[#metadata(none)<c{chapter.ordinal}>\n{body.source}\n#metadata(none)<e{chapter.ordinal}>]\n"
+        for chapter, body in run
+    )
+
+
+def fitted_in(page: PageSize, value: str, size: float, indent: float = 0.0) -> str:
+    """A title, a name or a line of the imprint, `size` pt, as Typst text that wraps inside the block."""
+    return fitted(value, page.block.width_pt - indent, size, literal)
+
+
+def preamble(source: Source, page: PageSize, first: int, numbering: str, *, folios: bool = True) -> str:
+    meta = source.metadata
+    lang, region = _language(meta.language)
+    title = source.title
+    return (
+        '#import "book.typ": *\n'
+        f"#show: book.with(title: {literal(title)}, head: {head(title, page.block)}, "
+        f"authors: {_array(meta.authors)}, "
+        f"lang: {literal(lang)}, region: {literal(region) if region else 'none'}, "
+        f"cjk: {literal(cjk_face(meta.language))}, {page.typst()}, "
+        f'numbering: "{numbering}", first: {first}, folios: {str(folios).lower()})\n'
+    )
+
+
+def nested(headings: list[tuple[int, str, int, float]]) -> tuple[Entry, ...]:
+    """## headings as a chapter's children, each ### under the ## before it (or, with none, beside them)."""
+    out: list[Entry] = []
+    for level, title, page, top in headings:
+        if level == 3 and out:
+            last = out[-1]
+            out[-1] = Entry(last.title, last.page, last.top, (*last.children, Entry(title, page, top)))
+        else:
+            out.append(Entry(title, page, top))
+    return tuple(out)
+
+
+def _array(values: Iterable[str]) -> str:
+    items = [literal(v) for v in values]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _language(tag: str) -> tuple[str, str | None]:
+    """Typst's lang and region from a BCP 47 tag: `pt-BR` is ("pt", "BR"); a script subtag is skipped."""
+    parts = tag.split("-")
+    lang = parts[0].lower() if 2 <= len(parts[0]) <= 3 and parts[0].isalpha() else "en"
+    region = next((p.upper() for p in parts[1:] if len(p) == 2 and p.isalpha()), None)
+    return lang, region
+
+
+def imprint(source: Source, meta: Metadata) -> list[str]:
+    lines = [source.title]
+    if meta.authors:
+        lines.append("By " + ", ".join(meta.authors))
+    if meta.publisher:
+        lines.append(f"Published by {meta.publisher}" + (f", {meta.published}" if meta.published else ""))
+    elif meta.published:
+        lines.append(f"Published {meta.published}")
+    if meta.identifier:
+        lines.append(f"ISBN {meta.identifier}")
+    if meta.rights:
+        lines.append(meta.rights)
+    lines.append(f"Revision {source.revision}. Typeset by Bindery.")
+    return lines
+
+
+@cache
+def parse_code() -> str:
+    """The hash of the code that writes a chapter's Typst source: a run's parse is reused only by the same."""
+    digest = hashlib.sha256()
+    code = ("typeset", "breaks", "measures", "literals", "markup", "figures", "token_tree", "pdf_source")
+    for module in code:
+        digest.update((HERE / f"{module}.py").read_bytes())
+    return digest.hexdigest()
+
+
+def loaded(data: bytes | None) -> dict[str, Any] | None:
+    """A run's parse as kept, or None for bytes that are not one (whole, but of another layout)."""
+    try:
+        found = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) and {"body", "chapters", "skipped"} <= found.keys() else None
+
+
+@dataclass
+class Opened:
+    """A chapter as set: its page number (arabic) and top, and its ## and ### headings."""
+
+    title: str
+    number: int
+    top: float
+    headings: list[tuple[int, str, int, float]] = field(default_factory=list)  # level, title, number, top
+
+
+def ends_run(size: int, chapters: int, title: str, run_bytes: int, run_chapters: int) -> bool:
+    """Whether a run that holds `size` bytes of manuscript in `chapters` chapters, the last titled `title`,
+    ends here, with its bounds `run_bytes` and `run_chapters` (pdf.py's RUN_BYTES and RUN_CHAPTERS)."""
+    if size >= run_bytes or chapters >= run_chapters:
+        return True
+    late = size >= run_bytes * 3 // 4 or chapters >= run_chapters * 3 // 4
+    return late and zlib.crc32(title.encode()) % ANCHOR_EVERY == 0
+
+
+def engine_digest(fonts: list[Path], design: Path, piece_version: str) -> str:
+    """What every piece of this build is compiled with: Typst's version, the design, the fonts (each
+    file's name and size) and the piece version."""
+    faces = [[face.name, face.stat().st_size] for folder in fonts for face in sorted(folder.iterdir())]
+    digest = hashlib.sha256(json.dumps([piece_version, version("typst"), faces]).encode())
+    digest.update(design.read_bytes())
+    return digest.hexdigest()
