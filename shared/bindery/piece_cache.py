@@ -37,10 +37,16 @@ from bindery.observability import logger
 from bindery.streams import ForwardReader
 
 HEAD = "head"
+# What the head and its packs hold, as this code writes them: a head of another layout is an empty cache.
+LAYOUT = 2
 PACK_TYPE = "application/octet-stream"
-# Each piece is kept deflated, at zlib's fastest level: a chapter's HTML shrinks about fivefold for far less
-# time than sending it whole (a pack is as big as the book's HTML otherwise).
+# A piece is kept deflated, at zlib's fastest level: a chapter's HTML shrinks about fivefold for far less
+# time than sending it whole (a pack is as big as the book's HTML otherwise). A build's pieces are one deflate
+# stream, flushed whole after each (Z_FULL_FLUSH: nothing after refers back), so each piece still inflates
+# alone, and the stream costs half what a compressor a piece does. A piece already compressed (an epub's
+# page, a compiled PDF) is kept as it is: deflating it again gains nothing and costs time.
 DEFLATE_LEVEL = 1
+DEFLATED, AS_IS = "z", "s"
 MAX_PACKS = 4
 # A pack read forward skips a gap this small by reading through it; a larger one is a ranged GET.
 SKIP_BYTES = 4 * READ_CHUNK
@@ -57,9 +63,11 @@ class Entry:
     offset: int
     length: int
     sha256: str
+    how: str  # DEFLATED or AS_IS
 
     def row(self) -> list[Any]:
-        return [self.lookup, self.key, list(self.names), self.pack, self.offset, self.length, self.sha256]
+        names = list(self.names)
+        return [self.lookup, self.key, names, self.pack, self.offset, self.length, self.sha256, self.how]
 
 
 @dataclass
@@ -92,6 +100,7 @@ class BuildPieces:
         self._lost: set[str] = set()  # packs that could not be read whole
         self._pack = secrets.token_hex(8)
         self._writer: ArtifactWriter | None = None
+        self._packer: Any = None  # this build's deflate stream
         self._compact = False
         self._broken = False  # a write failed, or the bound was reached: this build leaves the head alone
 
@@ -100,8 +109,10 @@ class BuildPieces:
         try:
             data = self.objects.read_or_none(self.base + HEAD)
             head = json.loads(data) if data is not None else {}
+            if head.get("layout") != LAYOUT:
+                head = {}  # none, or kept by code that wrote another layout: nothing in it is used
             entries = [
-                Entry(r[0], r[1], tuple(r[2]), r[3], r[4], r[5], r[6]) for r in head.get("entries", [])
+                Entry(r[0], r[1], tuple(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in head.get("entries", [])
             ]
             packs = {str(name): int(size) for name, size in head.get("packs", {}).items()}
         except (StorageError, ValueError, TypeError, IndexError, AttributeError):
@@ -128,22 +139,30 @@ class BuildPieces:
             self.counts.damaged += 1
             return None
         try:
-            piece = zlib.decompress(data)
+            piece = zlib.decompressobj(-zlib.MAX_WBITS).decompress(data) if entry.how == DEFLATED else data
         except zlib.error:
             self.counts.damaged += 1  # whole as kept, but not a piece: kept by another layout, say
             return None
         self.counts.hits += 1
         if self._compact:
-            self._store(entry.lookup, entry.key, entry.names, data)
+            self._store(entry.lookup, entry.key, entry.names, data, entry.how)
         else:
             self._entries.append(entry)
             self._reused_packs.add(entry.pack)
         return piece
 
-    def keep(self, lookup: str, key: str, names: Sequence[str], data: bytes) -> None:
-        self._store(lookup, key, names, zlib.compress(data, DEFLATE_LEVEL))
+    def keep(
+        self, lookup: str, key: str, names: Sequence[str], data: bytes, *, compressed: bool = False
+    ) -> None:
+        if compressed:
+            self._store(lookup, key, names, data, AS_IS)
+            return
+        if self._packer is None:
+            self._packer = zlib.compressobj(DEFLATE_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+        deflated = self._packer.compress(data) + self._packer.flush(zlib.Z_FULL_FLUSH)
+        self._store(lookup, key, names, deflated, DEFLATED)
 
-    def _store(self, lookup: str, key: str, names: Sequence[str], data: bytes) -> None:
+    def _store(self, lookup: str, key: str, names: Sequence[str], data: bytes, how: str) -> None:
         """Append a piece's stored (deflated) bytes to this build's pack, and name it in the new head."""
         if self._broken:
             return
@@ -159,7 +178,7 @@ class BuildPieces:
             self._give_up()
             return
         digest = _digest(key, data)
-        self._entries.append(Entry(lookup, key, tuple(names), self._pack, offset, len(data), digest))
+        self._entries.append(Entry(lookup, key, tuple(names), self._pack, offset, len(data), digest, how))
 
     # ---- the build's end ---------------------------------------------------------------------------
 
@@ -175,7 +194,7 @@ class BuildPieces:
             packs = {p: s for p, s in self._old_packs.items() if p in self._reused_packs}
             if self._writer is not None:
                 packs[self._pack] = self._writer.commit()
-            head = {"packs": packs, "entries": rows}
+            head = {"layout": LAYOUT, "packs": packs, "entries": rows}
             self.objects.put_bytes(self.base + HEAD, json.dumps(head).encode(), "application/json")
         except StorageError:
             logger.warning("piece cache head not written; the next build reuses the old one", exc_info=True)

@@ -33,7 +33,7 @@ IMAGES = [
     ("b.gif", picture("GIF", 20, 20, seed=2), "image/gif"),
 ]
 HOOK, DOOMED = "https://hooks.example.com/in", "https://doomed.example.com/in"
-# A part of 8 KiB on both sides (Bindery's writer and moto's floor, 5 MiB each in earnest), so that a 40 KiB
+# A part of 8 KiB on both sides (Bindery's writer and moto's floor, 8 and 5 MiB in earnest), so that a 40 KiB
 # book's html goes up as a multipart upload of several parts and the matrix strikes each of its calls.
 SMALL_PART = 8 * 1024
 MULTIPART_MANUSCRIPT = "".join(

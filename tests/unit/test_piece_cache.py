@@ -143,7 +143,7 @@ def test_exact_s3_calls_of_a_cold_and_a_warm_build(stack: Stack) -> None:
 def test_a_book_larger_than_a_part_writes_its_pack_in_parts_and_reads_it_in_one_get(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Parts of 1 MiB on both sides (5 MiB in earnest): a book that fits inline still makes several.
+    # Parts of 1 MiB on both sides (8 MiB in earnest): a book that fits inline still makes several.
     monkeypatch.setattr(bindery.objects, "PART_BYTES", 1024 * 1024)
     monkeypatch.setattr(moto.s3.models, "S3_UPLOAD_PART_MIN_SIZE", 1024 * 1024)
     _wall_clock(stack)

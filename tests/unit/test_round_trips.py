@@ -142,7 +142,7 @@ def test_a_large_build_is_a_multipart_upload_sized_to_the_artifact(stack: Stack)
     assert calls.count() == {
         "GetObject": 1 + 1,
         "CreateMultipartUpload": 1,
-        "UploadPart": parts,  # 5 MiB each: as many as the artifact needs, no more
+        "UploadPart": parts,  # 8 MiB each: as many as the artifact needs, no more
         "CompleteMultipartUpload": 1,
         "PutObject": 2,
     }

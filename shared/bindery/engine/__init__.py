@@ -123,8 +123,10 @@ class Pieces(Protocol):
         """The piece stored under `lookup`, if its key is `key_for(the names it resolved)` and its bytes
         are whole; else None."""
 
-    def keep(self, lookup: str, key: str, names: Sequence[str], data: bytes) -> None:
-        """Keep a piece just built, for a later build."""
+    def keep(
+        self, lookup: str, key: str, names: Sequence[str], data: bytes, *, compressed: bool = False
+    ) -> None:
+        """Keep a piece just built, for a later build; `compressed` bytes are kept as they are."""
 
 
 @dataclass(frozen=True)

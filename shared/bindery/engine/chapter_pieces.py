@@ -1,5 +1,9 @@
 """A chapter's rendered document as a piece a later build of the same book reuses (epub and html).
 
+A piece keeps what the renderer *made* of the chapter's HTML: the bytes it writes into the artifact (html:
+the chapter's section; epub: its page, already deflated as the zip keeps it), so a hit is written out as
+it is, with no markup, encoding or compression redone.
+
 A piece is found by its *lookup*: the hash of the chapter's ordinal, title and text, the renderer's piece
 version, the markdown dialect's version and the metadata the renderer reads into it. It is used only if
 its *key* still holds: the lookup and, for every image name the chapter resolved, that image as the revision
@@ -16,7 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from markdown_it import __version__ as markdown_it_version
@@ -49,6 +54,14 @@ def _asset(asset: Asset | None) -> list[Any] | None:
     return [asset.object_id, asset.content_type, asset.size_bytes, asset.width, asset.height]
 
 
+@dataclass(frozen=True)
+class Made:
+    """A chapter as the build uses it: its headings (the contents), and the bytes the renderer made of it."""
+
+    headings: list[markup.Heading]
+    data: bytes
+
+
 def key_of(lookup: str, names: Sequence[str], assets: dict[str, Asset]) -> str:
     return _digest([lookup, [[name, _asset(assets.get(name))] for name in names]])
 
@@ -61,11 +74,16 @@ def render_chapter(
     pieces: Pieces | None,
     *,
     version: str,
+    made: Callable[[str], bytes],
     reads: Sequence[Any] = (),
-) -> markup.Rendered:
-    """The chapter's rendering, reused when `pieces` holds it under its key, else rendered and kept."""
+    compressed: bool = False,
+) -> Made:
+    """The chapter's rendering, reused when `pieces` holds it under its key, else rendered and kept.
+    `made` turns the chapter's HTML into the bytes the renderer writes; it may read only the text's ordinal
+    and title and what `reads` names. `compressed`: what it makes is compressed already."""
     if pieces is None:
-        return markup.render_chapter(md, text, report.skipped, figures)
+        rendered = markup.render_chapter(md, text, report.skipped, figures)
+        return Made(rendered.headings, made(rendered.html))
     lookup = _lookup([version, DIALECT, list(reads), text.ordinal, text.title], text.markdown)
     found = pieces.find(lookup, lambda names: key_of(lookup, names, figures.assets))
     if found is not None:
@@ -85,31 +103,28 @@ def render_chapter(
         "warnings": own.notes.warnings,
         "warnings_total": own.notes.warnings_total,
     }
-    # The account as JSON, then a NUL (JSON never holds a raw one), then the HTML as it is: escaped into
-    # JSON, a chapter's HTML cost more to write and to read back than the rest of its piece.
-    data = (
-        json.dumps(account, ensure_ascii=False, separators=(",", ":")).encode()
-        + b"\0"
-        + rendered.html.encode()
-    )
-    pieces.keep(lookup, key_of(lookup, names, figures.assets), names, data)
-    return _replayed({**account, "html": rendered.html}, text, report, figures)
+    data = made(rendered.html)
+    # The account as JSON, then a NUL (JSON never holds a raw one), then the made bytes as they are.
+    kept = json.dumps(account, ensure_ascii=False, separators=(",", ":")).encode() + b"\0" + data
+    pieces.keep(lookup, key_of(lookup, names, figures.assets), names, kept, compressed=compressed)
+    return _replayed({**account, "data": data}, text, report, figures)
 
 
 def _loaded(data: bytes) -> dict[str, Any] | None:
     """The piece, or None for bytes that are not one (its SHA-256 matched, but a piece of an older
     layout, say): the chapter is then rendered cold."""
-    account, nul, html = data.partition(b"\0")
+    account, nul, made = data.partition(b"\0")
     try:
         piece = json.loads(account) if nul else None
-        if isinstance(piece, dict):
-            piece["html"] = html.decode()
     except ValueError:  # UnicodeDecodeError is one
         return None
-    return piece if isinstance(piece, dict) else None
+    if not isinstance(piece, dict):
+        return None
+    piece["data"] = made
+    return piece
 
 
-def _replayed(piece: dict[str, Any], text: Text, report: Report, figures: Figures) -> markup.Rendered:
+def _replayed(piece: dict[str, Any], text: Text, report: Report, figures: Figures) -> Made:
     """Add the piece's account to the build's, in the order a cold render adds it."""
     figures.chapter = (text.ordinal, text.title)
     report.skipped.extend(piece["skipped"])
@@ -123,4 +138,4 @@ def _replayed(piece: dict[str, Any], text: Text, report: Report, figures: Figure
         notes.warn(note)
     notes.warnings_total += piece["warnings_total"] - len(piece["warnings"])
     headings = [markup.Heading(level, title, anchor) for level, title, anchor in piece["headings"]]
-    return markup.Rendered(piece["html"], headings)
+    return Made(headings, piece["data"])

@@ -2,29 +2,30 @@
 a navigation document to `toc_depth`, landmarks, and schema.org accessibility metadata that is true of
 the book as built.
 
-The container is written with zipfile into a seekable spool (in memory up to `SPOOL_IN_MEMORY`, then on
-the function's ephemeral storage), then streamed up: zipfile can then write a plain central directory (no
-data descriptors, a stored `mimetype` first, as OCF requires), and memory holds at most the spool's
-in-memory part and one chapter, or one piece of one image, however long the book.
+The container is written (`engine.zipped`) into a seekable spool (in memory up to `SPOOL_IN_MEMORY`, then
+on the function's ephemeral storage), then streamed up: a plain zip (no data descriptors, a stored
+`mimetype` first, as OCF requires), and memory holds at most the spool's in-memory part and one chapter,
+or one piece of one image, however long the book. A chapter's page is kept in the cache of built pieces
+deflated, as the zip holds it, so a warm build copies it in without compressing it again.
 The package document is written last, once the chapters have said which images they show.
 """
 
 from __future__ import annotations
 
 import tempfile
-import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from html import escape
 
 from bindery.engine import SPOOL_IN_MEMORY, Report, Sink, Source, Text, chapter_pieces, markup
 from bindery.engine.figures import Figures, image_bytes
+from bindery.engine.zipped import Deflated, ZipWriter
 from bindery.images import Asset
 from bindery.metadata import package_identifier
 
 COPY_CHUNK = 1024 * 1024  # the spool goes up a piece at a time; a larger piece is only more memory
 # Bump on any change to what a chapter's piece holds or how it is rendered: built pieces are keyed by it.
-PIECE_VERSION = "epub-2"
+PIECE_VERSION = "epub-3"
 # The earliest time a zip entry can carry (DOS time starts in 1980).
 ZIP_EPOCH = datetime(1980, 1, 1, tzinfo=UTC).timestamp()
 
@@ -58,6 +59,19 @@ def _page(title: str, body: str, source: Source) -> str:
         '<link rel="stylesheet" type="text/css" href="style.css"/></head>\n'
         f"<body>\n{body}\n</body>\n</html>\n"
     )
+
+
+def _chapter_page(text: Text, source: Source) -> Callable[[str], bytes]:
+    """The chapter's page, deflated as the zip keeps it (with its CRC-32 and size first)."""
+
+    def made(html: str) -> bytes:
+        body = (
+            f'<section id="ch-{text.ordinal}" epub:type="chapter" role="doc-chapter" dir="auto">'
+            f"\n{html}</section>"
+        )
+        return Deflated.of(_page(text.title, body, source).encode()).kept()
+
+    return made
 
 
 def _cover_svg(title: str) -> str:
@@ -113,50 +127,33 @@ class EpubRenderer:
         # Every entry carries the revision's time, never the build's: a build of the same revision (a warm
         # one, a retry) writes the same bytes.
         when = datetime.fromtimestamp(max(source.modified, ZIP_EPOCH), UTC).timetuple()[:6]
-
-        def stamped(name: str, attr: int = 0o600 << 16) -> zipfile.ZipInfo:
-            info = zipfile.ZipInfo(name, date_time=when)
-            info.external_attr = attr  # as zipfile gives an entry written from a name
-            return info
-
         with tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY) as spool:
-            with zipfile.ZipFile(spool, "w") as book:
-                book.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip", zipfile.ZIP_STORED)
-                deflate = zipfile.ZIP_DEFLATED
-                book.writestr(stamped("META-INF/container.xml"), CONTAINER, deflate)
-                book.writestr(stamped("OEBPS/style.css"), CSS, deflate)
-                book.writestr(stamped("OEBPS/cover.xhtml"), self._cover_page(source, cover), deflate)
-                if cover is None:
-                    book.writestr(stamped("OEBPS/cover.svg"), _cover_svg(source.title), deflate)
-                book.writestr(stamped("OEBPS/title.xhtml"), self._title_page(source), deflate)
-                for text in chapters:
-                    rendered = chapter_pieces.render_chapter(
-                        self._md, text, report, figures, source.pieces, version=PIECE_VERSION
-                    )
-                    contents.append((text.ordinal, text.title, rendered.headings))
-                    body = (
-                        f'<section id="ch-{text.ordinal}" epub:type="chapter" role="doc-chapter" dir="auto">'
-                        f"\n{rendered.html}</section>"
-                    )
-                    book.writestr(
-                        stamped(f"OEBPS/chapter-{text.ordinal:06d}.xhtml"),
-                        _page(text.title, body, source),
-                        deflate,
-                    )
-                images = dict(figures.used)
-                if cover is not None:
-                    images.setdefault(cover.name, cover)
-                for asset in images.values():
-                    # Already compressed: stored, not deflated again.
-                    with book.open(stamped(f"OEBPS/{_packaged(asset)[0]}", attr=0), "w") as entry:
-                        for piece in image_bytes(asset, source.read_asset):
-                            entry.write(piece)
-                book.writestr(stamped("OEBPS/nav.xhtml"), self._nav(source, contents), deflate)
-                book.writestr(
-                    stamped("OEBPS/content.opf"),
-                    self._package(source, contents, images, cover, report),
-                    deflate,
-                )
+            book = ZipWriter(spool, when)
+            book.stored("mimetype", b"application/epub+zip", dated=False)
+            book.deflated("META-INF/container.xml", Deflated.of(CONTAINER.encode()))
+            book.deflated("OEBPS/style.css", Deflated.of(CSS.encode()))
+            book.deflated("OEBPS/cover.xhtml", Deflated.of(self._cover_page(source, cover).encode()))
+            if cover is None:
+                book.deflated("OEBPS/cover.svg", Deflated.of(_cover_svg(source.title).encode()))
+            book.deflated("OEBPS/title.xhtml", Deflated.of(self._title_page(source).encode()))
+            reads = [source.language, source.metadata.direction]
+            for text in chapters:
+                made = chapter_pieces.render_chapter(
+                    self._md, text, report, figures, source.pieces, version=PIECE_VERSION,
+                    made=_chapter_page(text, source), reads=reads, compressed=True,
+                )  # fmt: skip
+                contents.append((text.ordinal, text.title, made.headings))
+                book.deflated(f"OEBPS/chapter-{text.ordinal:06d}.xhtml", Deflated.from_kept(made.data))
+            images = dict(figures.used)
+            if cover is not None:
+                images.setdefault(cover.name, cover)
+            for asset in images.values():
+                # Already compressed: stored, not deflated again.
+                book.stream_stored(f"OEBPS/{_packaged(asset)[0]}", image_bytes(asset, source.read_asset))
+            book.deflated("OEBPS/nav.xhtml", Deflated.of(self._nav(source, contents).encode()))
+            package = self._package(source, contents, images, cover, report)
+            book.deflated("OEBPS/content.opf", Deflated.of(package.encode()))
+            book.close()
             spool.seek(0)
             while chunk := spool.read(COPY_CHUNK):
                 out.write(chunk)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from html import escape
 from typing import IO
 
@@ -22,7 +22,7 @@ from bindery.images import Asset
 
 COPY_CHUNK = 1024 * 1024
 # Bump on any change to what a chapter's piece holds or how it is rendered: built pieces are keyed by it.
-PIECE_VERSION = "html-2"
+PIECE_VERSION = "html-3"
 MARK = b"\x00"  # markdown-it turns a NUL in the manuscript into U+FFFD, so this is only ever our own
 
 CSS = """
@@ -59,12 +59,11 @@ class HtmlRenderer:
         contents: list[tuple[int, str, list[markup.Heading]]] = []
         with tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY) as spool:
             for text in chapters:
-                rendered = chapter_pieces.render_chapter(
-                    self._md, text, report, figures, source.pieces, version=PIECE_VERSION
+                made = chapter_pieces.render_chapter(
+                    self._md, text, report, figures, source.pieces, version=PIECE_VERSION, made=_section(text)
                 )
-                contents.append((text.ordinal, text.title, rendered.headings))
-                opening = f'<section class="chapter" id="ch-{text.ordinal}" dir="auto">\n'
-                spool.write(f"{opening}{rendered.html}</section>\n".encode())
+                contents.append((text.ordinal, text.title, made.headings))
+                spool.write(made.data)
             self._head(source, contents, out)
             spool.seek(0)
             _copy_with_images(spool, out, {a.object_id: a for a in figures.used.values()}, source)
@@ -104,6 +103,12 @@ class HtmlRenderer:
         chapters = [(f"#ch-{n}", title, headings) for n, title, headings in contents]
         toc = markup.contents(chapters, source.option("toc_depth"), lambda href: "")
         out.write(f'<nav class="toc"><h2>Contents</h2>{toc}</nav>\n'.encode())
+
+
+def _section(text: Text) -> Callable[[str], bytes]:
+    """The chapter's section of the page, as written."""
+    opening = f'<section class="chapter" id="ch-{text.ordinal}" dir="auto">\n'
+    return lambda html: f"{opening}{html}</section>\n".encode()
 
 
 def _copy_with_images(spool: IO[bytes], out: Sink, used: dict[str, Asset], source: Source) -> None:

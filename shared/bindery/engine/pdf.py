@@ -287,7 +287,7 @@ class _Book:
     def _keep(self, path: Path, data: bytes) -> None:
         if self.source.pieces is not None and path.stem in self.cached:
             lookup = self._lookup(path)
-            self.source.pieces.keep(lookup, lookup, (), data)
+            self.source.pieces.keep(lookup, lookup, (), data, compressed=True)  # Typst deflates its streams
 
     def _left(self) -> float:
         return self.deadline - time.monotonic()
