@@ -1,8 +1,8 @@
-"""A chapter's rendered document as a piece a later build of the same book reuses (epub and html).
+"""A chapter's rendering as a piece a later build of the same book reuses (epub, html, and the pdf's parse).
 
-A piece keeps what the renderer *made* of the chapter's HTML: the bytes it writes into the artifact (html:
-the chapter's section; epub: its page, already deflated as the zip keeps it), so a hit is written out as
-it is, with no markup, encoding or compression redone.
+A piece keeps what the renderer *made* of the chapter: the bytes it writes into the artifact (html: the
+chapter's section; epub: its page, already deflated as the zip keeps it; pdf: its Typst source), so a hit
+is used as it is, with no markup, encoding or compression redone.
 
 A piece is found by its *lookup*: the hash of the chapter's ordinal, title and text, the renderer's piece
 version, the markdown dialect's version and the metadata the renderer reads into it. It is used only if
@@ -11,8 +11,9 @@ has it now (its object id, which names bytes that are never rewritten, its type,
 its absence). So a piece is keyed by everything it depends on, and an image added, replaced or deleted
 misses exactly the chapters that name it.
 
-A piece carries what rendering the chapter did besides its HTML: its headings (the table of contents),
-the images it used and its notes (missing images, empty alt text), and whether it could not be rendered.
+A piece carries what rendering the chapter did besides its bytes: a value of the renderer's (html and epub:
+its headings, for the table of contents; pdf: the images its source places), the images it used and its
+notes (missing images, empty alt text), and whether it could not be rendered.
 Replayed into the build's account in order, a hit leaves the build exactly as a cold render would.
 """
 
@@ -33,6 +34,10 @@ from bindery.images import Asset
 
 # What the dialect's output depends on besides our own code: a new markdown-it renders other bytes.
 DIALECT = f"markup-{markup.VERSION}/markdown-it-{markdown_it_version}/plugins-{plugins_version}"
+
+
+# What a piece's account holds besides its bytes.
+ACCOUNT = {"value", "skipped", "used", "missing", "missing_total", "warnings", "warnings_total"}
 
 
 def _digest(value: Any) -> str:
@@ -78,24 +83,49 @@ def render_chapter(
     reads: Sequence[Any] = (),
     compressed: bool = False,
 ) -> Made:
-    """The chapter's rendering, reused when `pieces` holds it under its key, else rendered and kept.
+    """The chapter's rendering (epub and html), reused when `pieces` holds it, else rendered and kept.
     `made` turns the chapter's HTML into the bytes the renderer writes; it may read only the text's ordinal
     and title and what `reads` names. `compressed`: what it makes is compressed already."""
     if pieces is None:
         rendered = markup.render_chapter(md, text, report.skipped, figures)
         return Made(rendered.headings, made(rendered.html))
-    lookup = _lookup([version, DIALECT, list(reads), text.ordinal, text.title], text.markdown)
+
+    def make(own: Figures, missed: list[Any]) -> tuple[Any, bytes]:
+        rendered = markup.render_chapter(md, text, missed, own)
+        return [[h.level, h.title, h.anchor] for h in rendered.headings], made(rendered.html)
+
+    head = [version, DIALECT, list(reads)]
+    headings, data = reused(text, report, figures, pieces, head=head, make=make, compressed=compressed)
+    return Made([markup.Heading(level, title, anchor) for level, title, anchor in headings], data)
+
+
+def reused(
+    text: Text,
+    report: Report,
+    figures: Figures,
+    pieces: Pieces,
+    *,
+    head: list[Any],
+    make: Callable[[Figures, list[Any]], tuple[Any, bytes]],
+    compressed: bool = False,
+) -> tuple[Any, bytes]:
+    """A chapter's piece: found in `pieces` under its lookup and key, or made and kept. `make` renders the
+    chapter into figures and a skipped list of its own and returns what the build keeps of it: a value
+    (JSON) and bytes. `head` is everything besides the chapter's ordinal, title and text that they depend
+    on. Found or made, the chapter's account is added to the build's as a cold render adds it."""
+    lookup = _lookup([*head, text.ordinal, text.title], text.markdown)
     found = pieces.find(lookup, lambda names: key_of(lookup, names, figures.assets))
     if found is not None:
         piece = _loaded(found)
         if piece is not None:
-            return _replayed(piece, text, report, figures)
+            _replayed(piece, text, report, figures)
+            return piece["value"], piece["data"]
     own = Figures(figures.assets, figures.tag)
     missed: list[Any] = []
-    rendered = markup.render_chapter(md, text, missed, own)
+    value, data = make(own, missed)
     names = sorted(own.named)
     account = {
-        "headings": [[h.level, h.title, h.anchor] for h in rendered.headings],
+        "value": value,
         "skipped": missed,
         "used": list(own.used),
         "missing": own.notes.missing,
@@ -103,11 +133,11 @@ def render_chapter(
         "warnings": own.notes.warnings,
         "warnings_total": own.notes.warnings_total,
     }
-    data = made(rendered.html)
     # The account as JSON, then a NUL (JSON never holds a raw one), then the made bytes as they are.
     kept = json.dumps(account, ensure_ascii=False, separators=(",", ":")).encode() + b"\0" + data
     pieces.keep(lookup, key_of(lookup, names, figures.assets), names, kept, compressed=compressed)
-    return _replayed({**account, "data": data}, text, report, figures)
+    _replayed(account, text, report, figures)
+    return value, data
 
 
 def _loaded(data: bytes) -> dict[str, Any] | None:
@@ -118,13 +148,13 @@ def _loaded(data: bytes) -> dict[str, Any] | None:
         piece = json.loads(account) if nul else None
     except ValueError:  # UnicodeDecodeError is one
         return None
-    if not isinstance(piece, dict):
+    if not isinstance(piece, dict) or not piece.keys() >= ACCOUNT:
         return None
     piece["data"] = made
     return piece
 
 
-def _replayed(piece: dict[str, Any], text: Text, report: Report, figures: Figures) -> Made:
+def _replayed(piece: dict[str, Any], text: Text, report: Report, figures: Figures) -> None:
     """Add the piece's account to the build's, in the order a cold render adds it."""
     figures.chapter = (text.ordinal, text.title)
     report.skipped.extend(piece["skipped"])
@@ -137,5 +167,3 @@ def _replayed(piece: dict[str, Any], text: Text, report: Report, figures: Figure
     for note in piece["warnings"]:
         notes.warn(note)
     notes.warnings_total += piece["warnings_total"] - len(piece["warnings"])
-    headings = [markup.Heading(level, title, anchor) for level, title, anchor in piece["headings"]]
-    return Made(headings, piece["data"])

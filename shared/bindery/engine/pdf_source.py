@@ -16,7 +16,7 @@ from typing import Any
 
 from bindery.engine import Pieces, Report, Skipped, Source, Text, skipped
 from bindery.engine.breaks import fitted
-from bindery.engine.chapter_pieces import DIALECT, key_of
+from bindery.engine.chapter_pieces import DIALECT, reused
 from bindery.engine.figures import Figures
 from bindery.engine.join import Entry
 from bindery.engine.literals import literal, text
@@ -71,8 +71,8 @@ PAGE_SIZES = {
 
 
 class RunParser:
-    """A build's parse of its runs: each run's chapters as Typst source, reused from the book's cache of built
-    pieces where it holds them, and the run's account added to the build's."""
+    """A build's parse of its runs: each chapter as Typst source, reused from the book's cache of built pieces
+    where it holds it (`chapter_pieces.reused`), its account added to the build's."""
 
     def __init__(
         self,
@@ -87,61 +87,25 @@ class RunParser:
         self.figures, self.report, self.pieces = figures, report, pieces
 
     def parsed(self, texts: list[Text]) -> tuple[list[tuple[Text, Chapter]], str]:
-        """A run's chapters as Typst source, and the body of the run's source. The book's cache may hold
-        them, from an earlier build of the same chapters (their ordinals, titles and text; the page size;
-        the code that writes Typst; and, checked by `key_of`, every image they name, as the revision has
-        it now). Parsed or reused, the run's account (chapters skipped, images missing or without alt
-        text) is added to the build's in the same order."""
-        lookup = hashlib.sha256(
-            json.dumps(
-                [self.engine, parse_code(), DIALECT, self.page.typst()] + [t[:2] for t in texts]
-            ).encode()
-        )
-        for chapter in texts:
-            lookup.update(b"\0" + chapter.markdown.encode())
-        found_as, assets, pieces = lookup.hexdigest(), self.figures.assets, self.pieces
-        if pieces is not None:
-            found = loaded(pieces.find(found_as, lambda names: key_of(found_as, names, assets)))
-            if found is not None and len(found["chapters"]) == len(texts):
-                self.replay(found)
-                chapters = [
-                    (chapter, Chapter(source, {assets[n].object_id: assets[n] for n in names}))
-                    for chapter, (source, names) in zip(texts, found["chapters"], strict=True)
-                ]
-                return chapters, found["body"]
-        own = Figures(assets, self.figures.tag)
-        missed: list[Skipped] = []
-        run = [(chapter, self.chapter(chapter, own, missed)) for chapter in texts]
-        body = chapters_source(self.page, run)
-        account = {
-            "body": body,
-            "chapters": [[body.source, [a.name for a in body.images.values()]] for _, body in run],
-            "skipped": missed,
-            "used": list(own.used),
-            "missing": own.notes.missing,
-            "missing_total": own.notes.missing_total,
-            "warnings": own.notes.warnings,
-            "warnings_total": own.notes.warnings_total,
-        }
-        if pieces is not None:
-            names = sorted(own.named)
-            data = json.dumps(account, ensure_ascii=False).encode()
-            pieces.keep(found_as, key_of(found_as, names, assets), names, data)
-        self.replay(account)
-        return run, body
+        """A run's chapters as Typst source, and the body of the run's source. The book's cache may hold a
+        chapter's from an earlier build (the same ordinal, title and text; the page size; the code that
+        writes Typst; and, checked by its key, every image it names, as the revision has it now), so an edit
+        parses only the chapters it touched."""
+        run = [(chapter, self._parsed(chapter)) for chapter in texts]
+        return run, chapters_source(self.page, run)
 
-    def replay(self, account: dict[str, Any]) -> None:
-        """Add a run's account to the build's, as parsing its chapters into the build's own would have."""
-        self.report.skipped.extend(account["skipped"])
-        for name in account["used"]:
-            self.figures.used.setdefault(name, self.figures.assets[name])
-        notes = self.figures.notes
-        for note in account["missing"]:
-            notes.miss(note)
-        notes.missing_total += account["missing_total"] - len(account["missing"])
-        for note in account["warnings"]:
-            notes.warn(note)
-        notes.warnings_total += account["warnings_total"] - len(account["warnings"])
+    def _parsed(self, chapter: Text) -> Chapter:
+        if self.pieces is None:
+            return self.chapter(chapter, self.figures, self.report.skipped)
+
+        def make(own: Figures, missed: list[Any]) -> tuple[Any, bytes]:
+            parsed = self.chapter(chapter, own, missed)
+            return [a.name for a in parsed.images.values()], parsed.source.encode()
+
+        head = [self.engine, parse_code(), DIALECT, self.page.typst()]
+        names, source = reused(chapter, self.report, self.figures, self.pieces, head=head, make=make)
+        assets = self.figures.assets
+        return Chapter(source.decode(), {assets[n].object_id: assets[n] for n in names})
 
     def chapter(self, chapter: Text, figures: Figures, missed: list[Skipped]) -> Chapter:
         if len(chapter.markdown.encode()) > MAX_CHAPTER_BYTES:
@@ -235,15 +199,6 @@ def parse_code() -> str:
     for module in code:
         digest.update((HERE / f"{module}.py").read_bytes())
     return digest.hexdigest()
-
-
-def loaded(data: bytes | None) -> dict[str, Any] | None:
-    """A run's parse as kept, or None for bytes that are not one (whole, but of another layout)."""
-    try:
-        found = json.loads(data) if data is not None else None
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) and {"body", "chapters", "skipped"} <= found.keys() else None
 
 
 @dataclass
