@@ -203,7 +203,7 @@ def test_html_is_one_standalone_page_with_contents_and_print_css(book: str, tmp_
     assert "nav" in parser.tags and "@media print" in page and "<link" not in page and "<script" not in page
 
 
-@pytest.mark.parametrize("fmt", ["epub", "html"])
+@pytest.mark.parametrize("fmt", ["html"])
 def test_a_spool_past_its_in_memory_size_rolls_over_to_disk_and_writes_the_same_bytes(
     fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,9 +19,10 @@ What a tagged book needs from joining that a concatenation of pages would get wr
   (roman front matter, arabic body), and the contents' links, which the front matter writes as
   placeholders (`GOTO` + a number) because the pages they point at are in other pieces.
 - **The body's folios.** The body's runs are set without them, so that a run is the same wherever it falls
-  in the book and a later build reuses it when an earlier chapter grew a page (`bindery.engine.pdf`). A
-  sheet of folios, a page for each of the body's, is set apart; the join makes each of its pages a form
-  and lays it over its page, after the page's own content. A folio is a pagination artifact, as Typst
+  in the book and a later build reuses it when an earlier chapter grew a page (`bindery.engine.pdf`). For
+  each run a sheet of folios, a page for each of the run's, is set apart (one sheet for the whole body held
+  every page of the book in one compile: 1.4 GB for the 50 MB book); the join makes each of its pages a
+  form and lays it over its page, after the page's own content. A folio is a pagination artifact, as Typst
   marks it, so the structure tree is untouched.
 
 Objects are written into compressed object streams (as pikepdf's `generate` would), with a
@@ -52,10 +53,10 @@ CARRIED = {"/Type", "/K", "/ParentTree", "/ParentTreeNextKey", "/RoleMap", "/Cla
 
 @dataclass(frozen=True)
 class Folios:
-    """The body's folios: `sheet`, a page for each of the body's pages (blank but for its folio), and the
-    index of the body's first piece among the pieces joined."""
+    """The body's folios: a sheet for each of the body's pieces, a page for each of its pages (blank but for
+    its folio), and the index of the body's first piece among the pieces joined."""
 
-    sheet: Piece
+    sheets: list[Piece]
     body: int
 
 
@@ -84,7 +85,7 @@ def join(
     settings. `targets` maps a GOTO link's number to the (page, top) it goes to; the links are in
     `pieces[front]`. `folios`, if given, are laid over the body's pages."""
     bases, total = [], 0
-    for piece in [*pieces, *([folios.sheet] if folios else [])]:
+    for piece in [*pieces, *(folios.sheets if folios else [])]:
         bases.append(total)
         total += piece.size - 1  # object 0 is no object
     with out.open("wb") as file:
@@ -107,9 +108,10 @@ def join(
         state = _Tree(document=document, keys=0)
         over: dict[int, int] = {}  # a page of the book (its index in `numbers`) and the form laid over it
         if folios is not None:
-            body = starts[folios.body]
-            sheet = _write_folios(book, folios.sheet, bases[-1])
-            over = {body + page: form for page, form in sheet.items()}
+            for n, sheet in enumerate(folios.sheets):
+                first = starts[folios.body + n]
+                forms = _write_folios(book, sheet, bases[len(pieces) + n])
+                over.update({first + page: form for page, form in forms.items()})
             state.stamp = _write_stamp(book)
         first: dict[str, bytes] = {}
         for n, (piece, base) in enumerate(zip(pieces, bases, strict=False)):
@@ -244,12 +246,15 @@ def _write_piece(
     `folios` are the forms to lay over its pages, by page."""
     with pikepdf.open(piece.path) as pdf:
         redirect: dict[int, int] = {}
+        made: dict[int, pikepdf.Object] = {}
 
         def placeholder(number: int) -> pikepdf.Object:
-            """An object of this piece that stands for `number` in the joined file."""
-            made = pdf.make_indirect(Dictionary())
-            redirect[made.objgen[0]] = number
-            return made
+            """An object of this piece that stands for `number` in the joined file: one for each number
+            (every page's /Parent is the same one), since making an object costs more than referring to it."""
+            if number not in made:
+                made[number] = pdf.make_indirect(Dictionary())
+                redirect[made[number].objgen[0]] = number
+            return made[number]
 
         theirs = pdf.Root.StructTreeRoot
         kids = list(theirs.K) if isinstance(theirs.K, Array) else [theirs.K]

@@ -146,4 +146,6 @@ def unparse(obj: pikepdf.Object, base: int, redirect: dict[int, int], found: deq
         found.append(number)
         return b"%d 0 R" % (base + number)
 
-    return _TOKENS.sub(renumber, obj.unparse(resolved=True))
+    syntax = obj.unparse(resolved=True)
+    # Most objects refer to none (a stream's head, a number array): no reference, nothing to scan for.
+    return _TOKENS.sub(renumber, syntax) if b" R" in syntax else syntax

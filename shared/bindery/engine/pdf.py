@@ -371,19 +371,23 @@ class _Book:
             labels=labels,
             targets={n: (before + number - 1, top) for n, (number, top) in targets.items()},
             front=pieces.index(front),
-            folios=Folios(self._folio_sheet(), pieces.index(self.runs[0])) if self.runs else None,
+            folios=Folios(self._folio_sheets(), pieces.index(self.runs[0])) if self.runs else None,
         )
         return out
 
-    def _folio_sheet(self) -> Piece:
-        """The body's folios, a page for each of its pages: the runs were set without them (see join)."""
-        shown = [on for run in self.runs for on in [*run.shown, *[False] * run.blank_after]]
-        flags = "".join("true," if on else "false," for on in shown)
-        sheet = self._compile(
-            "folios", preamble(self.source, self.page, 1, "1") + f"#folio-sheet(({flags}))\n", reused=True
-        )
-        sheet.shown = shown
-        return sheet
+    def _folio_sheets(self) -> list[Piece]:
+        """The body's folios, a sheet for each run, a page for each of its pages: the runs were set without
+        them (see join). A run's sheet is the same piece while the run starts on the same page."""
+        sheets, first = [], 1
+        for n, run in enumerate(self.runs):
+            shown = [*run.shown, *[False] * run.blank_after]
+            flags = "".join("true," if on else "false," for on in shown)
+            opening = preamble(self.source, self.page, first, "1")
+            sheet = self._compile(f"folios-{n}", opening + f"#folio-sheet(({flags}))\n", reused=True)
+            sheet.shown = shown
+            sheets.append(sheet)
+            first += len(shown)
+        return sheets
 
 
 RENDERER = PdfRenderer()
