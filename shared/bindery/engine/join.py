@@ -109,9 +109,9 @@ def join(
         over: dict[int, int] = {}  # a page of the book (its index in `numbers`) and the form laid over it
         if folios is not None:
             for n, sheet in enumerate(folios.sheets):
-                first = starts[folios.body + n]
+                opens = starts[folios.body + n]  # the run's first page in the book
                 forms = _write_folios(book, sheet, bases[len(pieces) + n])
-                over.update({first + page: form for page, form in forms.items()})
+                over.update({opens + page: form for page, form in forms.items()})
             state.stamp = _write_stamp(book)
         first: dict[str, bytes] = {}
         for n, (piece, base) in enumerate(zip(pieces, bases, strict=False)):
