@@ -10,7 +10,7 @@ time), and the new head is written last, only after its pack is whole: a head ne
 not all there.
 
 A piece's bytes are checked against the SHA-256 its head holds before they are used (taken over the piece's
-key and then its bytes, so whole bytes that are another piece's fail too); a piece cut short,
+key, how it is kept and then its bytes, so whole bytes that are another piece's fail too); a piece cut short,
 damaged, or gone (the GC removed its pack) is a miss, and the chapter is rendered cold. No fault in the
 cache fails a build: a read that fails is a miss, and a write that fails leaves the head as it was.
 
@@ -134,7 +134,7 @@ class BuildPieces:
         if data is None:
             # Cut short, gone, or unreadable: the rest of its pack is not tried (a GET each, for nothing).
             self._lost.add(entry.pack)
-        if data is None or _digest(entry.key, data) != entry.sha256:
+        if data is None or _digest(entry.key, entry.how, data) != entry.sha256:
             logger.warning("piece damaged or gone; building it cold", extra={"pack": entry.pack})
             self.counts.damaged += 1
             return None
@@ -177,7 +177,7 @@ class BuildPieces:
             logger.warning("piece cache not written by this build", extra={"reason": type(exc).__name__})
             self._give_up()
             return
-        digest = _digest(key, data)
+        digest = _digest(key, how, data)
         self._entries.append(Entry(lookup, key, tuple(names), self._pack, offset, len(data), digest, how))
 
     # ---- the build's end ---------------------------------------------------------------------------
@@ -249,10 +249,11 @@ class BuildPieces:
             return None
 
 
-def _digest(key: str, data: bytes) -> str:
-    """A piece's SHA-256, over its key and then its bytes: bytes that are whole but another piece's (a head
-    whose entries were moved about) fail it as damaged bytes do."""
-    return hashlib.sha256(key.encode() + b"\0" + data).hexdigest()
+def _digest(key: str, how: str, data: bytes) -> str:
+    """A piece's SHA-256, over its key, how it is kept and then its bytes: bytes that are whole but another
+    piece's (a head whose entries were moved about), or said to be kept another way, fail it as damaged
+    bytes do."""
+    return hashlib.sha256(f"{key}\0{how}\0".encode() + data).hexdigest()
 
 
 class _OverBound(Exception):

@@ -236,6 +236,21 @@ def test_a_head_whose_entries_point_at_each_others_bytes_is_rebuilt_cold(stack: 
     assert rebuilt[entries[0][0]] == rebuilt[entries[-1][0]] != entries[0][3]  # both in the new pack
 
 
+@pytest.mark.parametrize("fmt", [*FORMATS, "pdf"])
+def test_a_head_that_says_its_pieces_are_kept_another_way_is_rebuilt_cold(stack: Stack, fmt: str) -> None:
+    """Each entry says how its bytes are kept (deflated, or as they are), and the SHA-256 covers that too:
+    an entry that says the other is a miss, built again, never deflated bytes read as a piece."""
+    book = _book(stack)
+    _built(stack, book, fmt)
+    head = _head(stack, book, fmt)
+    old = {row[3] for row in head["entries"]}
+    for row in head["entries"]:
+        row[7] = {"z": "s", "s": "z"}[row[7]]
+    stack.objects.put_bytes(f"books/pieces/{book}/{fmt}/head", json.dumps(head).encode(), "application/json")
+    assert _built(stack, book, fmt) == _built(stack, book, fmt, cache=False)
+    assert not {row[3] for row in _head(stack, book, fmt)["entries"]} & old  # every piece built again
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_pack_the_gc_removes_in_the_middle_of_a_build_is_rebuilt_cold(stack: Stack, fmt: str) -> None:
     book = _book(stack)
