@@ -116,7 +116,7 @@ class ZipWriter:
         offset, encoded = self._out.tell(), name.encode("ascii")
         if offset + compressed > LIMIT or size > LIMIT:
             raise TooLarge(f"{name} ends past 4 GiB: past what a zip holds without ZIP64")
-        when = self._when if dated else (0, (0 << 9) | (1 << 5) | 1)  # 1980-01-01 00:00, zipfile's default
+        when = self._when if dated else (0, (1 << 5) | 1)  # 1980-01-01 00:00, zipfile's default
         self._entries.append(_Entry(encoded, method, crc, compressed, size, offset, attr, when))
         self._out.write(
             LOCAL.pack(b"PK\x03\x04", NEEDS[method], 0, method, *when, crc, compressed, size, len(encoded), 0)
