@@ -22,7 +22,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from bindery.objects import ARTIFACT_PREFIX, upload_key
+from bindery.objects import ARTIFACT_PREFIX, PART_BYTES, upload_key
 from bindery.outbound import Sent
 from bindery.sendqueue import SendQueue
 from bindery.states import EVENT_TYPES
@@ -127,7 +127,7 @@ def _workload(stack: Stack) -> None:
     run.quiesce()
 
     book = stack.create_book()
-    for size in (1_000, 6 * 1024 * 1024):  # the second is rewritten as a multipart upload
+    for size in (1_000, PART_BYTES + 2**20):  # the second, over one part, is rewritten as a multipart upload
         upload = stack.http("POST", f"/books/{book}/uploads")
         assert upload.status == 201, upload.body
         text = ("# Chapter\n\n" + "words " * (size // 6)).encode()
