@@ -163,7 +163,8 @@ class BuildPieces:
         self._store(lookup, key, names, deflated, DEFLATED)
 
     def _store(self, lookup: str, key: str, names: Sequence[str], data: bytes, how: str) -> None:
-        """Append a piece's stored (deflated) bytes to this build's pack, and name it in the new head."""
+        """Append a piece's stored bytes (`how`: deflated, or as they are) to this build's pack, and name
+        it in the new head."""
         if self._broken:
             return
         try:

@@ -105,10 +105,9 @@ def options_for(fmt: str, given: Any) -> dict[str, Any]:
 # Formats whose artifact is the revision's normalised manuscript itself: a build copies it server-side and
 # reads no chapter.
 COPIES_MANUSCRIPT = frozenset({"markdown"})
-# A renderer's spool (html's chapters, epub's zip) is kept in memory up to this size, and rolls over to the
-# function's storage past it: a spool on disk cost a warm build of the 1,200-chapter book (7 MB of html,
-# 1.5 MB of epub) 15-40 ms in html and 40-60 ms in epub, of 330-370 (zipfile seeks back over each entry to
-# write its sizes, and a seek in a file is a flush and two system calls).
+# html's spool of chapters is kept in memory up to this size, and rolls over to the function's storage past
+# it: a spool on disk cost a warm build of the 1,200-chapter book (7 MB of html) 15-40 ms of 330-370. (The
+# epub's zip, written forward by engine.zipped, spools on disk: in memory it raised a big book's peak.)
 SPOOL_IN_MEMORY = 8 * 1024 * 1024
 # Formats whose renderer reuses what it built for an earlier revision from the book's cache of built pieces
 # (a chapter's rendering for html and epub; a run of chapters, the front matter and the folios for pdf).
