@@ -63,8 +63,13 @@ def test_a_chapter_that_grows_by_pages_sets_again_only_its_own_run(
     _edit(stack, book, [_chapter(1, 9), *(_chapter(n, 2) for n in range(2, 9))])
     warm, report = _built(stack, book, "pdf")
     assert RENDERER.runs_set == 1  # its own run alone; every later one came from the cache as it was
+    joined = RENDERER.joined
     assert (warm, report) == _built(stack, book, "pdf", cache=False)
-    assert RENDERER.runs_set >= 4
+    runs = RENDERER.runs_set
+    assert runs >= 4
+    # The join copied every later run as the last one wrote it (a run's numbers are its own: they did not
+    # move), and wrote the grown run afresh, and every folio sheet (each run's first page moved).
+    assert (joined.copied, joined.written) == (runs - 1, runs + 1)
     before, after = _folios(first, tmp_path / "first.pdf"), _folios(warm, tmp_path / "warm.pdf")
     assert len(after) > len(before) + 2
     # Each page with text shows its own label as its folio, the moved pages included; blank versos none.
@@ -76,10 +81,15 @@ def test_a_warm_build_of_the_same_revision_sets_nothing(stack: Stack) -> None:
     book = _book(stack)
     first = _built(stack, book, "pdf")
     assert _built(stack, book, "pdf") == first and RENDERER.runs_set == 0
+    assert (RENDERER.joined.copied, RENDERER.joined.written) == (2, 0)  # the run and its folios, copied
     entries = _head(stack, book, "pdf")["entries"]
     # Each chapter parsed; that the run refuses PDF/UA-1 (a picture without alt text), so a warm build drops
-    # the claim without trying it again; the run; the front matter; the folios. (Not the cover: a page.)
-    assert len(entries) == len(CHAPTERS) + 4 and entries[len(CHAPTERS)][5] < 100
+    # the claim without trying it again; the run, the front matter and the folios, each with what was read of
+    # it (bindery.engine.pieces); and, as the join wrote them, the folios and the run
+    # (bindery.engine.segments). (Not the cover: a page, nor the front's join: it is dated.)
+    assert len(entries) == len(CHAPTERS) + 9 and entries[len(CHAPTERS)][5] < 100
+    kinds = [entry[0].split(":")[0] if ":" in entry[0] else "pdf" for entry in entries[len(CHAPTERS) + 1 :]]
+    assert kinds == ["pdf", "read", "pdf", "read", "pdf", "read", "joined", "joined"]
     names = [entry[2] for entry in entries[:3]]  # the image names each chapter's parse resolved
     assert names == [["images/coast.png"], ["images/coast.png"], ["images/missing.png"]]
 

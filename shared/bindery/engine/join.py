@@ -34,7 +34,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pikepdf
@@ -42,11 +43,16 @@ from pikepdf import Array, Dictionary, Name
 
 from bindery.engine.joined_file import JoinedFile, real, unparse, write_reachable
 from bindery.engine.pieces import Piece
+from bindery.engine.segments import FIRST, Kept, Part, Span, Tree, apart, spans
 
 # A contents link the join points at its page: GOTO + the target's number. A scheme no manuscript link can
 # have (typeset.py passes only http, https and mailto), and rewritten only in the front matter's piece.
 GOTO = "bindery-goto:"
 NPAGES = "{http://ns.adobe.com/xap/1.0/t/pg/}NPages"  # XMP's page count
+# The join's own objects, numbered below FIRST: the catalog, the page tree, the structure tree's root, its
+# ParentTree and its Document element, and the two streams a folio adds around a page's own content.
+CATALOG, PAGES, TREE, PARENT_TREE, DOCUMENT = 1, 2, 3, 4, 5
+STAMP = (6, 7)
 # What the join carries from a piece's structure tree root; anything else would be lost, so it refuses it.
 CARRIED = {"/Type", "/K", "/ParentTree", "/ParentTreeNextKey", "/RoleMap", "/ClassMap", "/IDTree"}
 
@@ -58,6 +64,16 @@ class Folios:
 
     sheets: list[Piece]
     body: int
+
+
+@dataclass(frozen=True)
+class Joined:
+    """What the join wrote: the book's pages, and of its body runs and folio sheets, how many it copied as
+    an earlier join wrote them and how many it wrote afresh."""
+
+    pages: int
+    copied: int
+    written: int
 
 
 @dataclass(frozen=True)
@@ -79,23 +95,28 @@ def join(
     targets: dict[int, tuple[int, float]],
     front: int,
     folios: Folios | None = None,
-) -> int:
+    kept: Kept | None = None,
+) -> Joined:
     """Write `pieces` as one PDF at `out`; return its page count. The first piece's catalog (language,
     title, XMP, viewer preferences) is the book's; every piece was compiled with the same document
     settings. `targets` maps a GOTO link's number to the (page, top) it goes to; the links are in
-    `pieces[front]`. `folios`, if given, are laid over the body's pages."""
-    bases, total = [], 0
-    for piece in [*pieces, *(folios.sheets if folios else [])]:
-        bases.append(total)
-        total += piece.size - 1  # object 0 is no object
-    with out.open("wb") as file:
-        book = JoinedFile(file, total + 1)
-        catalog, pages_root, tree_root, parent_tree, document = (book.number() for _ in range(5))
+    `pieces[front]`. `folios`, if given, are laid over the body's pages. A body run or a folio sheet
+    written by an earlier join is taken from `kept`, and one written afresh is kept there."""
+    copied = 0
+    body = range(folios.body, len(pieces)) if folios else range(0)
+    sheets = folios.sheets if folios else []
+    # Numbers: the runs' spans in page order, then the other pieces', then the sheets'; keys likewise.
+    span = spans(pieces, [*body, *(n for n in range(len(pieces)) if n not in body)])
+    after = max((s.end for s in span.values()), default=FIRST)
+    sheet_span = spans(sheets, list(range(len(sheets))), after + 1)
+    tail = max((s.end for s in sheet_span.values()), default=after)
+    with out.open("w+b") as file:
+        book = JoinedFile(file, tail)
         numbers: list[int] = []  # every page of the book, as object numbers in the joined file
         starts: list[int] = []  # where each piece's first page is among them
-        for piece, base in zip(pieces, bases, strict=False):
+        for n, piece in enumerate(pieces):
             starts.append(len(numbers))
-            numbers += [base + n for n in piece.page_objects]
+            numbers += [span[n].base + number for number in piece.page_objects]
             if piece.blank_after:
                 # A blank verso after the piece's last page: nothing on it, so nothing to tag.
                 numbers.append(book.number())
@@ -103,38 +124,32 @@ def join(
                 box = b"[ 0 0 %s %s ]" % (width, height)
                 book.put(
                     numbers[-1],
-                    b"<< /Type /Page /Parent %d 0 R /MediaBox %s /Resources << >> >>" % (pages_root, box),
+                    b"<< /Type /Page /Parent %d 0 R /MediaBox %s /Resources << >> >>" % (PAGES, box),
                 )
-        state = _Tree(document=document, keys=0)
-        over: dict[int, int] = {}  # a page of the book (its index in `numbers`) and the form laid over it
+        state = Tree()
+        # The form over a run's page i is numbered in the run's span (see Span), where its page finds it.
+        forms: dict[int, dict[int, int]] = {n: {} for n in range(len(pieces))}
+        for k, sheet in enumerate(sheets):
+            run = span[body.start + k]
+            forms[body.start + k] = {i: run.base + run.size + i for i, on in enumerate(sheet.shown) if on}
+            write = partial(_write_folios, book, sheet, sheet_span[k].base, forms[body.start + k])
+            copied += apart(book, kept, sheet, sheet_span[k], "", forms[body.start + k], state, write)
         if folios is not None:
-            for n, sheet in enumerate(folios.sheets):
-                opens = starts[folios.body + n]  # the run's first page in the book
-                forms = _write_folios(book, sheet, bases[len(pieces) + n])
-                over.update({opens + page: form for page, form in forms.items()})
-            state.stamp = _write_stamp(book)
+            for number, data in zip(STAMP, (_BEFORE, _AFTER), strict=True):
+                book.put_stream(number, b"<< /Length %d >>" % len(data), data)
         first: dict[str, bytes] = {}
-        for n, (piece, base) in enumerate(zip(pieces, bases, strict=False)):
-            _write_piece(
-                book,
-                piece,
-                base,
-                n,
-                state,
-                first,
-                pages_root,
-                numbers,
-                targets if n == front else {},
-                {page: over[starts[n] + page] for page in range(piece.pages) if starts[n] + page in over},
-            )
+        for n, piece in enumerate(pieces):
+            prefix = "" if n == 0 else f"p{n} "
+            links = targets if n == front else {}
+            write = partial(_write_piece, book, piece, span[n], n, prefix, first, numbers, links, forms[n])
+            copied += apart(book, kept if n in body else None, piece, span[n], prefix, forms[n], state, write)
         kids = b" ".join(b"%d 0 R" % n for n in numbers)
-        book.put(pages_root, b"<< /Type /Pages /Count %d /Kids [ %s ] >>" % (len(numbers), kids))
+        book.put(PAGES, b"<< /Type /Pages /Count %d /Kids [ %s ] >>" % (len(numbers), kids))
         # The book's Document element holds each piece's elements in a Div; the tree root holds it.
         pieces_held = b" ".join(b"%d 0 R" % n for n in state.kids)
-        book.put(
-            document, b"<< /Type /StructElem /S /Document /P %d 0 R /K [ %s ] >>" % (tree_root, pieces_held)
-        )
-        book.put(parent_tree, b"<< /Nums [ %s ] >>" % b" ".join(b"%d %d 0 R" % kv for kv in state.nums))
+        book.put(DOCUMENT, b"<< /Type /StructElem /S /Document /P %d 0 R /K [ %s ] >>" % (TREE, pieces_held))
+        nums = b" ".join(b"%d %d 0 R" % kv for kv in sorted(state.nums))
+        book.put(PARENT_TREE, b"<< /Nums [ %s ] >>" % nums)
         role_map = b" ".join(k + b" " + v for k, v in state.roles.items())
         class_map = b" ".join(k + b" " + v for k, v in state.classes.items())
         id_tree = b""
@@ -145,14 +160,15 @@ def join(
             id_number = book.number()
             book.put(id_number, b"<< /Names [ %s ] >>" % names)
             id_tree = b" /IDTree %d 0 R" % id_number
+        keys = max((span[n].keys + piece.keys for n, piece in enumerate(pieces)), default=0)
         book.put(
-            tree_root,
+            TREE,
             b"<< /Type /StructTreeRoot /K [ %d 0 R ] /ParentTree %d 0 R /ParentTreeNextKey %d"
             b" /RoleMap << %s >>%s%s >>"
             % (
-                state.document,
-                parent_tree,
-                state.keys,
+                DOCUMENT,
+                PARENT_TREE,
+                keys,
                 role_map,
                 id_tree,
                 b" /ClassMap << %s >>" % class_map if class_map else b"",
@@ -161,28 +177,13 @@ def join(
         outlines = _write_outline(book, outline, numbers)
         page_labels = b" ".join(b"%d %s" % (start, label.unparse()) for start, label in labels)
         book.put(
-            catalog,
+            CATALOG,
             b"<< /Type /Catalog /Pages %d 0 R /StructTreeRoot %d 0 R /Outlines %d 0 R"
             b" /PageLabels << /Nums [ %s ] >> /PageMode /UseOutlines %s >>"
-            % (pages_root, tree_root, outlines, page_labels, first.get("catalog", b"")),
+            % (PAGES, TREE, outlines, page_labels, first.get("catalog", b"")),
         )
-        book.finish(catalog, int(first["info"]) if "info" in first else None, first.get("ids"))
-    return len(numbers)
-
-
-@dataclass
-class _Tree:
-    """The book's structure tree as the pieces are written: the Document's children, the ParentTree's
-    entries, the IDs and the role map."""
-
-    document: int
-    keys: int  # the next free marked-content key
-    kids: list[int] = field(default_factory=list)  # each piece's Div
-    nums: list[tuple[int, int]] = field(default_factory=list)
-    ids: list[tuple[str, int]] = field(default_factory=list)
-    roles: dict[bytes, bytes] = field(default_factory=dict)
-    classes: dict[bytes, bytes] = field(default_factory=dict)
-    stamp: tuple[int, int] = (0, 0)  # the two content streams that lay a folio over a page's own content
+        book.finish(CATALOG, int(first["info"]) if "info" in first else None, first.get("ids"))
+    return Joined(len(numbers), copied, len(body) + len(sheets) - copied)
 
 
 # The page's own content is wrapped in q ... Q, so no state it leaves set moves the folio; the folio's form
@@ -191,23 +192,14 @@ FOLIO = "/BinderyFolio"
 _BEFORE, _AFTER = b"q\n", b"\nQ %s Do\n" % FOLIO.encode()
 
 
-def _write_stamp(book: JoinedFile) -> tuple[int, int]:
-    """The two streams every page with a folio adds before and after its own content: written once."""
-    numbers = book.number(), book.number()
-    for number, data in zip(numbers, (_BEFORE, _AFTER), strict=True):
-        book.put_stream(number, b"<< /Length %d >>" % len(data), data)
-    return numbers
-
-
-def _write_folios(book: JoinedFile, sheet: Piece, base: int) -> dict[int, int]:
-    """Each page of the sheet that holds a folio, written as a form (its content, its resources); return
-    the form's number by the sheet's page."""
-    forms: dict[int, int] = {}
+def _write_folios(book: JoinedFile, sheet: Piece, base: int, forms: dict[int, int]) -> Part:
+    """Each page of the sheet that holds a folio, written as a form (its content, its resources) numbered
+    `forms[page]`. A sheet adds nothing to the structure tree: a folio is an artifact."""
     shared: dict[bytes, int] = {}  # the sheet's pages' resources, each written once (they are all alike)
     with pikepdf.open(sheet.path) as pdf:
         roots: deque[int] = deque()
         for index, page in enumerate(pdf.pages):
-            if not sheet.shown[index]:
+            if index not in forms:
                 continue
             contents = page.obj.Contents
             parts = contents if isinstance(contents, Array) else [contents]
@@ -218,7 +210,6 @@ def _write_folios(book: JoinedFile, sheet: Piece, base: int) -> dict[int, int]:
                 shared[resources] = book.number()
                 book.put(shared[resources], resources)
             box = page.obj.MediaBox.unparse(resolved=True)
-            forms[index] = book.number()
             book.put_stream(
                 forms[index],
                 b"<< /Subtype /Form /BBox %s /Resources %d 0 R /Length %d >>"
@@ -226,24 +217,24 @@ def _write_folios(book: JoinedFile, sheet: Piece, base: int) -> dict[int, int]:
                 data,
             )
         write_reachable(book, pdf, roots, base, {}, set())
-    return forms
+    return Part()
 
 
 def _write_piece(
     book: JoinedFile,
     piece: Piece,
-    base: int,
+    span: Span,
     n: int,
-    state: _Tree,
+    prefix: str,
     first: dict[str, bytes],
-    pages_root: int,
     pages: list[int],
     targets: dict[int, tuple[int, float]],
     folios: dict[int, int],
-) -> None:
-    """Write the objects of one piece the book needs, renumbered by `base`, and add its structure to
-    `state`. Objects only the piece needed (its catalog, page tree, outline, tree root) are left out.
-    `folios` are the forms to lay over its pages, by page."""
+) -> Part:
+    """Write the objects of one piece the book needs, renumbered into its `span`; return its part of the
+    structure tree. Objects only the piece needed (its catalog, page tree, outline, tree root) are left
+    out. `folios` are the forms to lay over its pages, by page; its element IDs get `prefix`."""
+    base, keys, part = span.base, span.keys, Part()
     with pikepdf.open(piece.path) as pdf:
         redirect: dict[int, int] = {}
         made: dict[int, pikepdf.Object] = {}
@@ -264,8 +255,8 @@ def _write_piece(
         # none of its elements is touched: memory stays the piece's, whatever the book's length.
         division = kids[0]
         division.S = Name.Div
-        division.P = placeholder(state.document)
-        state.kids.append(base + division.objgen[0])
+        division.P = placeholder(DOCUMENT)
+        part.kids.append(base + division.objgen[0])
         skip: set[int] = set()
         roots: deque[int] = deque([division.objgen[0]])
         if n == 0:
@@ -291,16 +282,15 @@ def _write_piece(
                 first["info"] = b"%d" % (base + pdf.trailer.Info.objgen[0])
             if "/ID" in pdf.trailer:
                 first["ids"] = pdf.trailer.ID.unparse(resolved=True)
-        # Keys and IDs move past the pieces before this one.
-        keys = state.keys
+        # Keys and IDs move into the piece's span.
         for page in pdf.pages:
-            page.obj.Parent = placeholder(pages_root)
+            page.obj.Parent = placeholder(PAGES)
             if "/StructParents" in page.obj:
                 page.obj.StructParents = int(page.obj.StructParents) + keys
             for annot in page.obj.get("/Annots", Array()):
                 if "/StructParent" in annot:
                     annot.StructParent = int(annot.StructParent) + keys
-        before, after = (placeholder(n) for n in state.stamp) if folios else (None, None)
+        before, after = (placeholder(number) for number in STAMP) if folios else (None, None)
         for index, form in folios.items():
             laid = pdf.pages[index].obj
             contents = laid.Contents
@@ -315,9 +305,9 @@ def _write_piece(
             laid.Resources = resources
         if "/IDTree" in theirs:
             for name, element in _names(theirs.IDTree):
-                named = name if n == 0 else f"p{n} {name}"
+                named = prefix + name
                 element.ID = pikepdf.String(named)
-                state.ids.append((named, base + element.objgen[0]))
+                part.ids.append((named, base + element.objgen[0]))
                 roots.append(element.objgen[0])
         # The contents' links, written as GOTO placeholders, now go to their pages.
         for each in pdf.pages:
@@ -332,24 +322,24 @@ def _write_piece(
         for key, value in _numbers(theirs.ParentTree):
             if value.is_indirect:
                 roots.append(value.objgen[0])
-                state.nums.append((key + keys, base + value.objgen[0]))
+                part.nums.append((key + keys, base + value.objgen[0]))
             else:
                 number = book.number()
                 queue: deque[int] = deque()
                 book.put(number, unparse(value, base, redirect, queue))
                 roots.extend(queue)
-                state.nums.append((key + keys, number))
+                part.nums.append((key + keys, number))
         if n == 0 and "/Info" in pdf.trailer:
             roots.append(pdf.trailer.Info.objgen[0])
-        state.keys = keys + int(theirs.get("/ParentTreeNextKey", 0))
         for role, standard in theirs.get("/RoleMap", Dictionary()).items():
-            state.roles.setdefault(role.encode(), standard.unparse(resolved=True))
+            part.roles.append((role.encode(), standard.unparse(resolved=True)))
         for name, attributes in theirs.get("/ClassMap", Dictionary()).items():
-            state.classes.setdefault(name.encode(), unparse(attributes, base, redirect, roots))
+            part.classes.append((name.encode(), unparse(attributes, base, redirect, roots)))
         unknown = set(theirs.keys()) - CARRIED
         if unknown:
             raise ValueError(f"{piece.path.name}: its tree root has {sorted(unknown)}, which the join drops")
         write_reachable(book, pdf, roots, base, redirect, skip)
+    return part
 
 
 def _numbers(tree: pikepdf.Object) -> Iterator[tuple[int, pikepdf.Object]]:

@@ -19,11 +19,8 @@ memory a single chapter's compile takes: a longer chapter is skipped, named, and
 each compile runs under the build's time limit: a compile that overruns is killed, and the export fails as
 `render_failed`, never hanging the worker.
 
-**Fonts** (the layer carries them; no system font is read): Libertinus Serif and DejaVu Sans Mono are
-built into Typst; three pinned wheels add Amiri (`fontpkg_amiri`: Arabic), Noto Sans CJK
-(`noto_cjk_sans_otc`: Chinese, Japanese and Korean) and `manimgx_fonts` (Noto Sans Symbols, Noto Emoji,
-Noto Sans, and Noto Sans for the scripts of India and South-East Asia, Armenian, Georgian and Ethiopic).
-They are found where pip installed them (`typefaces.font_dirs`), so a venv and the layer hold the same fonts.
+**Fonts** (the layer carries them; no system font is read): Typst's own, and the pinned wheels that
+`bindery.engine.typefaces` names and finds where pip installed them, so a venv and the layer hold the same.
 """
 
 from __future__ import annotations
@@ -36,10 +33,12 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from pikepdf import Dictionary, Name, String
+
 from bindery.engine import Report, Sink, Source, Text, markup, skipped
 from bindery.engine.compiler import CompileError, Compiler
 from bindery.engine.figures import Figures
-from bindery.engine.join import GOTO, Entry, Folios, join
+from bindery.engine.join import GOTO, Entry, Folios, Joined, join
 from bindery.engine.literals import literal
 from bindery.engine.pdf_source import (
     AUTHORS_PT,
@@ -59,7 +58,7 @@ from bindery.engine.pdf_source import (
     nested,
     preamble,
 )
-from bindery.engine.pieces import Piece, read_piece
+from bindery.engine.pieces import Kept, Piece, from_summary, read_piece
 from bindery.engine.typefaces import font_dirs
 from bindery.engine.typeset import Chapter, Parse, image_file
 from bindery.images import Asset
@@ -70,7 +69,7 @@ DESIGN = HERE / "book.typ"
 
 MAX_MANUSCRIPT_BYTES = 50 * 1024 * 1024  # measured by `make bench` against the worker's timeout
 RUN_BYTES = 512 * 1024  # a run of chapters is compiled once it holds this much manuscript
-RUN_CHAPTERS = 100  # or this many chapters
+RUN_CHAPTERS = 50  # or this many: a run is what an edit sets again (at 100: 1,200 chapters' re-export +0.4 s)
 # Bump on any change to how a piece is compiled that neither its source nor book.typ shows: a built piece is
 # kept in the book's cache under a hash of its source, book.typ, Typst's version, the fonts and this.
 PIECE_VERSION = "pdf-1"
@@ -87,6 +86,7 @@ class PdfRenderer:
         self._md = markup.parser()
         self.peak_child_rss = 0  # the typesetter's most memory, over this process's builds (for the bench)
         self.runs_set = 0  # how many of its last build's runs were set, not reused (for the bench)
+        self.joined = Joined(0, 0, 0)  # and what its join copied and wrote afresh
 
     def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> Report:
         fonts = font_dirs()
@@ -94,7 +94,7 @@ class PdfRenderer:
             book = _Book(source, Path(tmp), self._md.parse, time.monotonic() + self.time_limit, fonts)
             try:
                 path, report = book.typeset(chapters)
-                self.runs_set = book.runs_set
+                self.runs_set, self.joined = book.runs_set, book.joined
                 with path.open("rb") as pdf:
                     while chunk := pdf.read(1 << 20):
                         out.write(chunk)
@@ -120,7 +120,8 @@ class _Book:
         self.parser = RunParser(parse, self.page, self.engine, self.figures, self.report, source.pieces)
         self.images_of: dict[str, dict[str, Asset]] = {}  # the images a piece places, by its name
         self.cached: set[str] = set()  # the pieces kept in the book's cache (runs, front matter, folios)
-        self.runs_set = 0
+        self.kept_pieces = Kept(source.pieces)
+        self.runs_set, self.joined = 0, Joined(0, 0, 0)
         shutil.copy(DESIGN, root / "book.typ")
         (root / "img").mkdir()
         self.compiler.start()  # last, so nothing here fails with it running; it loads as chapters are parsed
@@ -141,8 +142,6 @@ class _Book:
         if self.runs:
             self.runs[-1].blank_after = False  # nothing follows the last chapter
         return self._bound(), self.report
-
-    # ---- the body ----------------------------------------------------------------------------------
 
     def _compile_run(self, texts: list[Text], first: int) -> int:
         """Compile a run of chapters whose first page is numbered `first`; return the next run's first."""
@@ -198,14 +197,14 @@ class _Book:
             self.cached.add(name)
         if not (reused and self._reuse(path)):
             self._set(path)
-            piece = read_piece(path.with_suffix(".pdf"))
+            piece = self._read(path, hit=False)
         else:
             try:
-                piece = read_piece(path.with_suffix(".pdf"))
+                piece = self._read(path, hit=True)
             except Exception:  # checked whole, yet not a piece pikepdf reads: set it, as any miss
                 logger.warning("a reused piece does not open; setting it again", extra={"piece": name})
                 self._set(path)
-                piece = read_piece(path.with_suffix(".pdf"))
+                piece = self._read(path, hit=False)
         if keep:
             self.kept.append(piece)
         return piece
@@ -238,11 +237,12 @@ class _Book:
                 self._write_images(self.images_of[path.stem])
                 self._typeset(path)
                 self._keep(path, earlier.path.read_bytes())
-            again = read_piece(earlier.path)
+            again = self._read(path, hit=path.stem in self.cached)
             if (again.pages, again.marks) != (earlier.pages, earlier.marks):
                 # Its pages were counted into every later piece's folios and the contents.
                 raise CompileError(f"{earlier.path.name} set out differently without PDF/UA-1") from cause
             earlier.size, earlier.page_objects = again.size, again.page_objects
+            earlier.keys, earlier.digest = again.keys, again.digest
 
     def _typeset(self, path: Path) -> None:
         self.compiler.compile(
@@ -271,23 +271,31 @@ class _Book:
 
     def _reuse(self, path: Path) -> bool:
         """Whether the book's cache held this piece, now written where its compile would have put it."""
-        if self.source.pieces is None:
-            return False
-        lookup = self._lookup(path)
-        found = self.source.pieces.find(lookup, lambda names: lookup)
+        found = self.kept_pieces.find(self._lookup(path))
         if found == REFUSED and self.standards:
             self._drop_claim(CompileError(f"{path.name} refused PDF/UA-1 in an earlier build"))
-            lookup = self._lookup(path)
-            found = self.source.pieces.find(lookup, lambda names: lookup)
+            found = self.kept_pieces.find(self._lookup(path))
         if found is None or found == REFUSED:
             return False
         path.with_suffix(".pdf").write_bytes(found)
         return True
 
+    def _read(self, path: Path, *, hit: bool) -> Piece:
+        """The piece compiled from `path`: for one taken from the cache, what an earlier build read of it
+        (when it is these bytes), else read (and, for a piece kept in the cache, kept beside it)."""
+        pdf, kept = path.with_suffix(".pdf"), path.stem in self.cached and self.source.pieces is not None
+        lookup = f"read:{self._lookup(path)}"
+        found = self.kept_pieces.find(lookup) if hit and kept else None
+        piece = from_summary(pdf, found) if found is not None else None
+        if piece is None:
+            piece = read_piece(pdf)
+            if kept:
+                self.kept_pieces.keep(lookup, piece.summary(), compressed=False)
+        return piece
+
     def _keep(self, path: Path, data: bytes) -> None:
-        if self.source.pieces is not None and path.stem in self.cached:
-            lookup = self._lookup(path)
-            self.source.pieces.keep(lookup, lookup, (), data, compressed=True)  # Typst deflates its streams
+        if path.stem in self.cached:
+            self.kept_pieces.keep(self._lookup(path), data)
 
     def _left(self) -> float:
         return self.deadline - time.monotonic()
@@ -355,8 +363,6 @@ class _Book:
             )
             for c in self.opened
         ]
-        from pikepdf import Dictionary, Name, String
-
         labels = (
             [(0, Dictionary(P=String("Cover"))), (1, Dictionary(P=String("Inside cover")))] if cover else []
         )
@@ -364,7 +370,7 @@ class _Book:
         if self.runs:
             labels.append((before, Dictionary(S=Name.D)))
         out = self.root / "book.pdf"
-        join(
+        self.joined = join(
             pieces,
             out,
             outline=body,
@@ -372,6 +378,7 @@ class _Book:
             targets={n: (before + number - 1, top) for n, (number, top) in targets.items()},
             front=pieces.index(front),
             folios=Folios(self._folio_sheets(), pieces.index(self.runs[0])) if self.runs else None,
+            kept=self.kept_pieces if source.pieces is not None else None,
         )
         return out
 

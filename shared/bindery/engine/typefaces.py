@@ -1,5 +1,10 @@
 """The PDF's fonts beyond Typst's own: which wheels hold them, where pip put them, and which face of Noto
-Sans CJK sets a book's Han characters. Nothing here reads a system font."""
+Sans CJK sets a book's Han characters. Nothing here reads a system font.
+
+Libertinus Serif and DejaVu Sans Mono are built into Typst; three pinned wheels add Amiri (`fontpkg_amiri`:
+Arabic), Noto Sans CJK (`noto_cjk_sans_otc`: Chinese, Japanese and Korean) and `manimgx_fonts` (Noto Sans
+Symbols, Noto Emoji, Noto Sans, and Noto Sans for the scripts of India and South-East Asia, Armenian,
+Georgian and Ethiopic)."""
 
 from __future__ import annotations
 
