@@ -21,7 +21,7 @@ from moto import mock_aws
 
 from bindery import engine
 from bindery.config import Settings
-from bindery.engine import pdf
+from bindery.engine import pdf, segments
 from bindery.objects import Objects
 from bindery.piece_cache import BuildPieces
 from tests.unit.conftest import Stack
@@ -107,6 +107,22 @@ def test_a_damaged_pdf_piece_is_set_again(stack: Stack, damage: str) -> None:
     assert _built(stack, book, "pdf") == _built(stack, book, "pdf", cache=False)
     _built(stack, book, "pdf")
     assert RENDERER.runs_set == 0
+
+
+def test_a_written_run_kept_whole_but_not_one_is_written_afresh(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the join kept passes its SHA-256 yet is not what this code reads (kept by code that wrote
+    another layout under the same version, say): the join writes the piece afresh, and keeps it right."""
+    book = _book(stack)
+    with monkeypatch.context() as patched:
+        patched.setattr(segments, "pack", lambda written, part: b"not a written piece")
+        _built(stack, book, "pdf")
+    warm = _built(stack, book, "pdf")
+    assert (RENDERER.runs_set, RENDERER.joined.copied, RENDERER.joined.written) == (0, 0, 2)
+    assert warm == _built(stack, book, "pdf", cache=False)
+    _built(stack, book, "pdf")
+    assert (RENDERER.joined.copied, RENDERER.joined.written) == (2, 0)
 
 
 def test_a_pdf_pack_the_gc_removes_in_the_middle_of_a_build_is_set_again(stack: Stack) -> None:
