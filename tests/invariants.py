@@ -172,8 +172,8 @@ def violations(
                 found.append(
                     f"2: ended export {row['export_id']} still waits for its unlink after the GC ran"
                 )
-    # ...and under books/: each manuscript is its book's current cut, or a cut waiting to be retired; each
-    # image is one its book's revision names, or one waiting to be retired
+    # ...and under books/: each manuscript (and its chapter list) is its book's current cut, or a cut waiting
+    # to be retired; each image is one its book's revision names, or one waiting to be retired
     books = {i["pk"].removeprefix("BOOK#"): i.get("cut") for i in items if i["sk"] == "BOOK"}
     named_images = {
         (i["pk"].removeprefix("BOOK#"), f"assets/{asset.object_id}")
@@ -193,7 +193,7 @@ def violations(
         if key.startswith(PIECES_PREFIX):
             continue  # a book's cache of built pieces: below
         book, _, name = key.removeprefix(BOOK_PREFIX).partition("/")
-        cut = name.removesuffix(".md")
+        cut = name.removesuffix(".md").removesuffix(".chapters.json")
         if (
             books.get(book) == cut
             or (book, cut) in retiring

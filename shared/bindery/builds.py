@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 
 from bindery import engine
+from bindery.chapter_lists import read_chapter_list
 from bindery.clock import Clock
 from bindery.config import Settings
 from bindery.faults import translated
@@ -109,7 +110,7 @@ class Builds:
         copies = export.format in engine.COPIES_MANUSCRIPT and not book.assets
         # The chapter list is read before the renderer is imported: parsing it is the build's peak of memory
         # outside the engine, and it peaks lower in the smaller process (10 MiB at 5,000 chapters).
-        chapters = [] if copies else self.book_rows.read_chapters(book_id, book.cut)
+        chapters = [] if copies else self._chapters(book)
         renderer = engine.renderer_for(export.format)
         limit = getattr(renderer, "max_manuscript_bytes", None)
         if export.format == "pdf":
@@ -235,6 +236,11 @@ class Builds:
             return BuildOutcome.FINISH_REFUSED
         state_change(bundle.id, bundle.book_id, "bundle ready", size_bytes=size, files=len(files))
         return BuildOutcome.READY
+
+    def _chapters(self, book: Book) -> list[Chapter]:
+        """The cut's chapters: its list, one GET (bindery.chapter_lists), or else its items."""
+        listed = read_chapter_list(self.objects, book.id, book.cut, book.chapter_count)
+        return listed if listed is not None else self.book_rows.read_chapters(book.id, book.cut)
 
     def _chapter_texts(
         self, book: Book, chapters: list[Chapter], progress: _Progress

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from bindery import errors
+from bindery.chapter_lists import write_chapter_list
 from bindery.clock import Clock, iso
 from bindery.config import Settings
 from bindery.errors import not_found
@@ -322,6 +323,7 @@ class Library:
                 Chapter(ordinal=n, title=section.title, offset=section.offset, size_bytes=section.length)
             )
         self.book_rows.stage_cut(book_id, cut_id, chapters, retire_at=now + STAGE_GRACE_SECONDS)
+        write_chapter_list(self.objects, book_id, cut_id, chapters)  # after the marker that retires it
         return chapters
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bindery.chapter_lists import chapters_key
 from bindery.clock import Clock
 from bindery.config import Settings
 from bindery.objects import ARTIFACT_PREFIX, PIECES_PREFIX, Objects, asset_key, cut_key
@@ -173,7 +174,8 @@ class Schedules:
         else:
             assert marker.cut is not None
             if self.book_rows.retire_cut_chapters(marker):
-                self.objects.delete([cut_key(marker.book_id, marker.cut)])
+                book, cut = marker.book_id, marker.cut
+                self.objects.delete([cut_key(book, cut), chapters_key(book, cut)])
         self.book_rows.drop_marker(marker)
 
     def _chores(self, queue: Queue, act: Callable[[Marker], None], out_of_time: OutOfTime) -> SweepCounts:

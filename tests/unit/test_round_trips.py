@@ -117,12 +117,13 @@ def test_a_small_build_uploads_with_one_put(stack: Stack) -> None:
     export_id = stack.submit(book).body["id"]
     with recording(stack.store.client, stack.objects.client) as calls:
         stack.services.builds.build(book, export_id)
-    # Claim, the book, its chapters, finish; one streaming read of the whole manuscript, one upload of the
-    # whole artifact. (A small book writes no progress: that is at most one write every few seconds.)
-    assert calls.count("dynamodb") == {"UpdateItem": 1, "GetItem": 1, "Query": 1, "TransactWriteItems": 1}
+    # Claim, the book, finish; its chapter list (one GET, not a Query of its chapter items:
+    # bindery/chapter_lists.py); one streaming read of the whole manuscript, one upload of the whole
+    # artifact. (A small book writes no progress: that is at most one write every few seconds.)
+    assert calls.count("dynamodb") == {"UpdateItem": 1, "GetItem": 1, "TransactWriteItems": 1}
     # And the cache of built pieces (tests/unit/test_piece_cache.py): its head, read (none yet), then its
     # one pack and its head, written.
-    assert calls.count("s3") == {"GetObject": 1 + 1, "PutObject": 1 + 2}
+    assert calls.count("s3") == {"GetObject": 1 + 1 + 1, "PutObject": 1 + 2}
 
 
 def test_a_large_build_is_a_multipart_upload_sized_to_the_artifact(stack: Stack) -> None:
@@ -140,7 +141,7 @@ def test_a_large_build_is_a_multipart_upload_sized_to_the_artifact(stack: Stack)
     (pack_size,) = head["packs"].values()
     assert pack_size < PART_BYTES
     assert calls.count() == {
-        "GetObject": 1 + 1,
+        "GetObject": 1 + 1 + 1,  # the chapter list, the manuscript, the cache's head
         "CreateMultipartUpload": 1,
         "UploadPart": parts,  # 8 MiB each: as many as the artifact needs, no more
         "CompleteMultipartUpload": 1,

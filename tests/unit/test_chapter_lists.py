@@ -1,0 +1,87 @@
+"""A cut's chapter list beside its manuscript (bindery/chapter_lists.py): a build reads it in one GET rather
+than the cut's chapter items; without it whole, the build reads the items, and builds the same bytes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from bindery.chapter_lists import chapters_key
+from tests.unit.conftest import Stack
+
+BOOK = "# One\n\nfirst\n\n# Two\n\nsecond, *with* words\n\n# Three\n\nthird\n"
+
+
+def _artifact(stack: Stack, book: str) -> bytes:
+    export_id = stack.submit(book, "html").body["id"]
+    assert stack.services.builds.build(book, export_id) == "ready"
+    found = stack.store.exports.read_export_for_owner(book, export_id, "user-alice", stack.clock())
+    assert found is not None
+    return bytes(
+        stack.objects.client.get_object(Bucket=stack.objects.settings.bucket, Key=found[0].path)[
+            "Body"
+        ].read()
+    )
+
+
+def _cut(stack: Stack, book: str) -> str:
+    found = stack.store.books.read_book(book)
+    assert found is not None
+    return found.cut
+
+
+def test_a_cut_keeps_its_chapter_list_and_a_build_reads_it_not_the_items(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    book = stack.create_book(BOOK)
+    listed = json.loads(stack.objects.read_or_none(chapters_key(book, _cut(stack, book))) or b"null")
+    assert [row[:2] for row in listed] == [[1, "One"], [2, "Two"], [3, "Three"]]
+    items = [
+        (c.ordinal, c.title, c.offset, c.size_bytes)
+        for c in stack.store.books.read_chapters(book, _cut(stack, book))
+    ]
+    assert [tuple(row) for row in listed] == items
+
+    def no_items(*_: Any) -> None:
+        raise AssertionError("a build with the cut's list read its items")
+
+    monkeypatch.setattr(stack.store.books, "read_chapters", no_items)
+    assert b"<em>with</em> words" in _artifact(stack, book)
+
+
+@pytest.mark.parametrize(
+    "list_bytes",
+    [
+        None,  # a cut made before lists were kept
+        b'[[1, "One", 0, 16]',  # cut short
+        b'[[1, "One", 0, 16], [2, "Two", 16, 30]]',  # not the cut's (two chapters of three)
+        b'[[1, "One", 0], [2, "Two", 16, 30], [3, "Three", 46, 16]]',  # a row of another shape
+        b'{"chapters": 3}',
+    ],
+)
+def test_without_a_whole_list_a_build_reads_the_items_and_builds_the_same(
+    stack: Stack, list_bytes: bytes | None
+) -> None:
+    book = stack.create_book(BOOK)
+    cold = _artifact(stack, book)
+    key = chapters_key(book, _cut(stack, book))
+    if list_bytes is None:
+        stack.objects.delete([key])
+    else:
+        stack.objects.put_bytes(key, list_bytes, "application/json")
+    assert _artifact(stack, book) == cold
+
+
+def test_a_replaced_manuscript_writes_its_own_list_and_the_old_one_retires_with_its_cut(stack: Stack) -> None:
+    book = stack.create_book(BOOK)
+    old = chapters_key(book, _cut(stack, book))
+    assert (
+        stack.http("PUT", f"/books/{book}/manuscript", body={"manuscript": "# Only\n\nnew\n"}).status == 200
+    )
+    new = chapters_key(book, _cut(stack, book))
+    assert json.loads(stack.objects.read_or_none(new) or b"null") == [[1, "Only", 0, 12]]
+    stack.clock.advance(stack.services.settings.lease_seconds + 1)
+    assert stack.gc()["cuts_retired"] == 1
+    assert stack.objects.read_or_none(old) is None and stack.objects.read_or_none(new) is not None
