@@ -309,7 +309,7 @@ class ArtifactWriter(io.RawIOBase):
     def __init__(self, client: Any, bucket: str, key: str, content_type: str):
         super().__init__()
         self._client, self._bucket, self.key, self._type = client, bucket, key, content_type
-        self._part = io.BytesIO()
+        self._part, self.part_bytes = io.BytesIO(), PART_BYTES  # a part's bytes: 5 MiB at least, S3's floor
         self._upload_id: str | None = None
         self._parts: list[dict[str, Any]] = []
         self._whole = hashlib.sha256()
@@ -322,12 +322,12 @@ class ArtifactWriter(io.RawIOBase):
         view = memoryview(data).cast("B")
         written = 0
         while written < len(view):
-            room = PART_BYTES - self._part.tell()
+            room = self.part_bytes - self._part.tell()
             chunk = view[written : written + room]
             self._part.write(chunk)
             self._whole.update(chunk)
             written += len(chunk)
-            if self._part.tell() >= PART_BYTES:
+            if self._part.tell() >= self.part_bytes:
                 self._send_part()
         self.size_bytes += written
         return written

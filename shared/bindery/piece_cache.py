@@ -48,6 +48,9 @@ PACK_TYPE = "application/octet-stream"
 DEFLATE_LEVEL = 1
 DEFLATED, AS_IS = "z", "s"
 MAX_PACKS = 4
+# A pack goes up in parts of S3's least, 5 MiB: a build holds its part beside the artifact's (8 MiB), and
+# a pack is read forward, never as a whole, so fewer calls gain it nothing.
+PACK_PART_BYTES = 5 * 1024 * 1024
 # A pack read forward skips a gap this small by reading through it; a larger one is a ranged GET.
 SKIP_BYTES = 4 * READ_CHUNK
 # Where the GC's walk of every cache resumes: under the prefix, after every book id ("~" sorts last).
@@ -170,6 +173,7 @@ class BuildPieces:
         try:
             if self._writer is None:
                 self._writer = self.objects.writer(self.base + self._pack, PACK_TYPE)
+                self._writer.part_bytes = PACK_PART_BYTES
             offset = self._writer.size_bytes
             if offset + len(data) + self._kept_elsewhere() > self.max_bytes:
                 raise _OverBound

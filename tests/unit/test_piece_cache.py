@@ -21,6 +21,7 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 
 import bindery.objects
+import bindery.piece_cache
 import bindery.streams
 from bindery import wiring
 from bindery.piece_cache import MAX_PACKS
@@ -117,9 +118,9 @@ def test_a_second_build_of_the_same_revision_is_byte_for_byte_the_first(stack: S
 
 def test_exact_s3_calls_of_a_cold_and_a_warm_build(stack: Stack) -> None:
     book = _book(stack)
-    # The manuscript; the image, once for each place it is shown (embedded in the html); and this test's
-    # own read of the artifact.
-    book_reads = {"GetObject": 1 + 2 + 1}
+    # The cut's chapter list and its manuscript; the image, once for each place it is shown (embedded in
+    # the html); and this test's own read of the artifact.
+    book_reads = {"GetObject": 2 + 2 + 1}
 
     def counted(cache: bool) -> Any:
         with recording(stack.objects.client) as calls:
@@ -143,8 +144,10 @@ def test_exact_s3_calls_of_a_cold_and_a_warm_build(stack: Stack) -> None:
 def test_a_book_larger_than_a_part_writes_its_pack_in_parts_and_reads_it_in_one_get(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Parts of 1 MiB on both sides (8 MiB in earnest): a book that fits inline still makes several.
+    # Parts of 1 MiB on both sides (8 MiB for an artifact in earnest, 5 MiB for a pack): a book that fits
+    # inline still makes several.
     monkeypatch.setattr(bindery.objects, "PART_BYTES", 1024 * 1024)
+    monkeypatch.setattr(bindery.piece_cache, "PACK_PART_BYTES", 1024 * 1024)
     monkeypatch.setattr(moto.s3.models, "S3_UPLOAD_PART_MIN_SIZE", 1024 * 1024)
     _wall_clock(stack)
     # Letters at random: a piece deflates, and these must still make a pack of more than one part.
@@ -157,8 +160,9 @@ def test_a_book_larger_than_a_part_writes_its_pack_in_parts_and_reads_it_in_one_
     assert size > bindery.objects.PART_BYTES
     with recording(stack.objects.client) as calls:
         _built(stack, book, "html")
-    # The manuscript; the head; the whole pack, in one GET; and this test's own read of the artifact.
-    assert calls.count()["GetObject"] == 1 + 2 + 1
+    # The chapter list and the manuscript; the head; the whole pack, in one GET; and this test's own read
+    # of the artifact.
+    assert calls.count()["GetObject"] == 2 + 2 + 1
     # Nothing changed: no pack and no head written, only the artifact (in parts).
     assert calls.count()["CreateMultipartUpload"] == 1 and "PutObject" not in calls.count()
 
