@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import io
 import re
+import tempfile
 import unicodedata
 import urllib.parse
 from collections.abc import Iterable, Iterator
@@ -212,8 +213,10 @@ class Objects:
         )
         return post
 
-    def writer(self, key: str, content_type: str) -> ArtifactWriter:
-        return ArtifactWriter(self.client, self.settings.bucket, key, content_type)
+    def writer(
+        self, key: str, content_type: str, *, part_bytes: int | None = None, on_disk: bool = False
+    ) -> ArtifactWriter:
+        return ArtifactWriter(self.client, self.settings.bucket, key, content_type, part_bytes, on_disk)
 
     def delete(self, keys: Iterable[str]) -> None:
         """Remove keys. One call for the usual single key, one DeleteObjects for several.
@@ -306,10 +309,21 @@ class ArtifactWriter(io.RawIOBase):
     multipart upload, and the export row's `sha256` is the whole artifact's either way.
     """
 
-    def __init__(self, client: Any, bucket: str, key: str, content_type: str):
+    def __init__(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        content_type: str,
+        part_bytes: int | None = None,
+        on_disk: bool = False,
+    ):
         super().__init__()
         self._client, self._bucket, self.key, self._type = client, bucket, key, content_type
-        self._part, self.part_bytes = io.BytesIO(), PART_BYTES  # a part's bytes: 5 MiB at least, S3's floor
+        # A part's bytes: 5 MiB at least, S3's floor. `on_disk`: each part waits in a temporary file, not in
+        # memory (for a writer beside another, whose parts would otherwise be held at once).
+        self.part_bytes, self._on_disk = part_bytes or PART_BYTES, on_disk
+        self._part, self._part_sha256 = self._new_part(), hashlib.sha256()
         self._upload_id: str | None = None
         self._parts: list[dict[str, Any]] = []
         self._whole = hashlib.sha256()
@@ -325,6 +339,7 @@ class ArtifactWriter(io.RawIOBase):
             room = self.part_bytes - self._part.tell()
             chunk = view[written : written + room]
             self._part.write(chunk)
+            self._part_sha256.update(chunk)
             self._whole.update(chunk)
             written += len(chunk)
             if self._part.tell() >= self.part_bytes:
@@ -339,7 +354,7 @@ class ArtifactWriter(io.RawIOBase):
             )
             self._upload_id = created["UploadId"]
         number = len(self._parts) + 1
-        checksum = _checksum(self._part.getbuffer())
+        checksum = self._checksum()
         self._part.seek(0)
         sent = self._client.upload_part(
             Bucket=self._bucket,
@@ -350,12 +365,20 @@ class ArtifactWriter(io.RawIOBase):
             ChecksumSHA256=checksum,
         )
         self._parts.append({"PartNumber": number, "ETag": sent["ETag"], "ChecksumSHA256": checksum})
-        self._part = io.BytesIO()
+        self._part.close()
+        self._part, self._part_sha256 = self._new_part(), hashlib.sha256()
+
+    def _new_part(self) -> Any:
+        return tempfile.TemporaryFile() if self._on_disk else io.BytesIO()
+
+    def _checksum(self) -> str:
+        """S3's form of the part's SHA-256: the digest in base64."""
+        return base64.b64encode(self._part_sha256.digest()).decode("ascii")
 
     def commit(self) -> int:
         """Make the object exist. Returns its size in bytes."""
         if self._upload_id is None:
-            checksum = _checksum(self._part.getbuffer())
+            checksum = self._checksum()
             self._part.seek(0)
             # The algorithm is named beside its value (x-amz-sdk-checksum-algorithm): S3 keeps the value
             # either way, but moto keeps a checksum only when the request names its algorithm, and without
@@ -377,6 +400,7 @@ class ArtifactWriter(io.RawIOBase):
                 UploadId=self._upload_id,
                 MultipartUpload={"Parts": self._parts},
             )
+        self._part.close()
         self._part = io.BytesIO()
         return self.size_bytes
 
@@ -387,14 +411,9 @@ class ArtifactWriter(io.RawIOBase):
 
     def abort(self) -> None:
         """Leave no half upload behind. Best effort: the bucket's lifecycle rule is the backstop."""
+        self._part.close()
         self._part = io.BytesIO()
         if self._upload_id is not None:
             upload_id, self._upload_id = self._upload_id, None
             with contextlib.suppress(Exception):
                 self._client.abort_multipart_upload(Bucket=self._bucket, Key=self.key, UploadId=upload_id)
-
-
-def _checksum(data: memoryview) -> str:
-    """S3's form of a SHA-256: the digest in base64."""
-    with data:
-        return base64.b64encode(hashlib.sha256(data).digest()).decode("ascii")

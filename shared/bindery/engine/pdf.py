@@ -290,7 +290,7 @@ class _Book:
         if piece is None:
             piece = read_piece(pdf)
             if kept:
-                self.kept_pieces.keep(lookup, piece.summary(), compressed=False)
+                self.kept_pieces.keep(lookup, piece.summary())
         return piece
 
     def _keep(self, path: Path, data: bytes) -> None:
