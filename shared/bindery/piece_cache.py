@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bindery.faults import StorageError
-from bindery.objects import PIECES_PREFIX, READ_CHUNK, ArtifactWriter, Objects, pieces_prefix
+from bindery.objects import PIECES_PREFIX, READ_CHUNK, Objects, pieces_prefix
 from bindery.observability import logger
 from bindery.streams import ForwardReader
+from bindery.writers import ArtifactWriter
 
 HEAD = "head"
 # What the head and its packs hold, as this code writes them: a head of another layout is an empty cache.

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from bindery.objects import ARTIFACT_PREFIX, PART_BYTES
+from bindery.objects import ARTIFACT_PREFIX
+from bindery.writers import PART_BYTES
 from tests.books.illustrated import picture
 from tests.unit.conftest import Stack
 from tests.unit.test_illustrated import add_asset

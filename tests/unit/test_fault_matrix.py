@@ -26,7 +26,7 @@ import botocore.endpoint
 import moto.s3.models
 import pytest
 
-import bindery.objects
+import bindery.writers
 from tests.calls import recording
 from tests.faults.injector import KINDS, injector
 from tests.faults.oracle import Truth
@@ -53,7 +53,7 @@ def _no_retry_sleep(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Parts of SMALL_PART on both sides, so that the multipart workload's upload has several."""
-    monkeypatch.setattr(bindery.objects, "PART_BYTES", SMALL_PART)
+    monkeypatch.setattr(bindery.writers, "PART_BYTES", SMALL_PART)
     monkeypatch.setattr(moto.s3.models, "S3_UPLOAD_PART_MIN_SIZE", SMALL_PART)
 
 

@@ -22,10 +22,11 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from bindery.objects import ARTIFACT_PREFIX, PART_BYTES, upload_key
+from bindery.objects import ARTIFACT_PREFIX, upload_key
 from bindery.outbound import Sent
 from bindery.sendqueue import SendQueue
 from bindery.states import EVENT_TYPES
+from bindery.writers import PART_BYTES
 from functions.webhook_ingest import app as webhook_ingest
 from functions.webhook_sender import app as webhook_sender
 from functions.webhook_sweep import app as webhook_sweep

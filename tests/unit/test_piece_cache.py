@@ -23,6 +23,7 @@ from botocore.exceptions import ReadTimeoutError
 import bindery.objects
 import bindery.piece_cache
 import bindery.streams
+import bindery.writers
 from bindery import wiring
 from bindery.piece_cache import MAX_PACKS
 from tests.books.illustrated import picture
@@ -146,7 +147,7 @@ def test_a_book_larger_than_a_part_writes_its_pack_in_parts_and_reads_it_in_one_
 ) -> None:
     # Parts of 1 MiB on both sides (8 MiB for an artifact in earnest, 5 MiB for a pack): a book that fits
     # inline still makes several.
-    monkeypatch.setattr(bindery.objects, "PART_BYTES", 1024 * 1024)
+    monkeypatch.setattr(bindery.writers, "PART_BYTES", 1024 * 1024)
     monkeypatch.setattr(bindery.piece_cache, "PACK_PART_BYTES", 1024 * 1024)
     monkeypatch.setattr(moto.s3.models, "S3_UPLOAD_PART_MIN_SIZE", 1024 * 1024)
     _wall_clock(stack)
@@ -157,7 +158,7 @@ def test_a_book_larger_than_a_part_writes_its_pack_in_parts_and_reads_it_in_one_
     )
     _built(stack, book, "html")
     (size,) = _head(stack, book, "html")["packs"].values()
-    assert size > bindery.objects.PART_BYTES
+    assert size > bindery.writers.PART_BYTES
     with recording(stack.objects.client) as calls:
         _built(stack, book, "html")
     # The chapter list and the manuscript; the head; the whole pack, in one GET; and this test's own read

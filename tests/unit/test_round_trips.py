@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from bindery.objects import PART_BYTES, artifact_key
+from bindery.objects import artifact_key
 from bindery.storage import Claimed
+from bindery.writers import PART_BYTES
 from tests.calls import recording
 from tests.unit.conftest import Stack
 
