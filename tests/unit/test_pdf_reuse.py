@@ -90,6 +90,8 @@ def test_a_warm_build_of_the_same_revision_sets_nothing(stack: Stack) -> None:
     assert len(entries) == len(CHAPTERS) + 9 and entries[len(CHAPTERS)][5] < 100
     kinds = [entry[0].split(":")[0] if ":" in entry[0] else "pdf" for entry in entries[len(CHAPTERS) + 1 :]]
     assert kinds == ["pdf", "read", "pdf", "read", "pdf", "read", "joined", "joined"]
+    # Every pdf piece is kept deflated (index 7, how: "z"): Typst leaves all but its streams as they are.
+    assert {entry[7] for entry in entries[len(CHAPTERS) :]} == {"z"}
     names = [entry[2] for entry in entries[:3]]  # the image names each chapter's parse resolved
     assert names == [["images/coast.png"], ["images/coast.png"], ["images/missing.png"]]
 
