@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import tempfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -99,7 +100,10 @@ class BuildPieces:
         self._old: dict[str, Entry] = {}
         self._old_entries: list[Entry] = []
         self._old_packs: dict[str, int] = {}
-        self._entries: list[Entry] = []
+        # The new head's entries, a JSON line each in a temporary file: 5,000 of them held 2.6 MiB.
+        self._rows: Any = None
+        self._count = 0
+        self._changed = False  # whether the new head is not the old one
         self._reused_packs: set[str] = set()  # the old packs the new head keeps pieces in
         self._packs: dict[str, _Pack] = {}
         self._lost: set[str] = set()  # packs that could not be read whole
@@ -152,7 +156,7 @@ class BuildPieces:
         if self._compact:
             self._store(entry.lookup, entry.key, entry.names, data, entry.how)
         else:
-            self._entries.append(entry)
+            self._add(entry)
             self._reused_packs.add(entry.pack)
         return piece
 
@@ -186,7 +190,7 @@ class BuildPieces:
             self._give_up()
             return
         digest = _digest(key, how, data)
-        self._entries.append(Entry(lookup, key, tuple(names), self._pack, offset, len(data), digest, how))
+        self._add(Entry(lookup, key, tuple(names), self._pack, offset, len(data), digest, how))
 
     # ---- the build's end ---------------------------------------------------------------------------
 
@@ -195,13 +199,15 @@ class BuildPieces:
         changed (every piece a hit, in the same order): no write at all."""
         if self._broken:
             return
-        if self._writer is None and self._entries == self._old_entries:
+        if self._writer is None and not self._changed and self._count == len(self._old_entries):
+            self._close()
             return
         try:
             packs = {p: s for p, s in self._old_packs.items() if p in self._reused_packs}
             if self._writer is not None:
                 packs[self._pack] = self._writer.commit()
-            self.objects.write_lines(self.base + HEAD, _head_lines(packs, self._entries), "application/json")
+            self.objects.write_lines(self.base + HEAD, _head_lines(packs, self._rows), "application/json")
+            self._close()
         except StorageError:
             logger.warning("piece cache head not written; the next build reuses the old one", exc_info=True)
             self._give_up()
@@ -228,8 +234,30 @@ class BuildPieces:
         """Bytes of the packs the new head keeps besides this build's own."""
         return sum(self._old_packs.get(p, 0) for p in self._reused_packs)
 
+    def _add(self, entry: Entry) -> None:
+        """Name the entry in the new head, after those before it."""
+        if self._broken:
+            return
+        old = self._old_entries
+        self._changed |= self._count >= len(old) or old[self._count] is not entry
+        try:
+            if self._rows is None:  # closed at the build's end (_close)
+                self._rows = tempfile.TemporaryFile()  # noqa: SIM115
+            self._rows.write(json.dumps(entry.row()).encode() + b"\n")
+        except OSError:
+            logger.warning("piece cache not written by this build", exc_info=True)
+            self._give_up()
+            return
+        self._count += 1
+
+    def _close(self) -> None:
+        if self._rows is not None:
+            self._rows.close()
+            self._rows = None
+
     def _give_up(self) -> None:
         self._broken = True
+        self._close()
         if self._writer is not None:
             self._writer.abort()
             self._writer = None
@@ -255,12 +283,14 @@ class BuildPieces:
             return None
 
 
-def _head_lines(packs: dict[str, int], entries: list[Entry]) -> Iterator[bytes]:
-    """The head's JSON, an entry at a time: a book of 5,000 chapters has a head of 1.3 MB, and it is
-    never held twice over (as text and then as bytes) at a build's end."""
+def _head_lines(packs: dict[str, int], rows: Any) -> Iterator[bytes]:
+    """The head's JSON, from its entries' rows (a file of JSON lines, or None for no entry), an entry at a
+    time: a book of 5,000 chapters has a head of 1.3 MB, and no build holds it whole."""
     yield f'{{"layout": {LAYOUT}, "packs": {json.dumps(packs)}, "entries": ['.encode()
-    for n, entry in enumerate(entries):
-        yield (", " if n else "").encode() + json.dumps(entry.row()).encode()
+    if rows is not None:
+        rows.seek(0)
+        for n, line in enumerate(rows):
+            yield (b", " if n else b"") + line.rstrip(b"\n")
     yield b"]}"
 
 
