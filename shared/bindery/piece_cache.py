@@ -185,7 +185,7 @@ class BuildPieces:
             if offset + len(data) + self._kept_elsewhere() > self.max_bytes:
                 raise _OverBound
             self._writer.write(data)
-        except (StorageError, _OverBound) as exc:
+        except (StorageError, OSError, _OverBound) as exc:  # OSError: its local disk is full, say
             logger.warning("piece cache not written by this build", extra={"reason": type(exc).__name__})
             self._give_up()
             return
@@ -208,7 +208,7 @@ class BuildPieces:
                 packs[self._pack] = self._writer.commit()
             self.objects.write_lines(self.base + HEAD, _head_lines(packs, self._rows), "application/json")
             self._close()
-        except StorageError:
+        except (StorageError, OSError):
             logger.warning("piece cache head not written; the next build reuses the old one", exc_info=True)
             self._give_up()
             return

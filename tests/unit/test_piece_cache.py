@@ -7,6 +7,7 @@ The random edit sequences that hold warm to cold after every step are in test_pi
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import random
@@ -14,6 +15,7 @@ import string
 import time
 from collections import Counter
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import moto.s3.models
@@ -323,6 +325,28 @@ def test_a_cache_read_that_fails_is_a_miss_not_a_failed_build(stack: Stack) -> N
     finally:
         client.meta.events.unregister("before-call.s3.GetObject", refuse)
     assert warm == _built(stack, book, "epub", cache=False)
+
+
+@pytest.mark.parametrize("where", ["pack", "head"])
+def test_a_full_local_disk_is_a_cache_write_that_fails_not_a_failed_build(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A build keeps its pack's part and its new head's entries in temporary files: a disk that fills
+    under either leaves the cache as it was, and the build is whole."""
+    book = _book(stack)
+
+    class Full(io.BytesIO):
+        def write(self, data: Any) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    # Only the cache's own temporary files: the renderer's spool is another module's.
+    module = bindery.writers if where == "pack" else bindery.piece_cache
+    monkeypatch.setattr(module, "tempfile", SimpleNamespace(TemporaryFile=Full))
+    assert _built(stack, book, "html") == _built(stack, book, "html", cache=False)
+    assert _cache_keys(stack, book) == []  # no pack, no head
+    monkeypatch.undo()
+    assert _built(stack, book, "html") == _built(stack, book, "html", cache=False)
+    assert len(_head(stack, book, "html")["entries"]) == len(CHAPTERS)
 
 
 # ---- bounds -------------------------------------------------------------------------------------------
