@@ -47,10 +47,24 @@ def _digest(value: Any) -> str:
 def _lookup(head: list[Any], markdown: str) -> str:
     """The hash of `head` (JSON, which never holds a raw NUL) and then the text itself, after a NUL: the text
     is hashed as it is, not escaped into JSON first."""
-    digest = hashlib.sha256(json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode())
+    digest = hashlib.sha256(_encoded(head))
     digest.update(b"\0")
     digest.update(markdown.encode())
     return digest.hexdigest()
+
+
+_last: tuple[list[Any], bytes] = ([], b"[")
+
+
+def _encoded(head: list[Any]) -> bytes:
+    """`head` as JSON. A build's chapters share all of it but their ordinal and title (its last two
+    items): the rest is encoded once, not once a chapter (a twentieth of what keeping pieces costs)."""
+    global _last
+    shared, own = head[:-2], head[-2:]
+    if _last[0] != shared:
+        _last = (shared, json.dumps(shared, ensure_ascii=False, separators=(",", ":")).encode()[:-1])
+    tail = json.dumps(own, ensure_ascii=False, separators=(",", ":")).encode()[1:]
+    return _last[1] + (b"," + tail if shared and own else tail if own else b"]")
 
 
 def _asset(asset: Asset | None) -> list[Any] | None:
@@ -68,6 +82,8 @@ class Made:
 
 
 def key_of(lookup: str, names: Sequence[str], assets: dict[str, Asset]) -> str:
+    if not names:  # most chapters: the JSON below, written out (a lookup is hex)
+        return hashlib.sha256(f'["{lookup}",[]]'.encode()).hexdigest()
     return _digest([lookup, [[name, _asset(assets.get(name))] for name in names]])
 
 
@@ -134,10 +150,22 @@ def reused(
         "warnings_total": own.notes.warnings_total,
     }
     # The account as JSON, then a NUL (JSON never holds a raw one), then the made bytes as they are.
-    kept = json.dumps(account, ensure_ascii=False, separators=(",", ":")).encode() + b"\0" + data
+    kept = _account_json(account) + b"\0" + data
     pieces.keep(lookup, key_of(lookup, names, figures.assets), names, kept, compressed=compressed)
     _replayed(account, text, report, figures)
     return value, data
+
+
+# Most chapters' account besides their value: nothing skipped, used or noted.
+_QUIET = {"skipped": [], "used": [], "missing": [], "missing_total": 0, "warnings": [], "warnings_total": 0}
+_QUIET_JSON = json.dumps(_QUIET, separators=(",", ":")).encode()[1:]
+
+
+def _account_json(account: dict[str, Any]) -> bytes:
+    value = json.dumps(account["value"], ensure_ascii=False, separators=(",", ":")).encode()
+    if all(account[name] == quiet for name, quiet in _QUIET.items()):
+        return b'{"value":' + value + b"," + _QUIET_JSON
+    return json.dumps(account, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _loaded(data: bytes) -> dict[str, Any] | None:
