@@ -7,9 +7,11 @@ write of the attempt is fenced by its attempt number (`bindery.storage.claims`).
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from bindery import engine
 from bindery.chapter_lists import read_chapter_list
@@ -17,7 +19,7 @@ from bindery.clock import Clock
 from bindery.config import Settings
 from bindery.faults import translated
 from bindery.limits import CallerClass
-from bindery.objects import Objects, artifact_key, asset_key, cut_key
+from bindery.objects import READ_CHUNK, SKIP_BYTES, Objects, artifact_key, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
 from bindery.piece_cache import BuildPieces
 from bindery.settlement import after_ending, settle_batch
@@ -245,19 +247,17 @@ class Builds:
     def _chapter_texts(
         self, book: Book, chapters: list[Chapter], progress: _Progress
     ) -> Iterator[engine.Text]:
-        """Each chapter's text, in order, from ONE streaming read of the cut's manuscript object: memory
-        holds one chapter, and the whole book costs a single GET. A read that fails mid-stream is a
-        StorageError, a reason to retry, not a reason to fail the export."""
-        body = ForwardReader(self.objects.open(cut_key(book.id, book.cut)))
-        position = 0
-        for done, chapter in enumerate(chapters, start=1):
-            with translated("reading the manuscript"):
-                if chapter.offset > position:
-                    body.read(chapter.offset - position)
-                data = body.read(chapter.size_bytes)
-            position = chapter.offset + chapter.size_bytes
-            yield engine.Text(chapter.ordinal, chapter.title, data.decode("utf-8", errors="replace"))
-            progress.chapter_done(done)
+        """Each chapter, in order, its text read from the cut's manuscript only when the renderer asks for
+        it (`_Manuscript`): a cold build reads the whole book in one streaming GET, and a re-export that
+        reuses every piece but one reads that one chapter. Memory holds one chapter."""
+        manuscript = _Manuscript(self.objects, cut_key(book.id, book.cut))
+        try:
+            for done, chapter in enumerate(chapters, start=1):
+                load = functools.partial(manuscript.read, chapter.offset, chapter.size_bytes)
+                yield engine.Text(chapter.ordinal, chapter.title, load=load, digest=chapter.sha256 or None)
+                progress.chapter_done(done)
+        finally:
+            manuscript.close()
 
     def _fail(self, export: Export, code: FailureCode) -> BuildOutcome:
         failed = self.claim_rows.fail_export(export, code, self.clock())
@@ -278,6 +278,37 @@ class Builds:
         before it), and its batch may have ended with it."""
         if export.batch_id is not None:
             after_ending(self.batch_rows, EndedTarget(export.counted_against, export.batch_id), self.clock())
+
+
+class _Manuscript:
+    """A cut's manuscript, read forward as chapters ask for their text: one GET for any run of chapters read
+    in order, skipping what lies between them, and a ranged GET past a gap of more than SKIP_BYTES (or back).
+    A read that fails mid-stream is a StorageError, a reason to retry, not a reason to fail the export."""
+
+    def __init__(self, objects: Objects, key: str):
+        self.objects, self.key = objects, key
+        self._body: Any = None
+        self._at = 0  # where the open body stands
+
+    def read(self, offset: int, size: int) -> bytes:
+        with translated("reading the manuscript"):
+            if self._body is None or offset < self._at or offset - self._at > SKIP_BYTES:
+                self.close()
+                body = self.objects.open_from(self.key, offset) if offset else self.objects.open(self.key)
+                self._body, self._at = ForwardReader(body), offset
+            while self._at < offset:
+                skipped = self._body.read(min(READ_CHUNK, offset - self._at))
+                if not skipped:
+                    break  # the body ends early: the read below gives nothing
+                self._at += len(skipped)
+            data: bytes = self._body.read(size)
+        self._at = offset + len(data)
+        return data
+
+    def close(self) -> None:
+        if self._body is not None:
+            self._body.close()
+            self._body = None
 
 
 class _Progress:

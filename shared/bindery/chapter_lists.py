@@ -7,11 +7,16 @@ of this list is a few milliseconds. The list is written after the cut's items ar
 cut's retire marker, written with them, removes it too) and before the cut is published, so a published cut
 has it; a cut without one (cut before it existed) or with one that does not read back whole is read from
 its items, as before.
+
+The list also holds each chapter's SHA-256, which the items do not: a build looks a chapter's built piece
+up by it (`bindery.engine.chapter_pieces`), so a re-export reads the text of only the chapters it renders
+again. A list written before it held them gives none, and the build hashes each text as it reads it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from bindery.faults import StorageError
 from bindery.objects import BOOK_PREFIX, Objects
@@ -19,6 +24,7 @@ from bindery.observability import logger
 from bindery.storage.types import Chapter
 
 CONTENT_TYPE = "application/json"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def chapters_key(book_id: str, cut: str) -> str:
@@ -27,7 +33,7 @@ def chapters_key(book_id: str, cut: str) -> str:
 
 
 def write_chapter_list(objects: Objects, book_id: str, cut: str, chapters: list[Chapter]) -> None:
-    rows = [[c.ordinal, c.title, c.offset, c.size_bytes] for c in chapters]
+    rows = [[c.ordinal, c.title, c.offset, c.size_bytes, c.sha256] for c in chapters]
     body = json.dumps(rows, ensure_ascii=False, separators=(",", ":")).encode()
     objects.put_bytes(chapters_key(book_id, cut), body, CONTENT_TYPE)
 
@@ -39,8 +45,7 @@ def read_chapter_list(objects: Objects, book_id: str, cut: str, count: int) -> l
         data = objects.read_or_none(chapters_key(book_id, cut))
         if data is None:
             return None
-        rows = json.loads(data)
-        chapters = [Chapter(int(n), str(title), int(at), int(size)) for n, title, at, size in rows]
+        chapters = [_chapter(*row) for row in json.loads(data)]
     except (StorageError, ValueError, TypeError) as exc:
         logger.warning("chapter list unreadable; reading the chapter items", extra={"reason": repr(exc)})
         return None
@@ -48,3 +53,9 @@ def read_chapter_list(objects: Objects, book_id: str, cut: str, count: int) -> l
         logger.warning("chapter list does not match its cut; reading the chapter items")
         return None
     return chapters
+
+
+def _chapter(ordinal: int, title: str, offset: int, size: int, sha256: str = "") -> Chapter:
+    """A row of the list; one without a well-formed SHA-256 (a list written before they were) has none."""
+    digest = sha256 if isinstance(sha256, str) and _SHA256.fullmatch(sha256) else ""
+    return Chapter(int(ordinal), str(title), int(offset), int(size), digest)

@@ -319,9 +319,7 @@ class Library:
                     chapter=n,
                     limit=MAX_CHAPTER_TITLE,
                 )
-            chapters.append(
-                Chapter(ordinal=n, title=section.title, offset=section.offset, size_bytes=section.length)
-            )
+            chapters.append(Chapter(n, section.title, section.offset, section.length, section.sha256))
         self.book_rows.stage_cut(book_id, cut_id, chapters, retire_at=now + STAGE_GRACE_SECONDS)
         write_chapter_list(self.objects, book_id, cut_id, chapters)  # after the marker that retires it
         return chapters

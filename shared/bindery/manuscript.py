@@ -13,6 +13,7 @@ read back by range.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -95,6 +96,30 @@ class Section:
     title: str
     offset: int
     length: int
+    sha256: str  # of its bytes: a build finds a chapter's built piece by it without reading the text
+
+
+class _Hashed:
+    """The open section's SHA-256, taken line by line as soon as no heading further on can claim a line for
+    the next section: one pass over the manuscript, holding no more lines than the cut's window."""
+
+    def __init__(self) -> None:
+        self._sha = hashlib.sha256()
+        self._waiting: deque[tuple[bytes, int]] = deque()  # lines read, with their offsets, not yet hashed
+
+    def add(self, line: bytes, offset: int) -> None:
+        self._waiting.append((line, offset))
+
+    def upto(self, end: int) -> None:
+        """Hash every waiting line that starts before `end`: no section can start before it any more."""
+        while self._waiting and self._waiting[0][1] < end:
+            self._sha.update(self._waiting.popleft()[0])
+
+    def cut(self, end: int) -> str:
+        """The SHA-256 of the section that ends at `end`; the next one starts from there."""
+        self.upto(end)
+        digest, self._sha = self._sha.hexdigest(), hashlib.sha256()
+        return digest
 
 
 def _parser() -> MarkdownIt:
@@ -166,13 +191,19 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
     first_text: int | None = None  # where the opening's first non-blank line starts
     position = 0
     after_blank = True
+    hashed = _Hashed()
 
     def close(end: int) -> Section | None:
+        digest = hashed.cut(end)
         if title is None and (first_text is None or first_text >= end):
             return None  # an opening of blank lines is no chapter
-        return Section(title or OPENING_TITLE, start, end - start)
+        return Section(title or OPENING_TITLE, start, end - start, digest)
 
     for line in lines:
+        # A section starts only at a line of the window (none inside a fence): every line before it is the
+        # open section's for good.
+        hashed.upto(window[0][1] if window and fence is None else position)
+        hashed.add(line, position)
         if title is None and first_text is None and line.strip():
             first_text = position
         if fence is not None:

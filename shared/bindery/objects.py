@@ -30,6 +30,8 @@ BOOK_PREFIX = "books/"
 # Under the book prefix, so every byte of a book is under books/ (and IAM names two prefixes, no more).
 UPLOAD_PREFIX = "books/uploads/"
 READ_CHUNK = 1024 * 1024
+# A body read forward reads through a gap this small; past a larger one, a ranged GET is cheaper.
+SKIP_BYTES = 4 * READ_CHUNK
 MARKDOWN = "text/markdown; charset=utf-8"
 
 

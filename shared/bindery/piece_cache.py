@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bindery.faults import StorageError
-from bindery.objects import PIECES_PREFIX, READ_CHUNK, Objects, pieces_prefix
+from bindery.objects import PIECES_PREFIX, READ_CHUNK, SKIP_BYTES, Objects, pieces_prefix
 from bindery.observability import logger
 from bindery.streams import ForwardReader
 from bindery.writers import ArtifactWriter
@@ -57,8 +57,6 @@ PACK_PART_BYTES = 5 * 1024 * 1024
 # A build's pieces wait in memory up to this many bytes before they join its pack (a call each was a tenth of
 # what keeping them costs).
 HELD_BYTES = 256 * 1024
-# A pack read forward skips a gap this small by reading through it; a larger one is a ranged GET.
-SKIP_BYTES = 4 * READ_CHUNK
 # Where the GC's walk of every cache resumes: under the prefix, after every book id ("~" sorts last).
 CURSOR_KEY = f"{PIECES_PREFIX}~cursor"
 

@@ -29,3 +29,6 @@ class ForwardReader:
         data = self._held[self._at : self._at + size]
         self._at += len(data)
         return data
+
+    def close(self) -> None:
+        self._body.close()

@@ -3,12 +3,15 @@ than the cut's chapter items; without it whole, the build reads the items, and b
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 import pytest
 
 from bindery.chapter_lists import chapters_key
+from bindery.objects import cut_key
+from bindery.piece_cache import BuildPieces, CacheCounts
 from tests.unit.conftest import Stack
 
 BOOK = "# One\n\nfirst\n\n# Two\n\nsecond, *with* words\n\n# Three\n\nthird\n"
@@ -32,6 +35,10 @@ def _cut(stack: Stack, book: str) -> str:
     return found.cut
 
 
+def _cut_key(stack: Stack, book: str) -> str:
+    return cut_key(book, _cut(stack, book))
+
+
 def test_a_cut_keeps_its_chapter_list_and_a_build_reads_it_not_the_items(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -42,7 +49,16 @@ def test_a_cut_keeps_its_chapter_list_and_a_build_reads_it_not_the_items(
         (c.ordinal, c.title, c.offset, c.size_bytes)
         for c in stack.store.books.read_chapters(book, _cut(stack, book))
     ]
-    assert [tuple(row) for row in listed] == items
+    assert [tuple(row[:4]) for row in listed] == items
+    # and each chapter's SHA-256, which the items do not hold: a build finds its built piece by it
+    manuscript = bytes(
+        stack.objects.client.get_object(Bucket=stack.objects.settings.bucket, Key=_cut_key(stack, book))[
+            "Body"
+        ].read()
+    )
+    assert [row[4] for row in listed] == [
+        hashlib.sha256(manuscript[at : at + size]).hexdigest() for _, _, at, size in items
+    ]
 
     def no_items(*_: Any) -> None:
         raise AssertionError("a build with the cut's list read its items")
@@ -74,6 +90,32 @@ def test_without_a_whole_list_a_build_reads_the_items_and_builds_the_same(
     assert _artifact(stack, book) == cold
 
 
+def test_a_list_written_before_it_held_digests_is_read_and_the_texts_hashed_as_they_are_read(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    book = stack.create_book(BOOK)
+    key = chapters_key(book, _cut(stack, book))
+    rows = json.loads(stack.objects.read_or_none(key) or b"null")
+    cold = _artifact(stack, book)  # fills the cache, its pieces found by the list's digests
+    stack.objects.put_bytes(key, json.dumps([row[:4] for row in rows]).encode(), "application/json")
+
+    def no_items(*_: Any) -> None:
+        raise AssertionError("a build with the cut's list read its items")
+
+    monkeypatch.setattr(stack.store.books, "read_chapters", no_items)
+    counted: list[CacheCounts] = []
+    finish = BuildPieces.finish
+
+    def counting(pieces: BuildPieces) -> None:
+        counted.append(pieces.counts)
+        finish(pieces)
+
+    monkeypatch.setattr(BuildPieces, "finish", counting)
+    assert _artifact(stack, book) == cold
+    # The digests it took of the texts as it read them are the ones the cut wrote: every chapter a hit.
+    assert counted == [CacheCounts(hits=3)]
+
+
 def test_a_replaced_manuscript_writes_its_own_list_and_the_old_one_retires_with_its_cut(stack: Stack) -> None:
     book = stack.create_book(BOOK)
     old = chapters_key(book, _cut(stack, book))
@@ -81,7 +123,8 @@ def test_a_replaced_manuscript_writes_its_own_list_and_the_old_one_retires_with_
         stack.http("PUT", f"/books/{book}/manuscript", body={"manuscript": "# Only\n\nnew\n"}).status == 200
     )
     new = chapters_key(book, _cut(stack, book))
-    assert json.loads(stack.objects.read_or_none(new) or b"null") == [[1, "Only", 0, 12]]
+    only = hashlib.sha256(b"# Only\n\nnew\n").hexdigest()
+    assert json.loads(stack.objects.read_or_none(new) or b"null") == [[1, "Only", 0, 12, only]]
     stack.clock.advance(stack.services.settings.lease_seconds + 1)
     assert stack.gc()["cuts_retired"] == 1
     assert stack.objects.read_or_none(old) is None and stack.objects.read_or_none(new) is not None

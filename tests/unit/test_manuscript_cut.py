@@ -3,6 +3,7 @@ normaliser changes line endings and outer blank lines, never what the markdown m
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
 
@@ -40,7 +41,11 @@ def _whole_parse(manuscript: str) -> list[tuple[str, str]]:
 
 
 def _streamed(manuscript: str) -> list[tuple[str, str]]:
-    return [(section.title, text) for section, text in cut_text(manuscript)]
+    sections = cut_text(manuscript)
+    for section, text in sections:
+        # Taken line by line as the cut goes, each section's SHA-256 is its own bytes', whatever opened it.
+        assert section.sha256 == hashlib.sha256(text.encode()).hexdigest(), section.title
+    return [(section.title, text) for section, text in sections]
 
 
 def test_every_test_book_is_cut_as_a_whole_parse_would_cut_it() -> None:

@@ -27,6 +27,9 @@ import bindery.piece_cache
 import bindery.streams
 import bindery.writers
 from bindery import wiring
+from bindery.builds import RetryLater
+from bindery.faults import StorageError
+from bindery.objects import cut_key
 from bindery.piece_cache import MAX_PACKS
 from tests.books.illustrated import picture
 from tests.calls import recording
@@ -119,6 +122,36 @@ def test_a_second_build_of_the_same_revision_is_byte_for_byte_the_first(stack: S
     assert _built(stack, book, fmt) == first
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_failed_read_of_a_chapter_built_again_fails_the_build_to_be_retried_never_drops_it(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """A warm build reads a chapter's text only when it renders it again, deep inside the renderer, where
+    a chapter that cannot be rendered is skipped: a read that fails there must still fail the build."""
+    book = _book(stack)
+    _built(stack, book, fmt)
+    _edit(stack, book, [*CHAPTERS[:4], "# Home\n\nThe end, again.\n"])
+
+    found = stack.store.books.read_book(book)
+    assert found is not None
+    manuscript, real = cut_key(book, found.cut), type(stack.objects).open_from
+
+    def throttled(objects: Any, key: str, first: int) -> Any:
+        if key == manuscript:  # the edited chapter's text, read from where it starts
+            raise StorageError("SlowDown: injected")
+        return real(objects, key, first)
+
+    export_id = stack.submit(book, fmt).body["id"]
+    monkeypatch.setattr(type(stack.objects), "open_from", throttled)
+    with pytest.raises(RetryLater):
+        stack.services.builds.build(book, export_id)
+    monkeypatch.undo()
+    assert stack.services.builds.build(book, export_id) == "ready"
+    assert (
+        stack.poll(book, export_id).body.get("skipped") == _built(stack, book, fmt, cache=False)[1]["skipped"]
+    )
+
+
 def test_exact_s3_calls_of_a_cold_and_a_warm_build(stack: Stack) -> None:
     book = _book(stack)
     # The cut's chapter list and its manuscript; the image, once for each place it is shown (embedded in
@@ -136,12 +169,25 @@ def test_exact_s3_calls_of_a_cold_and_a_warm_build(stack: Stack) -> None:
     # The head, read (none); then the one pack and the head that names it, written.
     assert cold == off + Counter({"GetObject": 1, "PutObject": 2})
     unchanged = counted(cache=True)
-    # The head, and the pack read forward in one streaming GET; nothing written.
-    assert unchanged == off + Counter({"GetObject": 2})
+    # The head, and the pack read forward in one streaming GET; nothing written; and no text read at all,
+    # every chapter found by the SHA-256 its cut's list holds.
+    assert unchanged == off + Counter({"GetObject": 2}) - Counter({"GetObject": 1})
     _edit(stack, book, [*CHAPTERS[:4], "# Home\n\nThe end, again.\n"])
+    ranges: list[tuple[str, str | None]] = []
+
+    def seen(params: dict[str, Any], **_: Any) -> None:
+        ranges.append((params["Key"], params.get("Range")))
+
+    stack.objects.client.meta.events.register("before-parameter-build.s3.GetObject", seen)
     edited = counted(cache=True)
-    # The head and the pack read; the one chapter built goes up in a pack of its own, and a new head.
+    stack.objects.client.meta.events.unregister("before-parameter-build.s3.GetObject", seen)
+    # The head and the pack read, and of the text only the edited chapter's, from where it starts; the
+    # one chapter built goes up in a pack of its own, and a new head.
     assert edited == off + Counter({"GetObject": 2, "PutObject": 2})
+    found = stack.store.books.read_book(book)
+    assert found is not None
+    last = stack.store.books.read_chapters(book, found.cut)[-1]
+    assert [r for k, r in ranges if k == cut_key(book, found.cut)] == [f"bytes={last.offset}-"]
 
 
 def test_a_book_larger_than_a_part_writes_its_pack_in_parts_and_reads_it_in_one_get(
@@ -163,9 +209,9 @@ def test_a_book_larger_than_a_part_writes_its_pack_in_parts_and_reads_it_in_one_
     assert size > bindery.writers.PART_BYTES
     with recording(stack.objects.client) as calls:
         _built(stack, book, "html")
-    # The chapter list and the manuscript; the head; the whole pack, in one GET; and this test's own read
-    # of the artifact.
-    assert calls.count()["GetObject"] == 2 + 2 + 1
+    # The chapter list (and no text: nothing changed); the head; the whole pack, in one GET; and this
+    # test's own read of the artifact.
+    assert calls.count()["GetObject"] == 1 + 2 + 1
     # Nothing changed: no pack and no head written, only the artifact (in parts).
     assert calls.count()["CreateMultipartUpload"] == 1 and "PutObject" not in calls.count()
 

@@ -8,11 +8,12 @@ render is skipped and named in what `render` returns; the build goes on without 
 from __future__ import annotations
 
 import gc
+import hashlib
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from bindery import errors
 from bindery.images import Asset, Notes
@@ -153,10 +154,50 @@ class Source:
         return self.options.get(name, FORMATS_OPTION_DEFAULTS.get(name))
 
 
-class Text(NamedTuple):
-    ordinal: int
-    title: str
-    markdown: str
+class Text:
+    """A chapter as a renderer reads it: its ordinal, title and markdown, and `digest`, the SHA-256 of its
+    text's bytes. A build's text is read only when its markdown is first asked for (`load` gives its
+    bytes): a chapter whose built piece is reused is found by its digest, and its text never read.
+
+    Reading `markdown` may raise a StorageError: a renderer reads it before the handler that skips a
+    chapter it cannot render, so that a read that failed fails the build (to be retried), never silently
+    drops a chapter."""
+
+    __slots__ = ("_digest", "_load", "_markdown", "ordinal", "title")
+
+    def __init__(
+        self,
+        ordinal: int,
+        title: str,
+        markdown: str | None = None,
+        *,
+        load: Callable[[], bytes] | None = None,
+        digest: str | None = None,
+    ):
+        self.ordinal, self.title = ordinal, title
+        self._markdown, self._load, self._digest = markdown, load, digest
+
+    @property
+    def markdown(self) -> str:
+        if self._markdown is None:
+            if self._load is None:
+                raise ValueError("a text is given its markdown or a way to load it")
+            data, self._load = self._load(), None
+            if self._digest is None:
+                self._digest = hashlib.sha256(data).hexdigest()
+            self._markdown = data.decode("utf-8", errors="replace")
+        return self._markdown
+
+    @property
+    def digest(self) -> str:
+        if self._digest is None:
+            markdown = self.markdown  # a text loaded here has its digest now, taken of its bytes
+            if self._digest is None:
+                self._digest = hashlib.sha256(markdown.encode()).hexdigest()
+        return self._digest
+
+    def __repr__(self) -> str:
+        return f"Text({self.ordinal!r}, {self.title!r})"
 
 
 Skipped = dict[str, object]  # {"ordinal": 3, "title": "...", "reason": "..."}

@@ -4,7 +4,8 @@ A piece keeps what the renderer *made* of the chapter: the bytes it writes into 
 chapter's section; epub: its page, already deflated as the zip keeps it; pdf: its Typst source), so a hit
 is used as it is, with no markup, encoding or compression redone.
 
-A piece is found by its *lookup*: the hash of the chapter's ordinal, title and text, the renderer's piece
+A piece is found by its *lookup*: the hash of the chapter's ordinal, title and its text's SHA-256 (taken
+when the manuscript was cut: a build that reuses a chapter's piece never reads its text), the renderer's piece
 version, the markdown dialect's version and the metadata the renderer reads into it. It is used only if
 its *key* still holds: the lookup and, for every image name the chapter resolved, that image as the revision
 has it now (its object id, which names bytes that are never rewritten, its type, size and dimensions; or
@@ -44,12 +45,12 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
 
 
-def _lookup(head: list[Any], markdown: str) -> str:
-    """The hash of `head` (JSON, which never holds a raw NUL) and then the text itself, after a NUL: the text
-    is hashed as it is, not escaped into JSON first."""
+def _lookup(head: list[Any], sha256: str) -> str:
+    """The hash of `head` (JSON, which never holds a raw NUL) and then, after a NUL, `sha256`: the SHA-256
+    of the chapter's text (the cut took it, so a build that reuses the piece never reads the text)."""
     digest = hashlib.sha256(_encoded(head))
     digest.update(b"\0")
-    digest.update(markdown.encode())
+    digest.update(sha256.encode())
     return digest.hexdigest()
 
 
@@ -129,7 +130,7 @@ def reused(
     chapter into figures and a skipped list of its own and returns what the build keeps of it: a value
     (JSON) and bytes. `head` is everything besides the chapter's ordinal, title and text that they depend
     on. Found or made, the chapter's account is added to the build's as a cold render adds it."""
-    lookup = _lookup([*head, text.ordinal, text.title], text.markdown)
+    lookup = _lookup([*head, text.ordinal, text.title], text.digest)
     found = pieces.find(lookup, lambda names: key_of(lookup, names, figures.assets))
     if found is not None:
         piece = _loaded(found)

@@ -123,8 +123,9 @@ def render_chapter(md: MarkdownIt, text: Any, missed: list[Any], figures: Figure
 
     if figures is not None:
         figures.chapter = (text.ordinal, text.title)
+    markdown = text.markdown  # read here, outside the skip: a failed read of the text fails the build
     try:
-        return render(md, text.markdown, f"ch{text.ordinal}", figures)
+        return render(md, markdown, f"ch{text.ordinal}", figures)
     except Exception as exc:
         missed.append(skipped(text, exc))
         return Rendered(UNRENDERED)

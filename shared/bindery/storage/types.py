@@ -57,6 +57,9 @@ class Chapter:
     title: str
     offset: int
     size_bytes: int
+    # The SHA-256 of its text's bytes, from its cut's chapter list (`bindery.chapter_lists`); "" when read
+    # from its items, which do not hold it.
+    sha256: str = ""
 
 
 @dataclass(frozen=True)
