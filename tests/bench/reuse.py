@@ -1,12 +1,14 @@
 """5. Re-export: the cache of built pieces (bindery/piece_cache.py) on the 1,200-chapter book and the 50 MB
 book, for epub, html and pdf.
 
-Per book and format: a cold build with the cache off, then one with it on (an empty cache: what filling it
-costs, ≤ 1.05x); then one chapter is edited, and the re-export (warm) is timed against a cold build of the
+Per book and format: cold builds with the cache off and on (an empty cache: what filling it costs, ≤ 1.05x),
+in turn, in one worker process kept to one core (the worker has one vCPU; the servers keep to another);
+then one chapter is edited, and the re-export (warm) is timed against a cold build of the
 same revision with the cache off (≤ 0.10), and must be the same bytes. Also: what a warm build adds in S3
 calls (counted exactly, against the cold build's), its peak memory against the cold build's, and the
-cache's bytes per book against the book's artifacts. Each build runs in a fresh process with its renderer
-already imported, as a worker's process has it from its second build on (the import is a cold start's).
+cache's bytes per book against the book's artifacts. A re-export and its cold build each run in a fresh
+process; every build has its renderer already imported, as a worker's process has it from its second build
+on (the import is a cold start's).
 
 The pdf of the 50 MB book takes minutes a build, so it is built cold once (filling the cache), and its
 re-export is timed against that (the revision before a one-sentence edit; tests/unit/test_pdf_reuse.py holds
@@ -17,10 +19,12 @@ and how many of its runs were set again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,21 +44,43 @@ SLOW_MEGABYTES = 10  # a pdf of a book past this is built once each way, not RUN
 PAGE_MORE = "The keeper wrote the hour again, and the weather, and then the hour once more. " * 40
 # Each timing is the least of this many runs, taken in turn (cold off, cold on, ...): the machine is shared.
 RUNS = int(os.environ.get("BINDERY_BENCH_REUSE_RUNS", "2"))
-# Cold on ÷ off is a few per cent at most, inside the noise of two runs (± 20 % between identical builds):
-# three of each, and their CPU seconds beside the wall time.
+# Cold on ÷ off is a few per cent, inside the noise of a few runs: this machine's host slows a build by up
+# to half now and then (the same build took 1.6 s and 2.7 s). Three of each, and their CPU seconds beside the
+# wall time; nine of each for a build of a few seconds (the least of seven, a process a build, moved by 7 %).
 COLD_RUNS = int(os.environ.get("BINDERY_BENCH_REUSE_COLD_RUNS", "3"))
-# A build of a few seconds varies by ±10 % from one run to the next, twice the 5 % at stake: seven of each,
-# at a few seconds a run.
-SHORT_COLD_RUNS, SHORT_SECONDS = 7, 10.0
+SHORT_COLD_RUNS, SHORT_SECONDS = 9, 10.0
+
+
+def _builds(aws: Aws, table: str, book: str, fmt: str, runs: list[str], pin: bool = False) -> list[Any]:
+    """Builds in one worker process, in turn (tests/bench/reuse_probe.py): each run "off", "on", or
+    "empty" (on, from an empty cache)."""
+    probe = [PY, str(ROOT / "tests/bench/reuse_probe.py"), book, fmt, table, ",".join(runs)]
+    out = subprocess.run(
+        [*probe, "pin"] if pin else probe, env=aws.env(), capture_output=True, text=True, cwd=ROOT
+    )
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:] + out.stdout[-500:])
+    results: list[Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return results
 
 
 def _build(aws: Aws, table: str, book: str, fmt: str, cache: str) -> dict[str, Any]:
-    probe = [PY, str(ROOT / "tests/bench/reuse_probe.py"), book, fmt, table, cache]
-    out = subprocess.run(probe, env=aws.env(), capture_output=True, text=True, cwd=ROOT)
-    if out.returncode:
-        raise RuntimeError(out.stderr[-2000:] + out.stdout[-500:])
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    """One build in a fresh process."""
+    result: dict[str, Any] = _builds(aws, table, book, fmt, [cache])[0]
     return result
+
+
+@contextlib.contextmanager
+def _servers_on_one_core() -> Iterator[tuple[Aws, str]]:
+    """The build servers, started kept to the first core: a probe that pins itself takes the last."""
+    cores = os.sched_getaffinity(0)
+    with contextlib.ExitStack() as stack:
+        os.sched_setaffinity(0, {min(cores)})
+        try:
+            aws_table = stack.enter_context(build_servers())
+        finally:
+            os.sched_setaffinity(0, cores)
+        yield aws_table
 
 
 def _edit(
@@ -87,13 +113,6 @@ def _cache_bytes(aws: Aws, table: str, book: str) -> int:
     return sum(obj["Size"] for page in pages for obj in page.get("Contents", []))
 
 
-def _empty_cache(aws: Aws, table: str, book: str, fmt: str) -> None:
-    s3 = aws.client("s3")
-    listed = s3.list_objects_v2(Bucket=table, Prefix=f"books/pieces/{book}/{fmt}/").get("Contents", [])
-    for obj in listed:
-        s3.delete_object(Bucket=table, Key=obj["Key"])
-
-
 def _least(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return min(runs, key=lambda run: float(run["seconds"]))
 
@@ -107,7 +126,7 @@ def _added(warm: dict[str, int], cold: dict[str, int]) -> str:
 
 def measure() -> None:
     say("\n5. Re-export after a one-chapter edit, with the cache of built pieces (epub, html, pdf)")
-    with build_servers() as (aws, table), tempfile.TemporaryDirectory() as tmp:
+    with _servers_on_one_core() as (aws, table), tempfile.TemporaryDirectory() as tmp:
         for name, (megabytes, chapters) in BOOKS.items():
             manuscript = Path(tmp) / f"{chapters}.md"
             write_manuscript(manuscript, megabytes, chapters)
@@ -120,14 +139,11 @@ def measure() -> None:
                     only = _build(aws, table, book, fmt, "on")  # fills the cache
                     first[fmt] = (only, only)
                     continue
-                offs, ons = [], []
-                runs = COLD_RUNS
-                while len(ons) < runs:
-                    offs.append(_build(aws, table, book, fmt, "off"))
-                    _empty_cache(aws, table, book, fmt)  # each "on" run starts from nothing cached
-                    ons.append(_build(aws, table, book, fmt, "on"))
-                    if offs[0]["seconds"] < SHORT_SECONDS:
-                        runs = max(COLD_RUNS, SHORT_COLD_RUNS)
+                # Each "on" run starts from nothing cached. A first pair says how long a build takes.
+                built = _builds(aws, table, book, fmt, ["off", "empty"], pin=True)
+                runs = max(COLD_RUNS, SHORT_COLD_RUNS) if built[0]["seconds"] < SHORT_SECONDS else COLD_RUNS
+                built += _builds(aws, table, book, fmt, ["off", "empty"] * (runs - 1), pin=True)
+                offs, ons = built[0::2], built[1::2]
                 off, on = _least(offs), _least(ons)
                 first[fmt] = (off, on)
                 ratio = on["seconds"] / off["seconds"]
