@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
+import bindery.manuscript as manuscript_module
 from bindery.manuscript import OPENING_TITLE, Normalised, cut_text, normalise
 from tests.books import BOOKS
 
@@ -42,8 +43,15 @@ def _whole_parse(manuscript: str) -> list[tuple[str, str]]:
 
 def _streamed(manuscript: str) -> list[tuple[str, str]]:
     sections = cut_text(manuscript)
+    batched = manuscript_module.HASH_LINES
+    try:
+        manuscript_module.HASH_LINES = 1  # lines hashed as soon as they may be, not a batch at a time
+        eager = cut_text(manuscript)
+    finally:
+        manuscript_module.HASH_LINES = batched
+    assert eager == sections
     for section, text in sections:
-        # Taken line by line as the cut goes, each section's SHA-256 is its own bytes', whatever opened it.
+        # Taken as the cut goes, each section's SHA-256 is its own bytes', whatever opened it.
         assert section.sha256 == hashlib.sha256(text.encode()).hexdigest(), section.title
     return [(section.title, text) for section, text in sections]
 
