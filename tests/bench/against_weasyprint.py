@@ -17,6 +17,9 @@ from tests.bench.report import record, say
 
 PDF_REF_MB = float(os.environ.get("BINDERY_BENCH_PDF_REF_MB", "0.5"))
 PDF_REF_CHAPTERS = 20
+# Each side is the least of this many runs: one run of WeasyPrint took 10.2 s in one bench and 13.3 s in the
+# next, which moved the ratio from 0.19 to 0.26 with Bindery's own time the same.
+RUNS = 3
 
 WEASYPRINT = """
 import sys, weasyprint
@@ -41,20 +44,31 @@ def measure(aws: Aws, table: str, tmp: Path) -> None:
     source = tmp / "pdf-ref.md"
     write_manuscript(source, PDF_REF_MB, PDF_REF_CHAPTERS)
     book = make_book(aws, table, source)
-    ours = build(aws, table, book, "pdf")
+    s3 = aws.client("s3")
+    builds = []
+    for _ in range(RUNS):
+        # The first compile, every time: the book's cache of built pieces for the pdf, emptied first.
+        cached = s3.list_objects_v2(Bucket=table, Prefix=f"books/pieces/{book}/pdf/").get("Contents", [])
+        for obj in cached:
+            s3.delete_object(Bucket=table, Key=obj["Key"])
+        builds.append(build(aws, table, book, "pdf"))
+    ours = min(builds, key=lambda run: float(run["seconds"]))
     html = build(aws, table, book, "html", keep=True)  # its bytes are WeasyPrint's input
     page = tmp / "pdf-ref.html"
-    aws.client("s3").download_file(table, html["path"], str(page))
-    started = time.perf_counter()
-    run = subprocess.run(
-        ["/usr/bin/time", "-f", "%M", PY, "-c", WEASYPRINT, str(page), str(tmp / "weasy.pdf")],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    seconds = time.perf_counter() - started
-    peak = int(run.stderr.strip().splitlines()[-1]) * 1024
+    s3.download_file(table, html["path"], str(page))
+    theirs = []
+    for _ in range(RUNS):
+        started = time.perf_counter()
+        run = subprocess.run(
+            ["/usr/bin/time", "-f", "%M", PY, "-c", WEASYPRINT, str(page), str(tmp / "weasy.pdf")],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        theirs.append((time.perf_counter() - started, int(run.stderr.strip().splitlines()[-1]) * 1024))
+    seconds, peak = min(theirs)
     record(
         "builds",
-        f"pdf: bindery {ours['seconds']:.1f} s (upload included) / WeasyPrint on its html {seconds:.1f} s",
+        f"pdf: bindery {ours['seconds']:.1f} s (upload included) / WeasyPrint on its html {seconds:.1f} s "
+        f"(the least of {RUNS} each)",
         f"{ours['seconds'] / seconds:.2f}",
         "≤ 0.20",
         ours["seconds"] / seconds <= 0.2,

@@ -2,7 +2,7 @@
 book, for epub, html and pdf.
 
 Per book and format: cold builds with the cache off and on (an empty cache: what filling it costs, ≤ 1.05x),
-in turn, in one worker process kept to one core (the worker has one vCPU; the servers keep to another);
+in turn, in one worker process kept to one core (the worker has one vCPU);
 then one chapter is edited, and the re-export (warm) is timed against a cold build of the
 same revision with the cache off (≤ 0.10), and must be the same bytes. Also: what a warm build adds in S3
 calls (counted exactly, against the cold build's), its peak memory against the cold build's, and the
@@ -19,12 +19,10 @@ and how many of its runs were set again.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +43,11 @@ PAGE_MORE = "The keeper wrote the hour again, and the weather, and then the hour
 # Each timing is the least of this many runs, taken in turn (cold off, cold on, ...): the machine is shared.
 RUNS = int(os.environ.get("BINDERY_BENCH_REUSE_RUNS", "2"))
 # Cold on ÷ off is a few per cent, inside the noise of a few runs: this machine's host slows a build by up
-# to half now and then (the same build took 1.6 s and 2.7 s). Three of each, and their CPU seconds beside the
-# wall time; nine of each for a build of a few seconds (the least of seven, a process a build, moved by 7 %).
-COLD_RUNS = int(os.environ.get("BINDERY_BENCH_REUSE_COLD_RUNS", "3"))
-SHORT_COLD_RUNS, SHORT_SECONDS = 9, 10.0
+# to half now and then (the same build took 1.6 s and 2.7 s, its CPU seconds alike), and the least of nine
+# runs of each still moved by 10 % from one bench to the next. Five of each, and their CPU seconds beside the
+# wall time; fifteen of each for a build of a few seconds.
+COLD_RUNS = int(os.environ.get("BINDERY_BENCH_REUSE_COLD_RUNS", "5"))
+SHORT_COLD_RUNS, SHORT_SECONDS = 15, 10.0
 
 
 def _builds(aws: Aws, table: str, book: str, fmt: str, runs: list[str], pin: bool = False) -> list[Any]:
@@ -68,19 +67,6 @@ def _build(aws: Aws, table: str, book: str, fmt: str, cache: str) -> dict[str, A
     """One build in a fresh process."""
     result: dict[str, Any] = _builds(aws, table, book, fmt, [cache])[0]
     return result
-
-
-@contextlib.contextmanager
-def _servers_on_one_core() -> Iterator[tuple[Aws, str]]:
-    """The build servers, started kept to the first core: a probe that pins itself takes the last."""
-    cores = os.sched_getaffinity(0)
-    with contextlib.ExitStack() as stack:
-        os.sched_setaffinity(0, {min(cores)})
-        try:
-            aws_table = stack.enter_context(build_servers())
-        finally:
-            os.sched_setaffinity(0, cores)
-        yield aws_table
 
 
 def _edit(
@@ -126,7 +112,7 @@ def _added(warm: dict[str, int], cold: dict[str, int]) -> str:
 
 def measure() -> None:
     say("\n5. Re-export after a one-chapter edit, with the cache of built pieces (epub, html, pdf)")
-    with _servers_on_one_core() as (aws, table), tempfile.TemporaryDirectory() as tmp:
+    with build_servers() as (aws, table), tempfile.TemporaryDirectory() as tmp:
         for name, (megabytes, chapters) in BOOKS.items():
             manuscript = Path(tmp) / f"{chapters}.md"
             write_manuscript(manuscript, megabytes, chapters)

@@ -4,8 +4,8 @@ SHA-256 and size, and S3 calls, and the process's peak RSS.
 
 Each of `runs` (comma-separated) is "off", "on" (with the cache as it stands), or "empty" (on, its cache
 for this format emptied first, uncounted: what filling it costs). A worker's process serves build after
-build, so a run of builds here is what one serves; and with `pin`, the process keeps to one core of its
-own, as the worker has one vCPU (the bench's servers keep to another: neither slows the other)."""
+build, so a run of builds here is what one serves; and with `pin`, the process keeps to one core, as the
+worker has one vCPU."""
 
 import json
 import os
