@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The system packages the tests need besides Python's (`make test` runs this first): the JDK for DynamoDB
 # Local, npm for the node tools, the validators real readers trust (epubcheck, qpdf, poppler's pdftotext,
-# unzip; LibreOffice and pandoc for the docx) and Chromium (Ace's checks, the Swagger UI test). Each is
+# unzip; LibreOffice and pandoc for the docx), Chromium (Ace's checks, the Swagger UI test) and valgrind
+# (`make bench` counts instructions with its cachegrind, where wall time is too noisy to hold). Each is
 # installed only when missing; where that cannot be done here (not root, or no apt-get), it stops at once
 # with the one command that installs them.
 set -euo pipefail
@@ -16,6 +17,7 @@ command -v pdftotext >/dev/null || need+=(poppler-utils)
 command -v chromium >/dev/null || need+=(chromium)
 command -v soffice >/dev/null || need+=(libreoffice-writer-nogui)
 command -v pandoc >/dev/null || need+=(pandoc)
+command -v valgrind >/dev/null || need+=(valgrind)
 ((${#need[@]})) || exit 0
 
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

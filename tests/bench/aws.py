@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -14,10 +15,15 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
+# valgrind's cachegrind counts every instruction a process runs in user space (not what it waits for): the
+# same work counts the same to a few parts in a million, where its wall and CPU time on this machine vary by
+# half (a poll handler's import: 307-463 ms of CPU from one run to the next).
+VALGRIND = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+K = TypeVar("K")
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -121,3 +127,27 @@ def local_service(ddb: str, s3: str, **settings_overrides: Any) -> Any:
     boto3.client("s3").create_bucket(Bucket=name)
     settings = Settings(table=name, bucket=name, **settings_overrides)
     return wired(settings, Store(settings), Objects(settings), time.time)
+
+
+def instructions(commands: dict[K, list[str]], env: dict[str, str]) -> dict[K, int]:
+    """The instructions each command's process runs, under cachegrind, all at once (a count does not depend
+    on what else runs)."""
+    probes = {
+        key: subprocess.Popen(
+            [*VALGRIND, *command],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for key, command in commands.items()
+    }
+    counts = {}
+    for key, probe in probes.items():
+        _, err = probe.communicate()
+        found = re.search(r"I\s+refs:\s+([\d,]+)", err)
+        if probe.returncode or found is None:
+            raise RuntimeError(f"{commands[key]}: {err[-2000:]}")
+        counts[key] = int(found.group(1).replace(",", ""))
+    return counts

@@ -3,6 +3,7 @@ its clients and makes its first AWS calls; or the floor, the same AWS calls made
 
     coldstart_probe.py handler <module> <event.json> [<calls.json>]   (with calls.json: record, untimed)
     coldstart_probe.py replay <calls.json>
+    coldstart_probe.py none                                           (the process and this preamble alone)
 """
 
 import json
@@ -83,6 +84,8 @@ if mode == "handler":
     started = time.perf_counter()
     module = __import__(sys.argv[2], fromlist=["handler"])
     module.handler(event, LambdaContext("bindery-coldstart", timeout_ms=30_000))
+elif mode == "none":
+    started = time.perf_counter()
 else:
     with open(sys.argv[2]) as f:
         calls = json.load(f)

@@ -2,10 +2,10 @@
 endpoint in the environment. Prints, as one JSON list, each build's outcome, seconds, CPU seconds, artifact's
 SHA-256 and size, and S3 calls, and the process's peak RSS.
 
-Each of `runs` (comma-separated) is "off", "on" (with the cache as it stands), or "empty" (on, its cache
-for this format emptied first, uncounted: what filling it costs). A worker's process serves build after
-build, so a run of builds here is what one serves; and with `pin`, the process keeps to one core, as the
-worker has one vCPU."""
+Each of `runs` (comma-separated; none at all: the process's setup alone) is "off", "on" (with the cache as
+it stands), or "empty" (on, its cache for this format emptied first, uncounted: what filling it costs). A
+worker's process serves build after build, so a run of builds here is what one serves; and with `pin`, the
+process keeps to one core, as the worker has one vCPU."""
 
 import json
 import os
@@ -74,7 +74,7 @@ def build(cache: str) -> dict[str, Any]:
     }
 
 
-results = [build(cache) for cache in runs.split(",")]
+results = [build(cache) for cache in runs.split(",") if cache]  # none: the process's setup alone
 with open("/proc/self/status") as status:
     peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
 for result in results:

@@ -41,8 +41,12 @@ DIALECT = f"markup-{markup.VERSION}/markdown-it-{markdown_it_version}/plugins-{p
 ACCOUNT = {"value", "skipped", "used", "missing", "missing_total", "warnings", "warnings_total"}
 
 
+# JSON as the pieces' hashes and accounts hold it, by one encoder (json.dumps makes one a call with these).
+_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
+    return hashlib.sha256(_json(value).encode()).hexdigest()
 
 
 def _lookup(head: list[Any], sha256: str) -> str:
@@ -63,8 +67,8 @@ def _encoded(head: list[Any]) -> bytes:
     global _last
     shared, own = head[:-2], head[-2:]
     if _last[0] != shared:
-        _last = (shared, json.dumps(shared, ensure_ascii=False, separators=(",", ":")).encode()[:-1])
-    tail = json.dumps(own, ensure_ascii=False, separators=(",", ":")).encode()[1:]
+        _last = (shared, _json(shared).encode()[:-1])
+    tail = _json(own).encode()[1:]
     return _last[1] + (b"," + tail if shared and own else tail if own else b"]")
 
 
@@ -163,10 +167,9 @@ _QUIET_JSON = json.dumps(_QUIET, separators=(",", ":")).encode()[1:]
 
 
 def _account_json(account: dict[str, Any]) -> bytes:
-    value = json.dumps(account["value"], ensure_ascii=False, separators=(",", ":")).encode()
     if all(account[name] == quiet for name, quiet in _QUIET.items()):
-        return b'{"value":' + value + b"," + _QUIET_JSON
-    return json.dumps(account, ensure_ascii=False, separators=(",", ":")).encode()
+        return b'{"value":' + _json(account["value"]).encode() + b"," + _QUIET_JSON
+    return _json(account).encode()
 
 
 def _loaded(data: bytes) -> dict[str, Any] | None:
