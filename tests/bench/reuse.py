@@ -42,7 +42,7 @@ SLOW_MEGABYTES = 10  # a pdf of a book past this is built once each way, not RUN
 # About a page of the A5 text block: the early chapter's growth.
 PAGE_MORE = "The keeper wrote the hour again, and the weather, and then the hour once more. " * 40
 # Each re-export and its cold build are the least of this many runs, taken in turn, another chapter edited
-# for each: RUNS for a book whose pdf takes minutes, SHORT_RUNS for one whose builds take seconds, where a
+# for each: RUNS, or SHORT_RUNS for a format whose cold build takes seconds (under SHORT_SECONDS), where a
 # warm build is a tenth of a second and the machine's spells (the same build took 1.6 s and 2.7 s, its CPU
 # seconds alike) move the least of two by a third (html's warm ÷ cold: 0.075-0.109 from bench to bench).
 RUNS = int(os.environ.get("BINDERY_BENCH_REUSE_RUNS", "2"))
@@ -179,14 +179,16 @@ def measure() -> None:
             warms: dict[str, list[dict[str, Any]]] = {fmt: [] for fmt in FORMATS}
             colds: dict[str, list[dict[str, Any]]] = {fmt: [] for fmt in FORMATS}
             same = dict.fromkeys(FORMATS, True)
-            edits = RUNS if slow else SHORT_RUNS
-            for n in range(edits):
+            short = {fmt for fmt, (off, _) in first.items() if off["seconds"] < SHORT_SECONDS}
+            for n in range(SHORT_RUNS if short else RUNS):
                 _edit(aws, table, book, manuscript, chapters // 2 + n)  # another chapter each time
                 for fmt in FORMATS:
                     if fmt in slow:
                         if not n:  # timed against the cold build of the revision before the one-sentence edit
                             warms[fmt].append(_build(aws, table, book, fmt, "on"))
                             colds[fmt].append(first[fmt][1])
+                        continue
+                    if n >= RUNS and fmt not in short:
                         continue
                     warms[fmt].append(_build(aws, table, book, fmt, "on"))
                     colds[fmt].append(_build(aws, table, book, fmt, "off"))
