@@ -18,8 +18,10 @@ from tests.bench.report import record, say
 PDF_REF_MB = float(os.environ.get("BINDERY_BENCH_PDF_REF_MB", "0.5"))
 PDF_REF_CHAPTERS = 20
 # Each side is the least of this many runs: one run of WeasyPrint took 10.2 s in one bench and 13.3 s in the
-# next, which moved the ratio from 0.19 to 0.26 with Bindery's own time the same.
-RUNS = 3
+# next, which moved the ratio from 0.19 to 0.26 with Bindery's own time the same; and the least of three
+# WeasyPrint runs was 12.9 s in the bench of 2026-12-05 and 9.5 s in the next (0.17, then 0.22, with
+# Bindery's 2.2 s and 2.1 s). Five of each, and every run's time shown, so a reader sees the spread.
+RUNS = 5
 
 WEASYPRINT = """
 import sys, weasyprint
@@ -65,6 +67,8 @@ def measure(aws: Aws, table: str, tmp: Path) -> None:
         )  # fmt: skip
         theirs.append((time.perf_counter() - started, int(run.stderr.strip().splitlines()[-1]) * 1024))
     seconds, peak = min(theirs)
+    say("    bindery's runs: " + ", ".join(f"{run['seconds']:.2f} s" for run in builds))
+    say("    WeasyPrint's runs: " + ", ".join(f"{run[0]:.2f} s" for run in theirs))
     record(
         "builds",
         f"pdf: bindery {ours['seconds']:.1f} s (upload included) / WeasyPrint on its html {seconds:.1f} s "
