@@ -191,8 +191,8 @@ def measure() -> None:
             warms: dict[str, list[dict[str, Any]]] = {fmt: [] for fmt in FORMATS}
             colds: dict[str, list[dict[str, Any]]] = {fmt: [] for fmt in FORMATS}
             same = dict.fromkeys(FORMATS, True)
-            short = {fmt for fmt, (off, _) in first.items() if off["seconds"] < SHORT_SECONDS}
-            for n in range(SHORT_RUNS if short else RUNS):
+            quick = {fmt for fmt, (off, _) in first.items() if off["seconds"] < SHORT_SECONDS}
+            for n in range(SHORT_RUNS if quick else RUNS):
                 _edit(aws, table, book, manuscript, chapters // 2 + n)  # another chapter each time
                 for fmt in FORMATS:
                     if fmt in slow:
@@ -200,7 +200,7 @@ def measure() -> None:
                             warms[fmt].append(_build(aws, table, book, fmt, "on"))
                             colds[fmt].append(first[fmt][1])
                         continue
-                    if n >= RUNS and fmt not in short:
+                    if n >= RUNS and fmt not in quick:
                         continue
                     warms[fmt].append(_build(aws, table, book, fmt, "on"))
                     colds[fmt].append(_build(aws, table, book, fmt, "off"))
