@@ -7,10 +7,12 @@ write of the attempt is fenced by its attempt number (`bindery.storage.claims`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import secrets
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from bindery import engine
@@ -158,21 +160,22 @@ class Builds:
                 pieces.abandon()
             logger.exception("engine failed", extra={"export_id": export.id})
             return self._fail(export, FailureCode.RENDER_FAILED)
-        if pieces is not None:
-            # The artifact is whole, so its pieces are right: kept for the next build (never fails this one).
-            pieces.finish()
-
-        ending = self.claim_rows.finish_export(
-            export,
-            path=path,
-            size_bytes=size,
-            skipped=report.skipped,
-            notes=report.notes,
-            sha256=sha256,
-            package=report.package,
-            built_revision=book.revision,
-            now=self.clock(),
-        )
+        # The artifact is whole, so its pieces are right: kept for the next build (which never fails this
+        # one), their pack and head written while the export is finished, not before (some 8 ms of a 0.1 s
+        # re-export). Neither waits on the other: a head names only a pack that is whole, and a finish
+        # refused removes this build's pieces below, once they are written.
+        with alongside(pieces.finish if pieces is not None else None):
+            ending = self.claim_rows.finish_export(
+                export,
+                path=path,
+                size_bytes=size,
+                skipped=report.skipped,
+                notes=report.notes,
+                sha256=sha256,
+                package=report.package,
+                built_revision=book.revision,
+                now=self.clock(),
+            )
         if ending != Ending.BOOK_DELETED:  # then the row is still pending, and still this attempt's
             self._after_ending(export)
         if ending != Ending.ENDED:
@@ -278,6 +281,31 @@ class Builds:
         before it), and its batch may have ended with it."""
         if export.batch_id is not None:
             after_ending(self.batch_rows, EndedTarget(export.counted_against, export.batch_id), self.clock())
+
+
+@contextlib.contextmanager
+def alongside(work: Callable[[], None] | None) -> Iterator[None]:
+    """Run `work` in a thread of its own while the body runs, and wait for it before going on. What it
+    raised is raised then, unless the body raised first (a crash included: no thread outlives its build)."""
+    if work is None:
+        yield
+        return
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # a crash in the thread is the build's
+            raised.append(exc)
+
+    thread = threading.Thread(target=run, name="alongside")
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+    if raised:
+        raise raised[0]
 
 
 class _Manuscript:

@@ -46,7 +46,7 @@ class ArtifactWriter(io.RawIOBase):
         # A part's bytes: 5 MiB at least, S3's floor. `on_disk`: each part waits in a temporary file, not in
         # memory (for a writer beside another, whose parts would otherwise be held at once).
         self.part_bytes, self._on_disk = part_bytes or PART_BYTES, on_disk
-        self._part, self._part_sha256 = self._new_part(), hashlib.sha256()
+        self._part = self._new_part()
         self._upload_id: str | None = None
         self._parts: list[dict[str, Any]] = []
         self._whole = hashlib.sha256()
@@ -62,7 +62,6 @@ class ArtifactWriter(io.RawIOBase):
             room = self.part_bytes - self._part.tell()
             chunk = view[written : written + room]
             self._part.write(chunk)
-            self._part_sha256.update(chunk)
             self._whole.update(chunk)
             written += len(chunk)
             if self._part.tell() >= self.part_bytes:
@@ -77,7 +76,7 @@ class ArtifactWriter(io.RawIOBase):
             )
             self._upload_id = created["UploadId"]
         number = len(self._parts) + 1
-        checksum = self._checksum()
+        checksum = self._checksum(self._part_sha256())
         self._part.seek(0)
         sent = self._client.upload_part(
             Bucket=self._bucket,
@@ -89,19 +88,33 @@ class ArtifactWriter(io.RawIOBase):
         )
         self._parts.append({"PartNumber": number, "ETag": sent["ETag"], "ChecksumSHA256": checksum})
         self._part.close()
-        self._part, self._part_sha256 = self._new_part(), hashlib.sha256()
+        self._part = self._new_part()
 
     def _new_part(self) -> Any:
         return tempfile.TemporaryFile() if self._on_disk else io.BytesIO()
 
-    def _checksum(self) -> str:
-        """S3's form of the part's SHA-256: the digest in base64."""
-        return base64.b64encode(self._part_sha256.digest()).decode("ascii")
+    def _part_sha256(self) -> bytes:
+        """The part's SHA-256, read back from its buffer in one pass when it goes up. (Hashed as it was
+        written, beside the whole's, it cost a second pass over every byte of an artifact of one part, whose
+        part is the whole: 6 ms of a 0.1 s re-export of the bench's 1,200-chapter html.)"""
+        part = self._part
+        if isinstance(part, io.BytesIO):
+            return hashlib.sha256(part.getbuffer()).digest()
+        digest = hashlib.sha256()
+        part.seek(0)
+        while chunk := part.read(1 << 20):
+            digest.update(chunk)
+        return digest.digest()
+
+    @staticmethod
+    def _checksum(digest: bytes) -> str:
+        """S3's form of a SHA-256: the digest in base64."""
+        return base64.b64encode(digest).decode("ascii")
 
     def commit(self) -> int:
         """Make the object exist. Returns its size in bytes."""
         if self._upload_id is None:
-            checksum = self._checksum()
+            checksum = self._checksum(self._whole.digest())  # its one part is the whole
             self._part.seek(0)
             # The algorithm is named beside its value (x-amz-sdk-checksum-algorithm): S3 keeps the value
             # either way, but moto keeps a checksum only when the request names its algorithm, and without

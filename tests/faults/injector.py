@@ -10,8 +10,9 @@ raises ReadTimeoutError), and botocore resends it, as it does in AWS.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError, ReadTimeoutError
@@ -60,9 +61,13 @@ class Injector:
     seen: int = 0
     fired: bool = False
     _armed: bool = False
+    # A build writes its cache beside its finish, in a thread (bindery.builds.alongside): calls are counted
+    # one at a time, so no two get the same number.
+    _counting: threading.Lock = field(default_factory=threading.Lock)
 
     def before_call(self, model: Any, **_: Any) -> None:
-        index, self.seen = self.seen, self.seen + 1
+        with self._counting:
+            index, self.seen = self.seen, self.seen + 1
         if index == self.at and not self.fired:
             if self.fault is not None:
                 self.fired = True

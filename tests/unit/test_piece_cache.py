@@ -12,6 +12,7 @@ import io
 import json
 import random
 import string
+import threading
 import time
 from collections import Counter
 from dataclasses import replace
@@ -471,3 +472,30 @@ def test_a_deleted_book_takes_its_cache_with_it(stack: Stack) -> None:
     stack.gc()
     assert _cache_keys(stack, book) == []
     assert len(_cache_keys(stack, other)) == 2
+
+
+def test_the_cache_is_written_beside_the_finish_waited_for_and_what_it_raises_is_the_builds() -> None:
+    from bindery.builds import alongside
+    from tests.faults.injector import Crash
+
+    order: list[str] = []
+    started, finished = threading.Event(), threading.Event()
+
+    def keep() -> None:
+        started.set()
+        finished.wait(5)  # only a body that runs meanwhile lets it go on at once
+        order.append("kept")
+
+    with alongside(keep):
+        assert started.wait(5)  # the cache's writes run while the body does
+        order.append("finished")
+        finished.set()
+    assert order == ["finished", "kept"]  # and are waited for before the build goes on
+
+    def crashed() -> None:
+        raise Crash("PutObject")
+
+    with pytest.raises(Crash), alongside(crashed):
+        pass
+    with pytest.raises(StorageError), alongside(crashed):  # the body's own failure is the one raised
+        raise StorageError("finish refused")
