@@ -478,6 +478,31 @@ def test_a_compile_over_the_time_limit_is_killed_and_raises(
     assert _typesetters() == before  # the child was killed and reaped, not left running
 
 
+def test_a_typesetter_past_its_memory_bound_is_replaced_at_once_and_every_one_is_reaped_at_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bindery.engine import compiler
+    from bindery.engine.typefaces import font_dirs
+
+    monkeypatch.setattr(compiler, "RESTART_BYTES", 0)  # every child is past it after its first answer
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.typ").write_text(f"Piece {name}.")
+    before = set(_typesetters())
+    with compiler.Compiler(tmp_path, font_dirs()) as typesetter:
+        typesetter.start()
+        (first,) = set(_typesetters()) - before
+        typesetter.compile(tmp_path / "a.typ", tmp_path / "a.pdf", standards=[], seconds=60)
+        # Killed after its answer (and maybe still exiting), its successor already started.
+        (second,) = set(_typesetters()) - before - {first}
+        typesetter.compile(tmp_path / "b.typ", tmp_path / "b.pdf", standards=[], seconds=60)
+        assert typesetter.peak_rss > 0
+    assert set(_typesetters()) == before
+    for pid in (first, second):
+        with pytest.raises(ChildProcessError):  # reaped by close: no zombie is left behind
+            os.waitpid(pid, os.WNOHANG)
+    assert all((tmp_path / f"{name}.pdf").read_bytes().startswith(b"%PDF") for name in ("a", "b"))
+
+
 def test_every_compile_is_given_only_the_builds_time_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
