@@ -23,6 +23,7 @@ its bytes (`trim_piece_caches`); a deleted book's purge removes its whole prefix
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import secrets
@@ -38,6 +39,7 @@ from bindery.faults import StorageError
 from bindery.objects import PIECES_PREFIX, READ_CHUNK, SKIP_BYTES, Objects, pieces_prefix
 from bindery.observability import logger
 from bindery.streams import ForwardReader
+from bindery.threads import alongside
 from bindery.writers import ArtifactWriter
 
 HEAD = "head"
@@ -144,6 +146,14 @@ class BuildPieces:
         self._old_entries = entries
         self._old_packs = packs
         self._compact = len(packs) >= MAX_PACKS
+        # Each pack is opened where its first piece is, all at once: a GET each, none waiting on another.
+        firsts: dict[str, int] = {}
+        for entry in entries:
+            firsts.setdefault(entry.pack, entry.offset)
+        opened = [functools.partial(self._open, pack, offset) for pack, offset in firsts.items()]
+        with alongside(*opened[1:]):
+            if opened:
+                opened[0]()
 
     # ---- bindery.engine.chapter_pieces.Pieces ------------------------------------------------------
 
@@ -272,10 +282,17 @@ class BuildPieces:
             return
         self._count += 1
 
+    def close(self) -> None:
+        """Let go of what the build held open of the cache (its packs' streams, its head's rows)."""
+        self._close()
+
     def _close(self) -> None:
         if self._rows is not None:
             self._rows.close()
             self._rows = None
+        packs, self._packs = self._packs, {}
+        for pack in packs.values():
+            pack.body.close()
 
     def _give_up(self) -> None:
         self._broken = True
@@ -284,6 +301,13 @@ class BuildPieces:
         if self._writer is not None:
             self._writer.abort()
             self._writer = None
+
+    def _open(self, pack: str, offset: int) -> None:
+        """Open `pack` at `offset` ahead of its first piece; one that fails is opened again by `_read`."""
+        try:
+            self._packs[pack] = _Pack(ForwardReader(self.objects.open_from(self.base + pack, offset)), offset)
+        except Exception:  # no fault of the cache may fail a build
+            logger.warning("piece pack not opened ahead", extra={"pack": pack}, exc_info=True)
 
     def _read(self, entry: Entry) -> bytes | None:
         """The entry's bytes from its pack, read forward; None when they cannot be read whole."""

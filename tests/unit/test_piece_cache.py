@@ -475,7 +475,7 @@ def test_a_deleted_book_takes_its_cache_with_it(stack: Stack) -> None:
 
 
 def test_the_cache_is_written_beside_the_finish_waited_for_and_what_it_raises_is_the_builds() -> None:
-    from bindery.builds import alongside
+    from bindery.threads import alongside
     from tests.faults.injector import Crash
 
     order: list[str] = []
