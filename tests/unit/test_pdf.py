@@ -463,7 +463,7 @@ def _typesetters() -> list[int]:
                 parent = re.search(r"^PPid:\s+(\d+)", (entry / "status").read_text(), re.M)
             except OSError:
                 continue
-            if b"bindery.engine.compiler" in command and parent and int(parent[1]) == os.getpid():
+            if b"bindery/engine/compiler.py" in command and parent and int(parent[1]) == os.getpid():
                 found.append(int(entry.name))
     return found
 
