@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tests.bench import against_pandoc
+from tests.bench import against_pandoc, against_weasyprint
 from tests.bench.aws import PY, ROOT, Aws, build_servers
 from tests.bench.books import (
     SMALL_CHAPTERS,
@@ -87,6 +87,8 @@ def measure() -> None:
             raise RuntimeError(err[-2000:] + out[-500:])
         _record_largest_pdf(json.loads(out.strip().splitlines()[-1]), runs["pdf", "small"], pdf_mb)
         against_pandoc.measure(aws, table, Path(tmp))
+    # Last, on an idle machine and servers of its own (not ones holding the books above): pdf ÷ WeasyPrint.
+    against_weasyprint.alone()
 
 
 def _books(aws: Aws, table: str, tmp: Path) -> tuple[str, str, str]:
