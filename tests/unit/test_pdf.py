@@ -242,16 +242,23 @@ def test_when_typst_refuses_pdf_ua_every_piece_is_set_again_without_the_claim(
     from bindery.engine.compiler import CompileError, Compiler
 
     compiled: list[tuple[str, tuple[str, ...]]] = []
-    original = Compiler.compile
+    refused: list[bool] = []  # for each piece sent, whether its answer is a refusal
+    send, receive = Compiler.send, Compiler.receive
 
-    def refusing(self: Compiler, source: Path, output: Path, **kwargs: object) -> list[str]:
+    def sending(self: Compiler, source: Path, output: Path, **kwargs: object) -> None:
         standards = tuple(kwargs["standards"])  # type: ignore[call-overload]
         compiled.append((source.name, standards))
-        if source.name == "front.typ" and standards:
-            raise CompileError("PDF/UA-1 error: missing alt text")
-        return original(self, source, output, **kwargs)  # type: ignore[arg-type]
+        refused.append(source.name == "front.typ" and bool(standards))
+        send(self, source, output, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Compiler, "compile", refusing)
+    def refusing(self: Compiler) -> list[str]:
+        warnings = receive(self)
+        if refused.pop(0):
+            raise CompileError("PDF/UA-1 error: missing alt text")
+        return warnings
+
+    monkeypatch.setattr(Compiler, "send", sending)
+    monkeypatch.setattr(Compiler, "receive", refusing)
     path = _build(BOOKS["many"], tmp_path, "many")
     runs = [standards for name, standards in compiled if name.startswith("run-")]
     count = len({name for name, _ in compiled if name.startswith("run-")})
@@ -478,7 +485,7 @@ def test_a_compile_over_the_time_limit_is_killed_and_raises(
     assert _typesetters() == before  # the child was killed and reaped, not left running
 
 
-def test_a_typesetter_past_its_memory_bound_is_replaced_at_once_and_every_one_is_reaped_at_the_end(
+def test_a_typesetter_past_its_memory_bound_sets_small_pieces_is_replaced_for_a_large_one_and_all_are_reaped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from bindery.engine import compiler
@@ -487,20 +494,62 @@ def test_a_typesetter_past_its_memory_bound_is_replaced_at_once_and_every_one_is
     monkeypatch.setattr(compiler, "RESTART_BYTES", 0)  # every child is past it after its first answer
     for name in ("a", "b"):
         (tmp_path / f"{name}.typ").write_text(f"Piece {name}.")
+    # A run's size: past SMALL_SOURCE_BYTES (a comment, which sets nothing, makes it up).
+    (tmp_path / "c.typ").write_text("Piece c.\n// " + "x" * compiler.SMALL_SOURCE_BYTES + "\n")
     before = set(_typesetters())
     with compiler.Compiler(tmp_path, font_dirs()) as typesetter:
         typesetter.start()
         (first,) = set(_typesetters()) - before
-        typesetter.compile(tmp_path / "a.typ", tmp_path / "a.pdf", standards=[], seconds=60)
-        # Killed after its answer (and maybe still exiting), its successor already started.
-        (second,) = set(_typesetters()) - before - {first}
-        typesetter.compile(tmp_path / "b.typ", tmp_path / "b.pdf", standards=[], seconds=60)
+        for name in ("a", "b"):  # the second, small, is set by the child past its bound
+            typesetter.compile(tmp_path / f"{name}.typ", tmp_path / f"{name}.pdf", standards=[], seconds=60)
+            assert set(_typesetters()) - before == {first}
+        typesetter.compile(tmp_path / "c.typ", tmp_path / "c.pdf", standards=[], seconds=60)
+        (second,) = set(_typesetters()) - before - {first}  # a fresh child set it; the first was killed
         assert typesetter.peak_rss > 0
     assert set(_typesetters()) == before
     for pid in (first, second):
         with pytest.raises(ChildProcessError):  # reaped by close: no zombie is left behind
             os.waitpid(pid, os.WNOHANG)
-    assert all((tmp_path / f"{name}.pdf").read_bytes().startswith(b"%PDF") for name in ("a", "b"))
+    assert all((tmp_path / f"{name}.pdf").read_bytes().startswith(b"%PDF") for name in "abc")
+
+
+def test_each_run_is_parsed_while_the_one_before_is_set_and_the_first_run_is_a_quarter_of_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bindery.engine.compiler import Compiler
+    from bindery.engine.pdf import FIRST_RUN_SHARE, RUN_CHAPTERS
+    from bindery.engine.pdf_source import RunParser
+
+    events: list[str] = []
+    parsed, send, receive = RunParser.parsed, Compiler.send, Compiler.receive
+
+    def parsing(self: RunParser, texts: list[Text]) -> object:
+        events.append(f"parse {len(texts)}")
+        return parsed(self, texts)
+
+    def sending(self: Compiler, source: Path, output: Path, **kwargs: object) -> None:
+        events.append(f"send {source.stem}")
+        send(self, source, output, **kwargs)  # type: ignore[arg-type]
+
+    def receiving(self: Compiler) -> list[str]:
+        events.append("receive")
+        return receive(self)
+
+    monkeypatch.setattr(RunParser, "parsed", parsing)
+    monkeypatch.setattr(Compiler, "send", sending)
+    monkeypatch.setattr(Compiler, "receive", receiving)
+    _build(BOOKS["many"], tmp_path, "many")  # 1,200 short chapters: runs of RUN_CHAPTERS
+    runs = [e for e in events if e.startswith("parse")]
+    sizes = [int(run.split()[1]) for run in runs]
+    # The first run ends at a quarter of the chapters (or at an anchor past three quarters of that).
+    assert len(sizes) > 10 and sizes[0] <= RUN_CHAPTERS // FIRST_RUN_SHARE
+    assert all(RUN_CHAPTERS * 3 // 4 <= size <= RUN_CHAPTERS for size in sizes[1:-1]), sizes
+    # Each run after the first is parsed after the one before was sent and before its answer is awaited.
+    body = events[: events.index("send front")]
+    assert body[:2] == [runs[0], "send run-1"]
+    for n in range(2, len(runs) + 1):
+        at = body.index(f"send run-{n}")
+        assert body[at - 3 : at] == [f"send run-{n - 1}", runs[n - 1], "receive"], body[at - 3 : at + 1]
 
 
 def test_every_compile_is_given_only_the_builds_time_left(
@@ -509,13 +558,13 @@ def test_every_compile_is_given_only_the_builds_time_left(
     from bindery.engine.compiler import Compiler
 
     given: list[float] = []
-    original = Compiler.compile
+    original = Compiler.send  # every compile's request, the runs' sent ahead of their answer included
 
-    def spy(self: Compiler, *args: object, **kwargs: object) -> list[str]:
+    def spy(self: Compiler, *args: object, **kwargs: object) -> None:
         given.append(float(kwargs["seconds"]))  # type: ignore[arg-type]
-        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Compiler, "compile", spy)
+    monkeypatch.setattr(Compiler, "send", spy)
     monkeypatch.setattr(RENDERER, "time_limit", 100.0)
     _build(BOOKS["many"], tmp_path, "many")
     # At least twelve runs (of a hundred chapters at most), then the front matter and the folios.

@@ -8,10 +8,14 @@ ended by killing the child, and the build fails as `render_failed`; the worker i
 
 The child is also where Typst's memory lives. Typst memoises across compiles and never lets go, so a
 child that has grown past RESTART_BYTES (a fresh one that has set a few pages holds about 70 MiB; one
-that has set a full run, three or four times that) is ended after its answer, and the next piece starts a
-fresh one, in some 150 ms here (docs/BENCHMARKS.md), since fonts load lazily. Every run is then set by a
-child in the same state, so a build's memory is one run's, however many runs it has.
-The child's peak (VmHWM) is read before it ends, so a benchmark can add it to the build's own.
+that has set a full run, three or four times that) is ended before it is sent a piece of more than
+SMALL_SOURCE_BYTES, which a fresh child sets (some 40 ms to start: the interpreter, Typst's font search).
+Every run is then set by a child in the same state, so a build's memory is one run's, however many runs
+it has; a small piece (the front matter, a folio sheet) adds a few MiB to the child that set the last.
+The child's peak (VmHWM) is read after each answer, so a benchmark can add it to the build's own.
+
+One piece is asked for at a time (`send`, then `receive`): between the two, the build does its own work,
+the next run's parse, on another core if there is one.
 
 The protocol is a JSON line each way over the child's stdin and stdout.
 """
@@ -28,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 RESTART_BYTES = 100 * 1024 * 1024
+# A child past RESTART_BYTES still sets a piece this small (the front matter, a run's folio sheet): what it
+# adds to the child is a few MiB, where a fresh child costs some 40 ms to start, past its last answer.
+SMALL_SOURCE_BYTES = 64 * 1024
 
 
 class TimeLimit(Exception):
@@ -45,6 +52,8 @@ class Compiler:
         self.root, self.fonts = root, fonts
         self._child: subprocess.Popen[bytes] | None = None
         self._dying: list[subprocess.Popen[bytes] | None] = []  # killed, not yet reaped
+        self._asked: tuple[str, float, float] | None = None  # the piece asked for: name, seconds, deadline
+        self._spent = False  # the child holds more than RESTART_BYTES
         self.peak_rss = 0  # the most memory the child held, in bytes (VmHWM)
 
     def __enter__(self) -> Compiler:
@@ -74,8 +83,22 @@ class Compiler:
     ) -> list[str]:
         """Compile `source` (under the root) to `output`, dated `timestamp` (epoch seconds); return
         Typst's warnings."""
+        self.send(source, output, standards=standards, seconds=seconds, timestamp=timestamp)
+        return self.receive()
+
+    def send(
+        self, source: Path, output: Path, *, standards: list[str], seconds: float, timestamp: int = 0
+    ) -> None:
+        """Ask for `source` to be compiled, and return at once: `receive` waits for it, at most `seconds`
+        from now. One piece is asked for at a time, so the build may do its own work meanwhile (parse the
+        next run) on another core."""
+        assert self._asked is None, "a piece is being compiled already"
+        if self._spent and source.stat().st_size > SMALL_SOURCE_BYTES:
+            # Killed, and reaped only at close: the kernel takes some 10 ms to drop a child that has set a
+            # run, which this piece need not wait for.
+            self._dying.append(self._kill())
         child = self._started()
-        assert child.stdin is not None and child.stdout is not None
+        assert child.stdin is not None
         request = {
             "input": str(source),
             "output": str(output),
@@ -88,7 +111,15 @@ class Compiler:
         except BrokenPipeError:
             self.close()
             raise CompileError(f"the typesetter ended before it was sent {source.name}") from None
-        deadline = time.monotonic() + seconds
+        self._asked = (source.name, seconds, time.monotonic() + seconds)
+
+    def receive(self) -> list[str]:
+        """Wait for the piece asked for last, until its deadline; return Typst's warnings."""
+        assert self._asked is not None, "no piece was asked for"
+        (name, seconds, deadline), self._asked = self._asked, None
+        child = self._child
+        if child is None or child.stdout is None:
+            raise CompileError(f"the typesetter ended while compiling {name}")
         while True:
             left = deadline - time.monotonic()
             ready, _, _ = select.select([child.stdout], [], [], max(0.0, left))
@@ -96,16 +127,12 @@ class Compiler:
                 break
             if left <= 0:
                 self.close()
-                raise TimeLimit(f"typesetting {source.name} took over {seconds:.0f} s")
+                raise TimeLimit(f"typesetting {name} took over {seconds:.0f} s")
         line = child.stdout.readline()
         if not line:
             self.close()
-            raise CompileError(f"the typesetter ended while compiling {source.name}")
-        if self._measure() > RESTART_BYTES:
-            # Killed, and reaped only at close: the kernel takes some 10 ms to drop a child that has set a
-            # run, which the next piece need not wait for.
-            self._dying.append(self._kill())
-            self.start()  # the next child starts now, while the build writes the next piece
+            raise CompileError(f"the typesetter ended while compiling {name}")
+        self._spent = self._measure() > RESTART_BYTES
         answer: dict[str, Any] = json.loads(line)
         if "error" in answer:
             raise CompileError(answer["error"])
@@ -132,12 +159,13 @@ class Compiler:
         """End the child. It is killed, not asked to exit: between compiles it holds nothing but Typst's
         memo, and an exit would spend the build's time freeing it object by object (32 ms a close here,
         after a run of the bench's 0.5 MB book; killed, the kernel drops it in 10)."""
+        self._asked = None
         dying, self._dying = [self._kill(), *self._dying], []
         for child in filter(None, dying):
             child.wait()
 
     def _kill(self) -> subprocess.Popen[bytes] | None:
-        child, self._child = self._child, None
+        child, self._child, self._spent = self._child, None, False
         if child is not None:
             child.kill()
             for stream in (child.stdin, child.stdout):

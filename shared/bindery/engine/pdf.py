@@ -6,8 +6,9 @@ Arabic and Hebrew shaped and set right to left, CJK lines broken between charact
 (a structure tree a screen reader follows), and PDF/UA-1 where the book allows it (see `_Book.compile`).
 
 **Pieces, for flat memory.** Typst lays out a whole document in memory, about 0.5 GB for each MB of
-manuscript. So a book is compiled in *runs* of whole chapters, about RUN_BYTES of manuscript each, one
-after another by one long-lived child process (`bindery.engine.compiler`), and only then joined
+manuscript. So a book is compiled in *runs* of whole chapters, about RUN_BYTES of manuscript each (the
+first a quarter: it is set while the next is parsed), one after another by a child process
+(`bindery.engine.compiler`), and only then joined
 (`bindery.engine.join`). A run knows the page it starts on, so folios run on from one run to the next;
 each chapter opens on a recto, and a run whose last page is a recto is followed by a blank verso. The
 front matter (title page, imprint, contents) is compiled last, when every chapter's page is known, and
@@ -32,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from pikepdf import Dictionary, Name, String
 
@@ -41,11 +43,6 @@ from bindery.engine.figures import Figures
 from bindery.engine.join import GOTO, Entry, Folios, Joined, join
 from bindery.engine.literals import literal
 from bindery.engine.pdf_source import (
-    AUTHORS_PT,
-    BOOK_TITLE_PT,
-    ENTRY_INDENT,
-    ENTRY_PT,
-    IMPRINT_PT,
     PAGE_SIZES,
     UNRENDERED,
     Opened,
@@ -53,8 +50,7 @@ from bindery.engine.pdf_source import (
     chapters_source,
     ends_run,
     engine_digest,
-    fitted_in,
-    imprint,
+    front_matter,
     nested,
     preamble,
 )
@@ -70,6 +66,9 @@ DESIGN = HERE / "book.typ"
 MAX_MANUSCRIPT_BYTES = 50 * 1024 * 1024  # measured by `make bench` against the worker's timeout
 RUN_BYTES = 512 * 1024  # a run of chapters is compiled once it holds this much manuscript
 RUN_CHAPTERS = 50  # or this many: a run is what an edit sets again (at 100: 1,200 chapters' re-export +0.4 s)
+# The first run holds a quarter of either: the typesetter sets it while the parent parses the next, so a
+# book of one run's size is set in two, overlapped (on two cores), instead of parsed whole and then set.
+FIRST_RUN_SHARE = 4
 # Bump on any change to how a piece is compiled that neither its source nor book.typ shows: a built piece is
 # kept in the book's cache under a hash of its source, book.typ, Typst's version, the fonts and this.
 PIECE_VERSION = "pdf-1"
@@ -104,6 +103,10 @@ class PdfRenderer:
         return report
 
 
+# A run being set: its name, chapters, opening, images, and what `_begin` gave (a piece found, or its source).
+_Setting = tuple[str, list[tuple[Text, Chapter]], str, dict[str, Asset], Piece | Path]
+
+
 class _Book:
     def __init__(self, source: Source, root: Path, parse: Parse, deadline: float, fonts: list[Path]):
         self.source, self.root, self.parse, self.deadline = source, root, parse, deadline
@@ -122,6 +125,7 @@ class _Book:
         self.cached: set[str] = set()  # the pieces kept in the book's cache (runs, front matter, folios)
         self.kept_pieces = Kept(source.pieces)
         self.runs_set, self.joined = 0, Joined(0, 0, 0)
+        self._setting: _Setting | None = None  # the run the typesetter is setting
         shutil.copy(DESIGN, root / "book.typ")
         (root / "img").mkdir()
         self.compiler.start()  # last, so nothing here fails with it running; it loads as chapters are parsed
@@ -134,25 +138,39 @@ class _Book:
         for chapter in chapters:
             run.append(chapter)
             size += len(chapter.markdown.encode())
-            if ends_run(size, len(run), chapter.title, RUN_BYTES, RUN_CHAPTERS):
-                first = self._compile_run(run, first)
+            # The first run is a quarter of the others: it is set while the next is parsed.
+            share = 1 if self.runs or self._setting else FIRST_RUN_SHARE
+            if ends_run(size, len(run), chapter.title, RUN_BYTES // share, RUN_CHAPTERS // share):
+                first = self._start_run(run, first)
                 run, size = [], 0
         if run:
-            self._compile_run(run, first)
+            first = self._start_run(run, first)
+        self._end_run(first)
         if self.runs:
             self.runs[-1].blank_after = False  # nothing follows the last chapter
         return self._bound(), self.report
 
-    def _compile_run(self, texts: list[Text], first: int) -> int:
-        """Compile a run of chapters whose first page is numbered `first`; return the next run's first."""
+    def _start_run(self, texts: list[Text], first: int) -> int:
+        """Parse a run of chapters, while the typesetter sets the run before it; then, that run done, start
+        setting this one. Returns this run's first page (the run before's pages now known)."""
         run, body = self.parser.parsed(texts)
+        first = self._end_run(first)
         name = f"run-{len(self.runs) + 1}"
         images = {object_id: asset for _, body in run for object_id, asset in body.images.items()}
         # Set as if it opened the book, without folios (see join): the same run is the same piece wherever
         # it falls, so a later build reuses it even when the pages before it moved.
         opening = preamble(self.source, self.page, 1, "1", folios=False)
+        begun = self._begin(name, opening + body, images=images, reused=True)
+        self._setting = (name, run, opening, images, begun)
+        return first
+
+    def _end_run(self, first: int) -> int:
+        """The run being set, done and counted, its first page `first`; return the next run's first."""
+        if self._setting is None:
+            return first
+        (name, run, opening, images, begun), self._setting = self._setting, None
         try:
-            piece = self._compile(name, opening + body, keep=True, images=images, reused=True)
+            piece = self._finish(begun, keep=True)
         except CompileError:
             # Typst refused the run: find the chapters it refuses alone, set them as unrendered, go on.
             # (This run is not kept in the cache: a hit would not know which chapters it set as unrendered.)
@@ -179,43 +197,50 @@ class _Book:
         return first + piece.pages + piece.blank_after
 
     def _compile(
-        self,
-        name: str,
-        source: str,
-        *,
-        keep: bool = False,
-        images: dict[str, Asset] | None = None,
+        self, name: str, source: str, *, keep: bool = False, images: dict[str, Asset] | None = None,
         reused: bool = False,
-    ) -> Piece:
+    ) -> Piece:  # fmt: skip
         """Compile one piece, placing `images`; `keep` it among the book's pieces (a trial compile of one
         chapter is not). A piece `reused` is taken from the book's cache of built pieces when it holds one
         of the same source, and kept there when it did not."""
+        return self._finish(self._begin(name, source, images=images, reused=reused), keep=keep)
+
+    def _begin(
+        self, name: str, source: str, *, images: dict[str, Asset] | None = None, reused: bool = False
+    ) -> Piece | Path:
+        """A piece found in the cache, or its source, sent to the typesetter (`_finish` waits for it)."""
         path = self.root / f"{name}.typ"
         path.write_text(source)
         self.images_of[name] = images or {}
         if reused:
             self.cached.add(name)
-        if not (reused and self._reuse(path)):
-            self._set(path)
-            piece = self._read(path, hit=False)
-        else:
-            try:
-                piece = self._read(path, hit=True)
-            except Exception:  # checked whole, yet not a piece pikepdf reads: set it, as any miss
-                logger.warning("a reused piece does not open; setting it again", extra={"piece": name})
-                self._set(path)
-                piece = self._read(path, hit=False)
-        if keep:
-            self.kept.append(piece)
-        return piece
+            if self._reuse(path):
+                try:
+                    return self._read(path, hit=True)
+                except Exception:  # checked whole, yet not a piece pikepdf reads: set it, as any miss
+                    logger.warning("a reused piece does not open; setting it again", extra={"piece": name})
+        self._send(path)
+        return path
 
-    def _set(self, path: Path) -> None:
-        """Typeset a piece (and keep it in the cache, if it is kept there)."""
-        self._write_images(self.images_of[path.stem])  # a piece reused wrote none
+    def _finish(self, begun: Piece | Path, *, keep: bool) -> Piece:
+        if isinstance(begun, Path):  # sent: set it
+            self._set(begun)
+            begun = self._read(begun, hit=False)
+        if keep:
+            self.kept.append(begun)
+        return begun
+
+    def _send(self, path: Path) -> None:
+        """Send a piece to the typesetter, its images written first (a piece reused wrote none)."""
+        self._write_images(self.images_of[path.stem])
         if path.stem.startswith("run-") and path.stem.count("-") == 1:  # a run, not a trial of one chapter
             self.runs_set += 1
+        self.compiler.send(path, path.with_suffix(".pdf"), **self._how(path))
+
+    def _set(self, path: Path) -> None:
+        """Wait for a piece sent, and keep it in the cache, if it is kept there."""
         try:
-            self._typeset(path)
+            self.compiler.receive()
         except CompileError as exc:
             if not self.standards or "PDF/UA" not in str(exc):
                 raise
@@ -245,13 +270,12 @@ class _Book:
             earlier.keys, earlier.digest = again.keys, again.digest
 
     def _typeset(self, path: Path) -> None:
-        self.compiler.compile(
-            path,
-            path.with_suffix(".pdf"),
-            standards=self.standards,
-            seconds=self._left(),
-            timestamp=self._dated(path.stem),
-        )
+        self.compiler.compile(path, path.with_suffix(".pdf"), **self._how(path))
+
+    def _how(self, path: Path) -> dict[str, Any]:
+        """How a piece is compiled: with the claim or not, in the build's time left, dated (`_dated`)."""
+        seconds = self.deadline - time.monotonic()
+        return {"standards": self.standards, "seconds": seconds, "timestamp": self._dated(path.stem)}
 
     def _dated(self, name: str) -> int:
         """The date a piece is compiled with: the revision's for the front matter and the cover, whose
@@ -297,9 +321,6 @@ class _Book:
         if path.stem in self.cached:
             self.kept_pieces.keep(self._lookup(path), data)
 
-    def _left(self) -> float:
-        return self.deadline - time.monotonic()
-
     def _write_images(self, images: dict[str, Asset]) -> None:
         for object_id, asset in images.items():
             if object_id not in self.written:
@@ -313,28 +334,7 @@ class _Book:
     def _bound(self) -> Path:
         source, meta = self.source, self.source.metadata
         pieces: list[Piece] = []
-        depth = int(source.option("toc_depth"))
-        entries: list[str] = []
-        targets: dict[int, tuple[int, float]] = {}
-        for chapter in self.opened:
-            rows = [(1, chapter.title, chapter.number, chapter.top)]
-            rows += [h for h in chapter.headings if h[0] <= depth]
-            for level, title, number, top in rows:
-                targets[len(targets)] = (number, top)
-                entries.append(
-                    f"#entry({level}, [{fitted_in(self.page, title, ENTRY_PT, ENTRY_INDENT * (level - 1))}], "
-                    f"{literal(str(number))}, "
-                    f"{literal(GOTO + str(len(targets) - 1))})\n"
-                )
-        names = ", ".join(meta.authors)
-        authors = f"[{fitted_in(self.page, names, AUTHORS_PT)}]" if names else "none"
-        lines = ", ".join(f"[{fitted_in(self.page, line, IMPRINT_PT)}]" for line in imprint(source, meta))
-        front_source = (
-            preamble(self.source, self.page, 1, "i")
-            + f"#title-page([{fitted_in(self.page, source.title, BOOK_TITLE_PT)}], {authors})\n"
-            + f"#imprint(({lines},))\n"
-            + f"#contents({literal('Contents')}, [\n{''.join(entries)}])\n"
-        )
+        front_source, targets = front_matter(source, self.page, self.opened, GOTO)
         front = self._compile("front", front_source, keep=True, reused=True)
         front.blank_after = front.pages % 2 == 1 and bool(self.runs)
         cover = next((a for a in source.assets if a.name == meta.cover), None)

@@ -227,3 +227,33 @@ def engine_digest(fonts: list[Path], design: Path, piece_version: str) -> str:
     digest = hashlib.sha256(json.dumps([piece_version, version("typst"), faces]).encode())
     digest.update(design.read_bytes())
     return digest.hexdigest()
+
+
+def front_matter(
+    source: Source, page: PageSize, opened: list[Opened], goto: str
+) -> tuple[str, dict[int, tuple[int, float]]]:
+    """The front matter's Typst source (title page, imprint, contents), and where each of the contents'
+    entries goes: its link is `goto` and a number, the key of its (page, top) in what is returned."""
+    meta = source.metadata
+    depth = int(source.option("toc_depth"))
+    entries: list[str] = []
+    targets: dict[int, tuple[int, float]] = {}
+    for chapter in opened:
+        rows = [(1, chapter.title, chapter.number, chapter.top)]
+        rows += [h for h in chapter.headings if h[0] <= depth]
+        for level, title, number, top in rows:
+            targets[len(targets)] = (number, top)
+            entries.append(
+                f"#entry({level}, [{fitted_in(page, title, ENTRY_PT, ENTRY_INDENT * (level - 1))}], "
+                f"{literal(str(number))}, "
+                f"{literal(goto + str(len(targets) - 1))})\n"
+            )
+    names = ", ".join(meta.authors)
+    authors = f"[{fitted_in(page, names, AUTHORS_PT)}]" if names else "none"
+    lines = ", ".join(f"[{fitted_in(page, line, IMPRINT_PT)}]" for line in imprint(source, meta))
+    return (
+        preamble(source, page, 1, "i")
+        + f"#title-page([{fitted_in(page, source.title, BOOK_TITLE_PT)}], {authors})\n"
+        + f"#imprint(({lines},))\n"
+        + f"#contents({literal('Contents')}, [\n{''.join(entries)}])\n"
+    ), targets
