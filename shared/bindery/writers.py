@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import bisect
 import contextlib
 import hashlib
 import io
@@ -11,6 +10,7 @@ import tempfile
 from typing import Any
 
 from bindery.faults import translate_faults
+from bindery.spools import Spool
 
 # boto3's own threshold and part size (TransferConfig): an artifact up to 8 MiB goes up in one PutObject,
 # not four calls of a multipart upload (about 60 ms a build at S3's latencies); a larger one in parts of
@@ -57,6 +57,13 @@ class ArtifactWriter(io.RawIOBase):
         return True
 
     def write(self, data: Any) -> int:
+        if type(data) is bytes and self._part.tell() + len(data) < self.part_bytes:
+            # The usual write, whole inside the part: handed on as it is (a memoryview's slice would be
+            # copied on its way into the part's spool).
+            self._part.write(data)
+            self._whole.update(data)
+            self.size_bytes += len(data)
+            return len(data)
         view = memoryview(data).cast("B")
         written = 0
         while written < len(view):
@@ -151,65 +158,3 @@ class ArtifactWriter(io.RawIOBase):
             upload_id, self._upload_id = self._upload_id, None
             with contextlib.suppress(Exception):
                 self._client.abort_multipart_upload(Bucket=self._bucket, Key=self.key, UploadId=upload_id)
-
-
-class Spool(io.RawIOBase):
-    """A part held in memory as the chunks it was written in, read back in order: a bytes chunk is kept as
-    it is, never copied. (A BytesIO grows by an eighth at a time, copying what it holds at each step: an
-    html artifact of 1,200 chapters, written a chapter at a time, spent 4-20 ms of a 0.1 s re-export
-    there.) It is written only at its end, and read (by botocore, as a request's body) after a seek."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._chunks: list[bytes] = []
-        self._ends: list[int] = []  # where each chunk ends
-        self._size = self._at = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        if self._at != self._size:
-            raise io.UnsupportedOperation("a spool is written only at its end")
-        chunk = data if type(data) is bytes else bytes(data)
-        if chunk:
-            self._chunks.append(chunk)
-            self._size += len(chunk)
-            self._ends.append(self._size)
-            self._at = self._size
-        return len(chunk)
-
-    def tell(self) -> int:
-        return self._at
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._size}[whence]
-        self._at = min(max(base + offset, 0), self._size)
-        return self._at
-
-    def read(self, size: int | None = -1) -> bytes:
-        end = self._size if size is None or size < 0 else min(self._size, self._at + size)
-        out: list[bytes] = []
-        n = bisect.bisect_right(self._ends, self._at)
-        while self._at < end:
-            chunk, start = self._chunks[n], self._ends[n] - len(self._chunks[n])
-            taken = chunk[self._at - start : end - start]
-            out.append(taken)
-            self._at += len(taken)
-            n += 1
-        return out[0] if len(out) == 1 else b"".join(out)
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self._chunks, self._ends = [], []
-        super().close()

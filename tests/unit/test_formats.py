@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from bindery.engine import FORMATS, Source, Text, renderer_for
 from bindery.manuscript import cut_text, normalise
+from bindery.spools import RollingSpool
 from tests.books import BOOKS, SAMPLES
 from tests.docx_checks import document_text
 from tests.validators import (
@@ -209,16 +210,16 @@ def test_a_spool_past_its_in_memory_size_rolls_over_to_disk_and_writes_the_same_
 ) -> None:
     in_memory = _build("features", fmt, tmp_path).read_bytes()
     monkeypatch.setattr(importlib.import_module(FORMATS[fmt].module), "SPOOL_IN_MEMORY", 1024)
-    rolled = []
-    real = tempfile.SpooledTemporaryFile.rollover
+    rolled: list[bool] = []  # for each spool closed, whether it had gone on to disk
+    real = RollingSpool.close
 
-    def rollover(spool: tempfile.SpooledTemporaryFile[bytes]) -> None:
-        rolled.append(spool)
+    def close(spool: RollingSpool) -> None:
+        rolled.append(spool._disk is not None)
         real(spool)
 
-    monkeypatch.setattr(tempfile.SpooledTemporaryFile, "rollover", rollover)
+    monkeypatch.setattr(RollingSpool, "close", close)
     assert _build("features", fmt, tmp_path).read_bytes() == in_memory
-    assert rolled
+    assert rolled == [True]
 
 
 def test_html_keeps_every_markdown_feature(tmp_path: Path) -> None:

@@ -11,14 +11,13 @@ holds at most the spool's in-memory part, one chapter and one piece of one image
 from __future__ import annotations
 
 import base64
-import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from html import escape
-from typing import IO
 
 from bindery.engine import SPOOL_IN_MEMORY, Report, Sink, Source, Text, chapter_pieces, markup
 from bindery.engine.figures import Figures
 from bindery.images import Asset
+from bindery.spools import RollingSpool
 
 COPY_CHUNK = 1024 * 1024
 # Bump on any change to what a chapter's piece holds or how it is rendered: built pieces are keyed by it.
@@ -57,7 +56,8 @@ class HtmlRenderer:
         figures = Figures({a.name: a for a in source.assets}, _placeholder)
         report = Report(notes=figures.notes)
         contents: list[tuple[int, str, list[markup.Heading]]] = []
-        with tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY) as spool:
+        spool = RollingSpool(SPOOL_IN_MEMORY)
+        try:
             for text in chapters:
                 made = chapter_pieces.render_chapter(
                     self._md, text, report, figures, source.pieces, version=PIECE_VERSION, made=_section(text)
@@ -65,8 +65,10 @@ class HtmlRenderer:
                 contents.append((text.ordinal, text.title, made.headings))
                 spool.write(made.data)
             self._head(source, contents, out)
-            spool.seek(0)
-            _copy_with_images(spool, out, {a.object_id: a for a in figures.used.values()}, source)
+            used = {a.object_id: a for a in figures.used.values()}
+            _copy_with_images(spool.chunks(COPY_CHUNK), out, used, source)
+        finally:
+            spool.close()
         out.write(b"</body></html>\n")
         return report
 
@@ -111,10 +113,14 @@ def _section(text: Text) -> Callable[[str], bytes]:
     return lambda html: f"{opening}{html}</section>\n".encode()
 
 
-def _copy_with_images(spool: IO[bytes], out: Sink, used: dict[str, Asset], source: Source) -> None:
-    """Copy the spool to `out`, each MARK<object id>MARK replaced by that image as a data: URI."""
+def _copy_with_images(chunks: Iterator[bytes], out: Sink, used: dict[str, Asset], source: Source) -> None:
+    """Copy the spool's chunks to `out`, each MARK<object id>MARK replaced by that image as a data: URI."""
+    if not used:  # no placeholder: each chunk as it is (a chapter's, held in memory, is never copied)
+        for chunk in chunks:
+            out.write(chunk)
+        return
     pending = b""
-    while chunk := spool.read(COPY_CHUNK):
+    for chunk in chunks:
         parts = (pending + chunk).split(MARK)
         # Text and ids alternate; an even count means the chunk ended inside an id, kept for the next one.
         pending = MARK + parts.pop() if len(parts) % 2 == 0 else b""
