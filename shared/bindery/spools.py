@@ -89,8 +89,13 @@ class RollingSpool:
         self._disk.write(data)
 
     def chunks(self, size: int) -> Iterator[bytes]:
-        """What was written, in order: the chunks in memory as they are, then the disk's `size` at a time."""
-        yield from self._memory
+        """What was written, in order: the chunks in memory as they are, each let go of as it is handed on
+        (held to the end, they sat beside the artifact's part: 8 MiB more at a 200 MB html's peak), then
+        the disk's `size` at a time."""
+        memory, self._memory, self._held = self._memory, [], 0
+        memory.reverse()
+        while memory:
+            yield memory.pop()
         if self._disk is not None:
             self._disk.seek(0)
             while chunk := self._disk.read(size):

@@ -499,3 +499,36 @@ def test_the_cache_is_written_beside_the_finish_waited_for_and_what_it_raises_is
         pass
     with pytest.raises(StorageError), alongside(crashed):  # the body's own failure is the one raised
         raise StorageError("finish refused")
+
+
+def test_two_threads_first_asking_for_the_s3_client_get_one_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build's first S3 calls go from two threads at once (the cache's head beside the chapter list): each
+    made a client of its own, loading S3's service model twice (14 MiB, and 0.4 billion instructions of the
+    worker's cold start)."""
+    import boto3
+
+    from bindery.config import Settings
+    from bindery.objects import Objects
+
+    made: list[str] = []
+    both_asking = threading.Barrier(2)
+
+    def client(service: str, **_: Any) -> object:
+        made.append(service)
+        time.sleep(0.05)  # long enough for the other thread to ask meanwhile
+        return object()
+
+    monkeypatch.setattr(boto3, "client", client)
+    objects = Objects(Settings(table="t", bucket="b"))
+    got: list[object] = []
+
+    def ask() -> None:
+        both_asking.wait(5)
+        got.append(objects.client)
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert made == ["s3"] and len(got) == 2 and got[0] is got[1]
