@@ -72,7 +72,9 @@ class Spool(io.RawIOBase):
 
 
 class RollingSpool:
-    """Chunks in memory up to `in_memory` bytes, and the rest on local disk, read back in order."""
+    """Chunks in memory up to `in_memory` bytes; past that, all of it on local disk (as a
+    SpooledTemporaryFile rolls over: a 200 MB html's first 8 MiB, held in memory to the end, raised its
+    peak RSS by a tenth). Read back in order."""
 
     def __init__(self, in_memory: int):
         self._memory: list[bytes] = []
@@ -86,12 +88,13 @@ class RollingSpool:
             return
         if self._disk is None:
             self._disk = tempfile.TemporaryFile()  # noqa: SIM115  (closed by close)
+            self._disk.writelines(self._memory)
+            self._memory, self._held = [], 0
         self._disk.write(data)
 
     def chunks(self, size: int) -> Iterator[bytes]:
-        """What was written, in order: the chunks in memory as they are, each let go of as it is handed on
-        (held to the end, they sat beside the artifact's part: 8 MiB more at a 200 MB html's peak), then
-        the disk's `size` at a time."""
+        """What was written, in order: from memory, each chunk as it was written (let go of as it is handed
+        on); or from disk, `size` at a time."""
         memory, self._memory, self._held = self._memory, [], 0
         memory.reverse()
         while memory:

@@ -37,17 +37,16 @@ def test_a_spool_reads_back_what_was_written_in_any_sizes_and_keeps_bytes_chunks
         spool.write(b"only at the end")
 
 
-def test_a_rolling_spool_keeps_chunks_in_memory_up_to_its_size_then_the_rest_on_disk_in_order() -> None:
+def test_a_rolling_spool_keeps_chunks_in_memory_up_to_its_size_and_past_it_all_on_disk_in_order() -> None:
+    held = [b"abcd", b"efgh"]
     spool = RollingSpool(10)
-    for chunk in (
-        b"abcd",
-        b"efgh",
-        b"ijkl",
-        b"mnop",
-    ):  # past 10 bytes at the third: on disk
+    for chunk in held:
+        spool.write(chunk)
+    assert [c is h for c, h in zip(spool.chunks(3), held, strict=True)] == [True, True]  # as written
+    spool = RollingSpool(10)
+    for chunk in (b"abcd", b"efgh", b"ijkl", b"mnop"):  # past 10 bytes at the third: all on disk
         spool.write(chunk)
     got = list(spool.chunks(3))
-    assert got[:2] == [b"abcd", b"efgh"] and b"".join(got) == b"abcdefghijklmnop"
-    assert all(len(chunk) <= 3 for chunk in got[2:])  # read from disk, `size` at a time
+    assert b"".join(got) == b"abcdefghijklmnop" and all(len(c) <= 3 for c in got)  # `size` at a time
     spool.close()
     assert list(spool.chunks(3)) == []
