@@ -77,6 +77,28 @@ def test_a_chapter_that_grows_by_pages_sets_again_only_its_own_run(
     assert [label for label, folio in after if folio] == [folio for _, folio in after if folio]
 
 
+def test_a_warm_pdf_of_many_runs_reads_its_pack_forward_in_one_get(stack: Stack, short_runs: None) -> None:
+    """A run's chapters are parsed while the run before is set; a cold build keeps them after that run, in
+    the order a warm build finds them, so the warm one never steps back in the pack (a ranged GET a run)."""
+    book = stack.create_book("".join(_chapter(n, 2) for n in range(1, 9)), title="Runs")
+    first = _built(stack, book, "pdf")
+    assert RENDERER.runs_set >= 4
+    read: list[str] = []
+
+    def reading(params: dict[str, Any], **_: Any) -> None:
+        read.append(params["Key"])
+
+    event = "before-parameter-build.s3.GetObject"
+    stack.objects.client.meta.events.register(event, reading)
+    try:
+        assert _built(stack, book, "pdf") == first and RENDERER.runs_set == 0
+    finally:
+        stack.objects.client.meta.events.unregister(event, reading)
+    prefix = f"books/pieces/{book}/pdf/"
+    packs = [key for key in read if key.startswith(prefix) and key != prefix + "head"]
+    assert len(packs) == 1, read
+
+
 def test_a_warm_build_of_the_same_revision_sets_nothing(stack: Stack) -> None:
     book = _book(stack)
     first = _built(stack, book, "pdf")

@@ -155,6 +155,7 @@ class _Book:
         setting this one. Returns this run's first page (the run before's pages now known)."""
         run, body = self.parser.parsed(texts)
         first = self._end_run(first)
+        self.parser.flush()  # its chapters kept after the run before: in the order a warm build finds them
         name = f"run-{len(self.runs) + 1}"
         images = {object_id: asset for _, body in run for object_id, asset in body.images.items()}
         # Set as if it opened the book, without folios (see join): the same run is the same piece wherever
@@ -226,8 +227,7 @@ class _Book:
         if isinstance(begun, Path):  # sent: set it
             self._set(begun)
             begun = self._read(begun, hit=False)
-        if keep:
-            self.kept.append(begun)
+        self.kept += [begun] if keep else []
         return begun
 
     def _send(self, path: Path) -> None:
