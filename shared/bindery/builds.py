@@ -270,7 +270,13 @@ class Builds:
         try:
             for done, chapter in enumerate(chapters, start=1):
                 load = functools.partial(manuscript.read, chapter.offset, chapter.size_bytes)
-                yield engine.Text(chapter.ordinal, chapter.title, load=load, digest=chapter.sha256 or None)
+                yield engine.Text(
+                    chapter.ordinal,
+                    chapter.title,
+                    load=load,
+                    digest=chapter.sha256 or None,
+                    size=chapter.size_bytes,
+                )
                 progress.chapter_done(done)
         finally:
             manuscript.close()

@@ -114,12 +114,14 @@ def test_the_contents_gives_the_page_each_chapter_opens_on(book: str, tmp_path: 
         opening = pages[labels.index(number)]  # the page whose label is the number the contents gives
         assert opening.translate(BIDI_CONTROLS).lstrip().startswith(title), (title, number)
         assert int(number) % 2 == 1  # a chapter opens on a recto
-    # Each line of the contents is a link to its chapter's page (the front matter could not know it).
+    # Each line of the contents is a link to its chapter's page (the contents could not know it), by a name
+    # the book's catalog gives its page.
     with pikepdf.open(path) as pdf:
         assert _placeholders(pdf) == []
         index = {page.objgen: n for n, page in enumerate(pdf.pages)}
+        names = pikepdf.NameTree(pdf.Root.Names.Dests)
         linked = [
-            index[annot.A.D[0].objgen]
+            index[names[str(annot.A.D)][0].objgen]
             for n, label in enumerate(labels)
             if re.fullmatch(r"[ivxl]+", label)
             for annot in pdf.pages[n].obj.get("/Annots", [])
@@ -249,7 +251,7 @@ def test_when_typst_refuses_pdf_ua_every_piece_is_set_again_without_the_claim(
     def sending(self: Compiler, source: Path, output: Path, **kwargs: object) -> None:
         standards = tuple(kwargs["standards"])  # type: ignore[call-overload]
         compiled.append((source.name, standards))
-        refused.append(source.name == "front.typ" and bool(standards))
+        refused.append(source.name == "contents.typ" and bool(standards))
         send(self, source, output, **kwargs)  # type: ignore[arg-type]
 
     def refusing(self: Compiler) -> list[str]:
@@ -264,12 +266,44 @@ def test_when_typst_refuses_pdf_ua_every_piece_is_set_again_without_the_claim(
     runs = [standards for name, standards in compiled if name.startswith("run-")]
     count = len({name for name, _ in compiled if name.startswith("run-")})
     assert count > 10 and runs == [("ua-1",)] * count + [()] * count  # each run, then again without it
-    # The folios, a sheet for each run, are set last, for the join; without the claim, as everything since.
-    last = compiled[compiled.index(("front.typ", ())) + 1 :]
+    # The title page and imprint, sent first, set again too; then the contents again, and the folios, a
+    # sheet for each run, set last, for the join; without the claim, as everything since.
+    assert compiled.count(("front.typ", ("ua-1",))) == compiled.count(("front.typ", ())) == 1
+    last = compiled[compiled.index(("contents.typ", ())) + 1 :]
     assert last == [(f"folios-{n}.typ", ()) for n in range(count)]
     with pikepdf.open(path) as pdf:
         assert "pdfuaid:part" not in pdf.open_metadata()
     assert structure_problems(path) == [] and pdfinfo(path)["Tagged"] == "yes"
+
+
+def test_when_the_title_page_refuses_pdf_ua_every_run_is_set_once_without_the_claim(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bindery.engine.compiler import CompileError, Compiler
+
+    compiled: list[tuple[str, tuple[str, ...]]] = []
+    send, receive = Compiler.send, Compiler.receive
+
+    def sending(self: Compiler, source: Path, output: Path, **kwargs: object) -> None:
+        compiled.append((source.name, tuple(kwargs["standards"])))  # type: ignore[call-overload]
+        send(self, source, output, **kwargs)  # type: ignore[arg-type]
+
+    def refusing(self: Compiler) -> list[str]:
+        warnings = receive(self)
+        if compiled[-1] == ("front.typ", ("ua-1",)):
+            raise CompileError("PDF/UA-1 error: missing alt text")
+        return warnings
+
+    monkeypatch.setattr(Compiler, "send", sending)
+    monkeypatch.setattr(Compiler, "receive", refusing)
+    path = _build(BOOKS["many"], tmp_path, "many")
+    # The front is sent first and refused before the first run is sent: no run is set twice.
+    assert compiled[:2] == [("front.typ", ("ua-1",)), ("front.typ", ())]
+    runs = [standards for name, standards in compiled if name.startswith("run-")]
+    assert len(runs) > 10 and set(runs) == {()}
+    assert {standards for _, standards in compiled[1:]} == {()}
+    with pikepdf.open(path) as pdf:
+        assert "pdfuaid:part" not in pdf.open_metadata()
 
 
 def _words(path: Path, page: int) -> list[tuple[float, float, float, float, str]]:
@@ -554,9 +588,11 @@ def test_each_run_is_parsed_while_the_one_before_is_set_and_the_first_run_is_a_q
     # The first run ends at a quarter of the chapters (or at an anchor past three quarters of that).
     assert len(sizes) > 10 and sizes[0] <= RUN_CHAPTERS // FIRST_RUN_SHARE
     assert all(RUN_CHAPTERS * 3 // 4 <= size <= RUN_CHAPTERS for size in sizes[1:-1]), sizes
-    # Each run after the first is parsed after the one before was sent and before its answer is awaited.
-    body = events[: events.index("send front")]
-    assert body[:2] == [runs[0], "send run-1"]
+    # The title page and imprint are sent first, set while the first run is parsed. Each run after the first
+    # is parsed after the one before was sent and before its answer is awaited.
+    assert events[0] == "send front"
+    body = events[1 : events.index("send contents")]
+    assert body[:3] == [runs[0], "receive", "send run-1"]
     for n in range(2, len(runs) + 1):
         at = body.index(f"send run-{n}")
         assert body[at - 3 : at] == [f"send run-{n - 1}", runs[n - 1], "receive"], body[at - 3 : at + 1]

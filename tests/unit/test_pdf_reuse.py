@@ -68,13 +68,57 @@ def test_a_chapter_that_grows_by_pages_sets_again_only_its_own_run(
     runs = RENDERER.runs_set
     assert runs >= 4
     # The join copied every later run as the last one wrote it (a run's numbers are its own: they did not
-    # move), and wrote the grown run afresh, and every folio sheet (each run's first page moved).
-    assert (joined.copied, joined.written) == (runs - 1, runs + 1)
+    # move), and wrote the grown run afresh, and every folio sheet (each run's first page moved), and the
+    # contents (their pages moved).
+    assert (joined.copied, joined.written) == (runs - 1, runs + 2)
     before, after = _folios(first, tmp_path / "first.pdf"), _folios(warm, tmp_path / "warm.pdf")
     assert len(after) > len(before) + 2
     # Each page with text shows its own label as its folio, the moved pages included; blank versos none.
     assert all(folio in (label, "") for label, folio in after) and sum(f == "" for _, f in after) >= 1
     assert [label for label, folio in after if folio] == [folio for _, folio in after if folio]
+
+
+def test_a_warm_build_finds_the_runs_after_an_edited_one_while_it_is_set_and_reuses_the_contents(
+    stack: Stack, short_runs: None
+) -> None:
+    from bindery.engine.compiler import Compiler
+    from bindery.engine.pdf_source import RunParser
+
+    chapters = [_chapter(n, 2) for n in range(1, 9)]
+    book = stack.create_book("".join(chapters), title="Runs")
+    _built(stack, book, "pdf")
+    runs = RENDERER.runs_set
+    chapters[4] = chapters[4].replace("word7 ", "word8 ", 1)  # a word: no page moves
+    _edit(stack, book, chapters)
+    events: list[str] = []
+    parsed, send, receive = RunParser.parsed, Compiler.send, Compiler.receive
+
+    def parsing(self: RunParser, texts: list[Any]) -> object:
+        events.append("parse")
+        return parsed(self, texts)
+
+    def sending(self: Compiler, source: Path, output: Path, **kwargs: object) -> None:
+        events.append(f"send {source.stem}")
+        send(self, source, output, **kwargs)
+
+    def receiving(self: Compiler) -> list[str]:
+        events.append("receive")
+        return receive(self)
+
+    with pytest.MonkeyPatch.context() as spies:
+        spies.setattr(RunParser, "parsed", parsing)
+        spies.setattr(Compiler, "send", sending)
+        spies.setattr(Compiler, "receive", receiving)
+        warm = _built(stack, book, "pdf")
+    # The title page and imprint (they name the revision) and the edited chapter's run are set; the
+    # contents, no page having moved, and every folio sheet are found in the cache.
+    sent = [event for event in events if event.startswith("send")]
+    assert len(sent) == 2 and sent[0] == "send front" and sent[1].startswith("send run-"), events
+    # The runs after the edited one are found while it is set: its answer is awaited after every parse.
+    after = events[events.index(sent[1]) + 1 :]
+    assert after.count("parse") == runs - int(sent[1].split("-")[1]) > 0
+    assert after[-1] == "receive" and after[:-1] == ["parse"] * (len(after) - 1), events
+    assert warm == _built(stack, book, "pdf", cache=False)
 
 
 def test_a_warm_pdf_of_many_runs_reads_its_pack_forward_in_one_get(stack: Stack, short_runs: None) -> None:
@@ -103,15 +147,16 @@ def test_a_warm_build_of_the_same_revision_sets_nothing(stack: Stack) -> None:
     book = _book(stack)
     first = _built(stack, book, "pdf")
     assert _built(stack, book, "pdf") == first and RENDERER.runs_set == 0
-    assert (RENDERER.joined.copied, RENDERER.joined.written) == (2, 0)  # the run and its folios, copied
+    # The run, its folios and the contents, copied.
+    assert (RENDERER.joined.copied, RENDERER.joined.written) == (3, 0)
     entries = _head(stack, book, "pdf")["entries"]
     # Each chapter parsed; that the run refuses PDF/UA-1 (a picture without alt text), so a warm build drops
-    # the claim without trying it again; the run, the front matter and the folios, each with what was read of
-    # it (bindery.engine.pieces); and, as the join wrote them, the folios and the run
-    # (bindery.engine.segments). (Not the cover: a page, nor the front's join: it is dated.)
-    assert len(entries) == len(CHAPTERS) + 9 and entries[len(CHAPTERS)][5] < 100
+    # the claim without trying it again; the run, the contents and the folios, each with what was read of
+    # it (bindery.engine.pieces); and, as the join wrote them, the folios, the run and the contents
+    # (bindery.engine.segments). (Not the cover, nor the title page and imprint: they name the revision.)
+    assert len(entries) == len(CHAPTERS) + 10 and entries[len(CHAPTERS)][5] < 100
     kinds = [entry[0].split(":")[0] if ":" in entry[0] else "pdf" for entry in entries[len(CHAPTERS) + 1 :]]
-    assert kinds == ["pdf", "read", "pdf", "read", "pdf", "read", "joined", "joined"]
+    assert kinds == ["pdf", "read", "pdf", "read", "pdf", "read", "joined", "joined", "joined"]
     # Every pdf piece is kept deflated (index 7, how: "z"): Typst leaves all but its streams as they are.
     assert {entry[7] for entry in entries[len(CHAPTERS) :]} == {"z"}
     names = [entry[2] for entry in entries[:3]]  # the image names each chapter's parse resolved
@@ -143,10 +188,10 @@ def test_a_written_run_kept_whole_but_not_one_is_written_afresh(
         patched.setattr(segments, "pack", lambda written, part: b"not a written piece")
         _built(stack, book, "pdf")
     warm = _built(stack, book, "pdf")
-    assert (RENDERER.runs_set, RENDERER.joined.copied, RENDERER.joined.written) == (0, 0, 2)
+    assert (RENDERER.runs_set, RENDERER.joined.copied, RENDERER.joined.written) == (0, 0, 3)
     assert warm == _built(stack, book, "pdf", cache=False)
     _built(stack, book, "pdf")
-    assert (RENDERER.joined.copied, RENDERER.joined.written) == (2, 0)
+    assert (RENDERER.joined.copied, RENDERER.joined.written) == (3, 0)
 
 
 def test_a_pdf_pack_the_gc_removes_in_the_middle_of_a_build_is_set_again(stack: Stack) -> None:

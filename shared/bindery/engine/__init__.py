@@ -156,14 +156,15 @@ class Source:
 
 class Text:
     """A chapter as a renderer reads it: its ordinal, title and markdown, and `digest`, the SHA-256 of its
-    text's bytes. A build's text is read only when its markdown is first asked for (`load` gives its
-    bytes): a chapter whose built piece is reused is found by its digest, and its text never read.
+    text's bytes, and `size`, their count. A build's text is read only when its markdown is first asked for
+    (`load` gives its bytes): a chapter whose built piece is reused is found by its digest, and its text
+    never read.
 
     Reading `markdown` may raise a StorageError: a renderer reads it before the handler that skips a
     chapter it cannot render, so that a read that failed fails the build (to be retried), never silently
     drops a chapter."""
 
-    __slots__ = ("_digest", "_load", "_markdown", "ordinal", "title")
+    __slots__ = ("_digest", "_load", "_markdown", "_size", "ordinal", "title")
 
     def __init__(
         self,
@@ -173,9 +174,10 @@ class Text:
         *,
         load: Callable[[], bytes] | None = None,
         digest: str | None = None,
+        size: int | None = None,
     ):
         self.ordinal, self.title = ordinal, title
-        self._markdown, self._load, self._digest = markdown, load, digest
+        self._markdown, self._load, self._digest, self._size = markdown, load, digest, size
 
     @property
     def markdown(self) -> str:
@@ -187,6 +189,13 @@ class Text:
                 self._digest = hashlib.sha256(data).hexdigest()
             self._markdown = data.decode("utf-8", errors="replace")
         return self._markdown
+
+    @property
+    def size(self) -> int:
+        """The bytes of its text (as its chapter list gives them, or counted)."""
+        if self._size is None:
+            self._size = len(self.markdown.encode())
+        return self._size
 
     @property
     def digest(self) -> str:

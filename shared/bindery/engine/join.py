@@ -16,8 +16,8 @@ What a tagged book needs from joining that a concatenation of pages would get wr
   ParentTree, and each piece numbers them from 0; a later piece's keys move past the ones already taken.
 - **Element IDs.** Typst names notes "Note 1", "Note 2" in every piece; a later piece's IDs get a prefix.
 - **What no piece can know:** the page tree, the outline (bookmarks) across all of them, the page labels
-  (roman front matter, arabic body), and the contents' links, which the front matter writes as
-  placeholders (`GOTO` + a number) because the pages they point at are in other pieces.
+  (roman front matter, arabic body), and the contents' links, set as placeholders
+  (`GOTO` + a number) because the pages they point at are in other pieces.
 - **The body's folios.** The body's runs are set without them, so that a run is the same wherever it falls
   in the book and a later build reuses it when an earlier chapter grew a page (`bindery.engine.pdf`). For
   each run a sheet of folios, a page for each of the run's, is set apart (one sheet for the whole body held
@@ -42,11 +42,12 @@ import pikepdf
 from pikepdf import Array, Dictionary, Name
 
 from bindery.engine.joined_file import JoinedFile, real, unparse, write_reachable
+from bindery.engine.navigation import Entry, destination, write_destinations, write_outline
 from bindery.engine.pieces import Piece
 from bindery.engine.segments import FIRST, Kept, Part, Span, Tree, apart, spans
 
 # A contents link the join points at its page: GOTO + the target's number. A scheme no manuscript link can
-# have (typeset.py passes only http, https and mailto), and rewritten only in the front matter's piece.
+# have (typeset.py passes only http, https and mailto), and rewritten only in the contents' piece.
 GOTO = "bindery-goto:"
 NPAGES = "{http://ns.adobe.com/xap/1.0/t/pg/}NPages"  # XMP's page count
 # The join's own objects, numbered below FIRST: the catalog, the page tree, the structure tree's root, its
@@ -68,22 +69,12 @@ class Folios:
 
 @dataclass(frozen=True)
 class Joined:
-    """What the join wrote: the book's pages, and of its body runs and folio sheets, how many it copied as
-    an earlier join wrote them and how many it wrote afresh."""
+    """What the join wrote: the book's pages, and of its body runs, folio sheets and contents, how many it
+    copied as an earlier join wrote them and how many it wrote afresh."""
 
     pages: int
     copied: int
     written: int
-
-
-@dataclass(frozen=True)
-class Entry:
-    """An outline entry of the joined book: a title, the page it opens (in the joined book), children."""
-
-    title: str
-    page: int
-    top: float
-    children: tuple[Entry, ...] = ()
 
 
 def join(
@@ -93,20 +84,22 @@ def join(
     outline: list[Entry],
     labels: list[tuple[int, Dictionary]],
     targets: dict[int, tuple[int, float]],
-    front: int,
+    contents: int,
     folios: Folios | None = None,
     kept: Kept | None = None,
 ) -> Joined:
     """Write `pieces` as one PDF at `out`; return its page count. The first piece's catalog (language,
     title, XMP, viewer preferences) is the book's; every piece was compiled with the same document
     settings. `targets` maps a GOTO link's number to the (page, top) it goes to; the links are in
-    `pieces[front]`. `folios`, if given, are laid over the body's pages. A body run or a folio sheet
-    written by an earlier join is taken from `kept`, and one written afresh is kept there."""
+    `pieces[contents]`. `folios`, if given, are laid over the body's pages. A body run, a folio sheet or
+    the contents written by an earlier join is taken from `kept`, and one written afresh is kept there."""
     copied = 0
     body = range(folios.body, len(pieces)) if folios else range(0)
     sheets = folios.sheets if folios else []
-    # Numbers: the runs' spans in page order, then the other pieces', then the sheets'; keys likewise.
-    span = spans(pieces, [*body, *(n for n in range(len(pieces)) if n not in body)])
+    # Numbers: the runs' spans in page order, the contents', the other pieces', the sheets'; keys likewise.
+    span = spans(
+        pieces, [*body, contents, *(n for n in range(len(pieces)) if n not in body and n != contents)]
+    )
     after = max((s.end for s in span.values()), default=FIRST)
     sheet_span = spans(sheets, list(range(len(sheets))), after + 1)
     tail = max((s.end for s in sheet_span.values()), default=after)
@@ -140,9 +133,10 @@ def join(
         first: dict[str, bytes] = {}
         for n, piece in enumerate(pieces):
             prefix = "" if n == 0 else f"p{n} "
-            links = targets if n == front else {}
+            links = targets if n == contents else {}
             write = partial(_write_piece, book, piece, span[n], n, prefix, first, numbers, links, forms[n])
-            copied += apart(book, kept if n in body else None, piece, span[n], prefix, forms[n], state, write)
+            keep = kept if n in body or n == contents else None  # the contents' links go by name
+            copied += apart(book, keep, piece, span[n], prefix, forms[n], state, write)
         kids = b" ".join(b"%d 0 R" % n for n in numbers)
         book.put(PAGES, b"<< /Type /Pages /Count %d /Kids [ %s ] >>" % (len(numbers), kids))
         # The book's Document element holds each piece's elements in a Div; the tree root holds it.
@@ -174,16 +168,19 @@ def join(
                 b" /ClassMap << %s >>" % class_map if class_map else b"",
             ),
         )
-        outlines = _write_outline(book, outline, numbers)
+        outlines = write_outline(book, outline, numbers)
+        names = (
+            b" /Names << /Dests %d 0 R >>" % write_destinations(book, targets, numbers) if targets else b""
+        )
         page_labels = b" ".join(b"%d %s" % (start, label.unparse()) for start, label in labels)
         book.put(
             CATALOG,
             b"<< /Type /Catalog /Pages %d 0 R /StructTreeRoot %d 0 R /Outlines %d 0 R"
-            b" /PageLabels << /Nums [ %s ] >> /PageMode /UseOutlines %s >>"
-            % (PAGES, TREE, outlines, page_labels, first.get("catalog", b"")),
+            b" /PageLabels << /Nums [ %s ] >> /PageMode /UseOutlines%s %s >>"
+            % (PAGES, TREE, outlines, page_labels, names, first.get("catalog", b"")),
         )
         book.finish(CATALOG, int(first["info"]) if "info" in first else None, first.get("ids"))
-    return Joined(len(numbers), copied, len(body) + len(sheets) - copied)
+    return Joined(len(numbers), copied, len(body) + len(sheets) + 1 - copied)
 
 
 # The page's own content is wrapped in q ... Q, so no state it leaves set moves the folio; the folio's form
@@ -309,14 +306,14 @@ def _write_piece(
                 element.ID = pikepdf.String(named)
                 part.ids.append((named, base + element.objgen[0]))
                 roots.append(element.objgen[0])
-        # The contents' links, written as GOTO placeholders, now go to their pages.
+        # The contents' links, written as GOTO placeholders, now go to their pages, by name (the book's
+        # catalog names each: `bindery.engine.navigation`), so the piece is the same when a run is set again.
         for each in pdf.pages:
             for annot in each.obj.get("/Annots", Array()):
                 action = annot.get("/A")
                 uri = str(action.get("/URI", "")) if action is not None else ""
                 if targets and uri.startswith(GOTO):
-                    target, top = targets[int(uri.removeprefix(GOTO))]
-                    to = Array([placeholder(pages[target]), Name.XYZ, None, top, None])
+                    to = pikepdf.String(destination(int(uri.removeprefix(GOTO))))
                     annot.A = Dictionary(S=Name.GoTo, D=to)
         roots.extend(int(each.objgen[0]) for each in pdf.pages)
         for key, value in _numbers(theirs.ParentTree):
@@ -358,33 +355,3 @@ def _leaves(node: pikepdf.Object, kind: str) -> Iterator[tuple[pikepdf.Object, p
         yield pairs[i], pairs[i + 1]
     for kid in node.get("/Kids", Array()):
         yield from _leaves(kid, kind)
-
-
-def _write_outline(book: JoinedFile, entries: list[Entry], pages: list[int]) -> int:
-    """The outline: one item an entry, nested, each opening its page at its heading; its root's number."""
-    root = book.number()
-
-    def items(parent: int, level: list[Entry]) -> tuple[int, int, int]:
-        """Write `level` under `parent`; return its first and last item and how many items it holds."""
-        numbers = [book.number() for _ in level]
-        count = len(level)
-        for i, (entry, number) in enumerate(zip(level, numbers, strict=True)):
-            fields = [
-                b"/Title " + pikepdf.String(entry.title).unparse(),
-                b"/Parent %d 0 R" % parent,
-                b"/Dest [ %d 0 R /XYZ null %s null ]" % (pages[entry.page], real(entry.top)),
-            ]
-            if i:
-                fields.append(b"/Prev %d 0 R" % numbers[i - 1])
-            if i + 1 < len(numbers):
-                fields.append(b"/Next %d 0 R" % numbers[i + 1])
-            if entry.children:
-                head, tail, inner = items(number, list(entry.children))
-                fields.append(b"/First %d 0 R /Last %d 0 R /Count -%d" % (head, tail, inner))
-            book.put(number, b"<< %s >>" % b" ".join(fields))
-        return (numbers[0], numbers[-1], count) if numbers else (0, 0, 0)
-
-    head, tail, count = items(root, entries)
-    links = b" /First %d 0 R /Last %d 0 R /Count %d" % (head, tail, count) if entries else b""
-    book.put(root, b"<< /Type /Outlines%s >>" % links)
-    return root

@@ -8,13 +8,13 @@ Arabic and Hebrew shaped and set right to left, CJK lines broken between charact
 **Pieces, for flat memory.** Typst lays out a whole document in memory, about 0.5 GB for each MB of
 manuscript. So a book is compiled in *runs* of whole chapters, about RUN_BYTES of manuscript each (the
 first a quarter: it is set while the next is parsed), one after another by a child process
-(`bindery.engine.compiler`), and only then joined
-(`bindery.engine.join`). A run knows the page it starts on, so folios run on from one run to the next;
-each chapter opens on a recto, and a run whose last page is a recto is followed by a blank verso. The
-front matter (title page, imprint, contents) is compiled last, when every chapter's page is known, and
-joined first. Memory is then one run's, whatever the book's size; MAX_MANUSCRIPT_BYTES is bounded by
-time (`make bench` measures the largest book against the worker's timeout), and MAX_CHAPTER_BYTES by the
-memory a single chapter's compile takes: a longer chapter is skipped, named, and the book goes on.
+(`bindery.engine.compiler`), and only then joined (`bindery.engine.join`). A run knows the page it starts
+on, so folios run on from one run to the next; each chapter opens on a recto, and a run whose last page is
+a recto is followed by a blank verso. The front matter (title page and imprint; then the contents) is
+compiled last, when every chapter's page is known, and joined first. Memory is then one run's, whatever
+the book's size; MAX_MANUSCRIPT_BYTES is bounded by time (`make bench` measures the largest book against
+the worker's timeout), and MAX_CHAPTER_BYTES by the memory a single chapter's compile takes: a longer
+chapter is skipped, named, and the book goes on.
 
 **The manuscript is data.** `bindery.engine.typeset` hands every word to Typst as a string literal, and
 each compile runs under the build's time limit: a compile that overruns is killed, and the export fails as
@@ -35,23 +35,22 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pikepdf import Dictionary, Name, String
-
 from bindery.engine import Report, Sink, Source, Text, markup, skipped
 from bindery.engine.compiler import CompileError, Compiler
 from bindery.engine.figures import Figures
-from bindery.engine.join import GOTO, Entry, Folios, Joined, join
+from bindery.engine.join import GOTO, Folios, Joined, join
 from bindery.engine.literals import literal
 from bindery.engine.pdf_source import (
     PAGE_SIZES,
-    UNRENDERED,
     Opened,
     RunParser,
     chapters_source,
+    contents,
     ends_run,
     engine_digest,
     front_matter,
-    nested,
+    outline,
+    page_labels,
     preamble,
 )
 from bindery.engine.pieces import Kept, Piece, from_summary, read_piece
@@ -103,7 +102,7 @@ class PdfRenderer:
         return report
 
 
-# A run being set: its name, chapters, opening, images, and what `_begin` gave (a piece found, or its source).
+# A run begun: its name, chapters, opening, images, and what `_begin` gave (a piece found, or its source).
 _Setting = tuple[str, list[tuple[Text, Chapter]], str, dict[str, Asset], Piece | Path]
 
 
@@ -117,15 +116,17 @@ class _Book:
         self.standards = ["ua-1"]  # dropped, for every piece, when one cannot meet it
         self.written: set[str] = set()
         self.runs: list[Piece] = []
-        self.kept: list[Piece] = []  # every piece of the book compiled so far (runs, front matter, cover)
+        self.kept: list[Piece] = []  # every piece of the book compiled or found so far
         self.opened: list[Opened] = []
         self.engine = engine_digest(fonts, DESIGN, PIECE_VERSION)
         self.parser = RunParser(parse, self.page, self.engine, self.figures, self.report, source.pieces)
         self.images_of: dict[str, dict[str, Asset]] = {}  # the images a piece places, by its name
-        self.cached: set[str] = set()  # the pieces kept in the book's cache (runs, front matter, folios)
+        self.cached: set[str] = set()  # the pieces kept in the book's cache (runs, contents, folios)
         self.kept_pieces = Kept(source.pieces)
         self.runs_set, self.joined = 0, Joined(0, 0, 0)
-        self._setting: _Setting | None = None  # the run the typesetter is setting
+        self.begun: list[_Setting] = []  # the runs begun and not yet counted, in order (`_count`)
+        self.first = 1  # the page the next run counted opens on
+        self.front: Piece | Path | None = None  # the title page and imprint: sent first (`typeset`)
         shutil.copy(DESIGN, root / "book.typ")
         (root / "img").mkdir()
         self.compiler.start()  # last, so nothing here fails with it running; it loads as chapters are parsed
@@ -133,69 +134,74 @@ class _Book:
     # ---- the body ----------------------------------------------------------------------------------
 
     def typeset(self, chapters: Iterable[Text]) -> tuple[Path, Report]:
+        # The title page and imprint need no chapter's page: set while the first run is parsed (or found).
+        self.front = self._begin("front", front_matter(self.source, self.page))
         run: list[Text] = []
-        size, first = 0, 1
+        size = 0
         for chapter in chapters:
             run.append(chapter)
-            size += len(chapter.markdown.encode())
+            size += chapter.size
             # The first run is a quarter of the others: it is set while the next is parsed.
-            share = 1 if self.runs or self._setting else FIRST_RUN_SHARE
+            share = 1 if self.runs or self.begun else FIRST_RUN_SHARE
             if ends_run(size, len(run), chapter.title, RUN_BYTES // share, RUN_CHAPTERS // share):
-                first = self._start_run(run, first)
+                self._start_run(run)
                 run, size = [], 0
         if run:
-            first = self._start_run(run, first)
-        self._end_run(first)
+            self._start_run(run)
+        self._free()
         if self.runs:
             self.runs[-1].blank_after = False  # nothing follows the last chapter
         return self._bound(), self.report
 
-    def _start_run(self, texts: list[Text], first: int) -> int:
-        """Parse a run of chapters, while the typesetter sets the run before it; then, that run done, start
-        setting this one. Returns this run's first page (the run before's pages now known)."""
+    def _start_run(self, texts: list[Text]) -> None:
+        """Parse a run of chapters, while the typesetter sets the piece before, and begin it (`_begin`). A run
+        found in the cache is counted later, so a build goes on finding runs while one is set again."""
         run, body = self.parser.parsed(texts)
-        first = self._end_run(first)
-        self.parser.flush()  # its chapters kept after the run before: in the order a warm build finds them
-        name = f"run-{len(self.runs) + 1}"
+        name = f"run-{len(self.runs) + len(self.begun) + 1}"
         images = {object_id: asset for _, body in run for object_id, asset in body.images.items()}
         # Set as if it opened the book, without folios (see join): the same run is the same piece wherever
         # it falls, so a later build reuses it even when the pages before it moved.
         opening = preamble(self.source, self.page, 1, "1", folios=False)
         begun = self._begin(name, opening + body, images=images, reused=True)
-        self._setting = (name, run, opening, images, begun)
-        return first
+        if isinstance(begun, Piece):
+            self.kept.append(begun)  # now: were the claim dropped before it is counted, it is set again
+        self.begun.append((name, run, opening, images, begun))
 
-    def _end_run(self, first: int) -> int:
-        """The run being set, done and counted, its first page `first`; return the next run's first."""
-        if self._setting is None:
-            return first
-        (name, run, opening, images, begun), self._setting = self._setting, None
+    def _free(self) -> None:
+        """Wait for the piece being set: count every run begun, in order, finish the front matter, then keep
+        the chapters parsed since (`RunParser.flush`), after their runs before: as a warm build finds them."""
+        begun, self.begun = self.begun, []
+        for setting in begun:
+            self._count(setting)
+        if isinstance(self.front, Path):
+            self.front = self._finish(self.front, keep=True)
+        self.parser.flush()
+
+    def _count(self, setting: _Setting) -> None:
+        """A run begun, done and counted: each chapter's page, from the run's first (`self.first`)."""
+        name, run, opening, images, begun = setting
         try:
-            piece = self._finish(begun, keep=True)
+            piece = begun if isinstance(begun, Piece) else self._finish(begun, keep=True)
         except CompileError:
             # Typst refused the run: find the chapters it refuses alone, set them as unrendered, go on.
             # (This run is not kept in the cache: a hit would not know which chapters it set as unrendered.)
             for n, (chapter, alone) in enumerate(run):
                 try:
-                    self._compile(
-                        f"{name}-{n}",
-                        opening + chapters_source(self.page, [(chapter, alone)]),
-                        images=images,
-                    )
+                    self._compile(f"{name}-{n}", opening + alone.source, images=images)
                 except CompileError as exc:
                     self.report.skipped.append(skipped(chapter, exc))
-                    run[n] = (chapter, Chapter(UNRENDERED))
-            piece = self._compile(name, opening + chapters_source(self.page, run), keep=True, images=images)
+                    run[n] = (chapter, self.parser.unrendered(chapter))
+            piece = self._compile(name, opening + chapters_source(run), keep=True, images=images)
         chapters = iter(run)
         for mark in piece.marks:
-            number = first + mark.page
+            number = self.first + mark.page
             if mark.level == 1:
                 self.opened.append(Opened(next(chapters)[0].title, number, mark.top))
             elif mark.level <= 3 and self.opened:
                 self.opened[-1].headings.append((mark.level, mark.title, number, mark.top))
         piece.blank_after = piece.pages % 2 == 1
         self.runs.append(piece)
-        return first + piece.pages + piece.blank_after
+        self.first += piece.pages + piece.blank_after
 
     def _compile(
         self, name: str, source: str, *, keep: bool = False, images: dict[str, Asset] | None = None,
@@ -215,13 +221,22 @@ class _Book:
         self.images_of[name] = images or {}
         if reused:
             self.cached.add(name)
-            if self._reuse(path):
-                try:
-                    return self._read(path, hit=True)
-                except Exception:  # checked whole, yet not a piece pikepdf reads: set it, as any miss
-                    logger.warning("a reused piece does not open; setting it again", extra={"piece": name})
+            if (found := self._found(path)) is not None:
+                return found
+        claimed = self.standards
+        self._free()  # the typesetter sets one piece at a time
+        if reused and self.standards != claimed and (found := self._found(path)) is not None:
+            return found  # the claim was dropped meanwhile: the cache may hold the piece set without it
         self._send(path)
         return path
+
+    def _found(self, path: Path) -> Piece | None:
+        if self._reuse(path):
+            try:
+                return self._read(path, hit=True)
+            except Exception:  # checked whole, yet not a piece pikepdf reads: set it, as any miss
+                logger.warning("a reused piece does not open; setting it again", extra={"piece": path.stem})
+        return None
 
     def _finish(self, begun: Piece | Path, *, keep: bool) -> Piece:
         if isinstance(begun, Path):  # sent: set it
@@ -249,7 +264,7 @@ class _Book:
             # drops the claim at once rather than set the piece only to be refused again.
             self._keep(path, REFUSED)
             self._drop_claim(exc)
-            self._typeset(path)
+            self.compiler.compile(path, path.with_suffix(".pdf"), **self._how(path))
         self._keep(path, path.with_suffix(".pdf").read_bytes())
 
     def _drop_claim(self, cause: Exception) -> None:
@@ -260,7 +275,7 @@ class _Book:
             path = earlier.path.with_suffix(".typ")
             if not (path.stem in self.cached and self._reuse(path)):
                 self._write_images(self.images_of[path.stem])
-                self._typeset(path)
+                self.compiler.compile(path, path.with_suffix(".pdf"), **self._how(path))
                 self._keep(path, earlier.path.read_bytes())
             again = self._read(path, hit=path.stem in self.cached)
             if (again.pages, again.marks) != (earlier.pages, earlier.marks):
@@ -269,18 +284,15 @@ class _Book:
             earlier.size, earlier.page_objects = again.size, again.page_objects
             earlier.keys, earlier.digest = again.keys, again.digest
 
-    def _typeset(self, path: Path) -> None:
-        self.compiler.compile(path, path.with_suffix(".pdf"), **self._how(path))
-
     def _how(self, path: Path) -> dict[str, Any]:
         """How a piece is compiled: with the claim or not, in the build's time left, dated (`_dated`)."""
         seconds = self.deadline - time.monotonic()
         return {"standards": self.standards, "seconds": seconds, "timestamp": self._dated(path.stem)}
 
     def _dated(self, name: str) -> int:
-        """The date a piece is compiled with: the revision's for the front matter and the cover, whose
-        catalog is the book's; 0 for the body's runs and its folios, so they are the same pieces whatever
-        the revision (the join keeps no date of theirs)."""
+        """The date a piece is compiled with: the revision's for the title page's piece and the cover, one
+        of which is first, whose catalog is the book's; 0 for the contents, the runs and their folios, so
+        they are the same pieces whatever the revision (the join keeps no date of theirs)."""
         return int(self.source.modified) if name in ("front", "cover") else 0
 
     # ---- the cache of built pieces -------------------------------------------------------------------
@@ -297,6 +309,7 @@ class _Book:
         """Whether the book's cache held this piece, now written where its compile would have put it."""
         found = self.kept_pieces.find(self._lookup(path))
         if found == REFUSED and self.standards:
+            self._free()  # the piece being set, and every run begun, set again without the claim too
             self._drop_claim(CompileError(f"{path.name} refused PDF/UA-1 in an earlier build"))
             found = self.kept_pieces.find(self._lookup(path))
         if found is None or found == REFUSED:
@@ -334,49 +347,35 @@ class _Book:
     def _bound(self) -> Path:
         source, meta = self.source, self.source.metadata
         pieces: list[Piece] = []
-        front_source, targets = front_matter(source, self.page, self.opened, GOTO)
-        front = self._compile("front", front_source, keep=True, reused=True)
-        front.blank_after = front.pages % 2 == 1 and bool(self.runs)
+        # The title page and imprint (which names the revision); the contents, reused while no page moved.
+        front = self.front
+        assert isinstance(front, Piece)  # finished by `_free`
+        front.blank_after = front.pages % 2 == 1
+        listed, targets = contents(source, self.page, self.opened, GOTO, front.pages + front.blank_after + 1)
+        toc = self._compile("contents", listed, keep=True, reused=True)
+        toc.blank_after = toc.pages % 2 == 1 and bool(self.runs)
         cover = next((a for a in source.assets if a.name == meta.cover), None)
         if cover is not None:
             alt = literal(f"The cover of {source.title}")
             page = f"#cover({literal(image_file(cover))}, {alt})\n"
             images = {cover.object_id: cover}
-            pieces.append(
-                self._compile(
-                    "cover", preamble(self.source, self.page, 1, "i") + page, keep=True, images=images
-                )
-            )
+            opening = preamble(self.source, self.page, 1, "i")
+            pieces.append(self._compile("cover", opening + page, keep=True, images=images))
             # Its verso is left blank, so the title page, and every chapter after it, is a recto.
             pieces[0].blank_after = True
-        pieces.append(front)
+        pieces += [front, toc]
         # The chapters' runs were compiled before the front matter knew their pages (and, if a later
         # piece dropped PDF/UA-1, compiled again without it: see _compile).
         before = sum(p.pages + p.blank_after for p in pieces)  # pages before the body's page 1
         pieces += self.runs
-        body = [
-            Entry(
-                c.title,
-                before + c.number - 1,
-                c.top,
-                nested([(lv, title, before + number - 1, top) for lv, title, number, top in c.headings]),
-            )
-            for c in self.opened
-        ]
-        labels = (
-            [(0, Dictionary(P=String("Cover"))), (1, Dictionary(P=String("Inside cover")))] if cover else []
-        )
-        labels.append((len(labels), Dictionary(S=Name.r)))
-        if self.runs:
-            labels.append((before, Dictionary(S=Name.D)))
         out = self.root / "book.pdf"
         self.joined = join(
             pieces,
             out,
-            outline=body,
-            labels=labels,
+            outline=outline(self.opened, before),
+            labels=page_labels(cover is not None, before if self.runs else None),
             targets={n: (before + number - 1, top) for n, (number, top) in targets.items()},
-            front=pieces.index(front),
+            contents=pieces.index(toc),
             folios=Folios(self._folio_sheets(), pieces.index(self.runs[0])) if self.runs else None,
             kept=self.kept_pieces if source.pieces is not None else None,
         )

@@ -14,6 +14,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from pikepdf import Dictionary, Name, String
+
 from bindery.engine import Pieces, Report, Skipped, Source, Text, skipped
 from bindery.engine.breaks import fitted
 from bindery.engine.chapter_pieces import DIALECT, reused
@@ -93,12 +95,12 @@ class RunParser:
             self.pieces.flush()
 
     def parsed(self, texts: list[Text]) -> tuple[list[tuple[Text, Chapter]], str]:
-        """A run's chapters as Typst source, and the body of the run's source. The book's cache may hold a
-        chapter's from an earlier build (the same ordinal, title and text; the page size; the code that
-        writes Typst; and, checked by its key, every image it names, as the revision has it now), so an edit
-        parses only the chapters it touched."""
+        """A run's chapters as Typst source, each in its `#chapter` (`opened_in`), and the body of the run's
+        source. The book's cache may hold a chapter's from an earlier build (the same ordinal, title and
+        text; the page size; the code that writes Typst; and, checked by its key, every image it names, as
+        the revision has it now), so an edit parses, and reads the text of, only the chapters it touched."""
         run = [(chapter, self._parsed(chapter)) for chapter in texts]
-        return run, chapters_source(self.page, run)
+        return run, chapters_source(run)
 
     def _parsed(self, chapter: Text) -> Chapter:
         if self.pieces is None:
@@ -117,14 +119,18 @@ class RunParser:
         if len(chapter.markdown.encode()) > MAX_CHAPTER_BYTES:
             reason = f"ValueError: a chapter over {MAX_CHAPTER_BYTES // 2**20} MB is too long to typeset"
             missed.append({"ordinal": chapter.ordinal, "title": chapter.title, "reason": reason})
-            return Chapter(UNRENDERED)
+            return self.unrendered(chapter)
         figures.chapter = (chapter.ordinal, chapter.title)
         try:
             label = f"ch{chapter.ordinal}"
-            return chapter_source(self.parse, chapter.markdown, label, self.page.block, figures)
+            body = chapter_source(self.parse, chapter.markdown, label, self.page.block, figures)
         except Exception as exc:  # one bad chapter must not sink the book
             missed.append(skipped(chapter, exc))
-            return Chapter(UNRENDERED)
+            return self.unrendered(chapter)
+        return opened_in(self.page, chapter, body)
+
+    def unrendered(self, chapter: Text) -> Chapter:
+        return opened_in(self.page, chapter, Chapter(UNRENDERED))
 
 
 class _Held:
@@ -150,14 +156,20 @@ class _Held:
             self.pieces.keep(lookup, key, names, data, compressed=compressed)
 
 
-def chapters_source(page: PageSize, run: list[tuple[Text, Chapter]]) -> str:
-    return "".join(
+def opened_in(page: PageSize, chapter: Text, body: Chapter) -> Chapter:
+    """A chapter's body in its `#chapter`: its heading, set to fit, its labels and its direction (kept so
+    in the cache, where a warm build finds it whole)."""
+    return Chapter(
         f"#chapter({head(chapter.title, page.block)}, [{fitted_in(page, chapter.title, TITLE_PT)}], "
         f"<c{chapter.ordinal}>, <e{chapter.ordinal}>, "
         f"dir: {text_direction(chapter.title + chapter.markdown[:2000])})"
-        f"[#metadata(none)<c{chapter.ordinal}>\n{body.source}\n#metadata(none)<e{chapter.ordinal}>]\n"
-        for chapter, body in run
+        f"[#metadata(none)<c{chapter.ordinal}>\n{body.source}\n#metadata(none)<e{chapter.ordinal}>]\n",
+        body.images,
     )
+
+
+def chapters_source(run: list[tuple[Text, Chapter]]) -> str:
+    return "".join(body.source for _, body in run)
 
 
 def fitted_in(page: PageSize, value: str, size: float, indent: float = 0.0) -> str:
@@ -177,6 +189,30 @@ def preamble(source: Source, page: PageSize, first: int, numbering: str, *, foli
         f"cjk: {literal(cjk_face(meta.language))}, {page.typst()}, "
         f'numbering: "{numbering}", first: {first}, folios: {str(folios).lower()})\n'
     )
+
+
+def outline(opened: list[Opened], before: int) -> list[Entry]:
+    """The book's outline: each chapter, and its headings under it, at its page in the book (its body's
+    page 1 the book's page `before` + 1)."""
+    return [
+        Entry(
+            c.title,
+            before + c.number - 1,
+            c.top,
+            nested([(lv, title, before + number - 1, top) for lv, title, number, top in c.headings]),
+        )
+        for c in opened
+    ]
+
+
+def page_labels(cover: bool, body: int | None) -> list[tuple[int, Dictionary]]:
+    """The book's page labels: the cover and its verso, if it has one; the front matter in roman numerals;
+    the body, if there is one, in arabic from its page `body` (counting from 0)."""
+    labels = [(0, Dictionary(P=String("Cover"))), (1, Dictionary(P=String("Inside cover")))] if cover else []
+    labels.append((len(labels), Dictionary(S=Name.r)))
+    if body is not None:
+        labels.append((body, Dictionary(S=Name.D)))
+    return labels
 
 
 def nested(headings: list[tuple[int, str, int, float]]) -> tuple[Entry, ...]:
@@ -258,12 +294,25 @@ def engine_digest(fonts: list[Path], design: Path, piece_version: str) -> str:
     return digest.hexdigest()
 
 
-def front_matter(
-    source: Source, page: PageSize, opened: list[Opened], goto: str
-) -> tuple[str, dict[int, tuple[int, float]]]:
-    """The front matter's Typst source (title page, imprint, contents), and where each of the contents'
-    entries goes: its link is `goto` and a number, the key of its (page, top) in what is returned."""
+def front_matter(source: Source, page: PageSize) -> str:
+    """The front matter's first piece: the title page and the imprint, which names the revision (the
+    contents are a piece apart, `contents`, so an edit that moves no page finds them in the cache)."""
     meta = source.metadata
+    names = ", ".join(meta.authors)
+    authors = f"[{fitted_in(page, names, AUTHORS_PT)}]" if names else "none"
+    lines = ", ".join(f"[{fitted_in(page, line, IMPRINT_PT)}]" for line in imprint(source, meta))
+    return (
+        preamble(source, page, 1, "i")
+        + f"#title-page([{fitted_in(page, source.title, BOOK_TITLE_PT)}], {authors})\n"
+        + f"#imprint(({lines},))\n"
+    )
+
+
+def contents(
+    source: Source, page: PageSize, opened: list[Opened], goto: str, first: int
+) -> tuple[str, dict[int, tuple[int, float]]]:
+    """The contents' Typst source, its first page (roman) `first`, and where each of its entries goes: its
+    link is `goto` and a number, the key of its (page, top) in what is returned."""
     depth = int(source.option("toc_depth"))
     entries: list[str] = []
     targets: dict[int, tuple[int, float]] = {}
@@ -277,12 +326,6 @@ def front_matter(
                 f"{literal(str(number))}, "
                 f"{literal(goto + str(len(targets) - 1))})\n"
             )
-    names = ", ".join(meta.authors)
-    authors = f"[{fitted_in(page, names, AUTHORS_PT)}]" if names else "none"
-    lines = ", ".join(f"[{fitted_in(page, line, IMPRINT_PT)}]" for line in imprint(source, meta))
     return (
-        preamble(source, page, 1, "i")
-        + f"#title-page([{fitted_in(page, source.title, BOOK_TITLE_PT)}], {authors})\n"
-        + f"#imprint(({lines},))\n"
-        + f"#contents({literal('Contents')}, [\n{''.join(entries)}])\n"
+        preamble(source, page, first, "i") + f"#contents({literal('Contents')}, [\n{''.join(entries)}])\n"
     ), targets

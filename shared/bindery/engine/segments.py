@@ -12,8 +12,8 @@ number a run's objects are written with may depend on another piece:
 - Each body run has a *span* of numbers, in page order, from FIRST: its own objects renumbered, then a slot
   for each page's folio form (the folio's sheet writes its form there), then what the join adds for it (its
   ParentTree's arrays, its object streams). A span is rounded up with room to spare, so a run that grew by
-  a page moves no later run. The front matter and the cover, which change with every revision, and the
-  folio sheets, which change when their run moves, come after the runs.
+  a page moves no later run. The contents, which change when a chapter's page moves, then the title page
+  and the cover, which change with every revision, and the folio sheets come after the runs.
 - Marked-content keys (a page's /StructParents) are spans too, rounded, runs first: a key is a number into
   the ParentTree, which need not follow page order.
 - The joined objects of a piece go into object streams of their own, numbered in its span, and the
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 # Bump on any change to what the join writes for a piece (it is in every kept piece's key).
-JOIN_VERSION = "join-1"
+JOIN_VERSION = "join-2"
 FIRST = 16  # the join's own objects are numbered below this; the pieces' spans start here
 GRAIN, KEY_GRAIN = 1024, 256  # spans of numbers and of keys are rounded up to these, with an eighth spare
 
