@@ -22,7 +22,7 @@ from moto import mock_aws
 from bindery import engine
 from bindery.config import Settings
 from bindery.engine import pdf, segments
-from bindery.objects import Objects
+from bindery.objects import Objects, cut_key
 from bindery.piece_cache import BuildPieces
 from tests.unit.conftest import Stack
 from tests.unit.test_piece_cache import CHAPTERS, _book, _built, _edit, _head, _pack_key
@@ -119,6 +119,28 @@ def test_a_warm_build_finds_the_runs_after_an_edited_one_while_it_is_set_and_reu
     assert after.count("parse") == runs - int(sent[1].split("-")[1]) > 0
     assert after[-1] == "receive" and after[:-1] == ["parse"] * (len(after) - 1), events
     assert warm == _built(stack, book, "pdf", cache=False)
+
+
+def test_a_warm_pdf_reads_no_text_but_the_edited_chapters(stack: Stack) -> None:
+    """Runs are sized by each chapter's bytes as its cut's list gives them, and a chapter found in the cache
+    is kept with its heading and direction: the text of a chapter not edited is never read."""
+    book = _book(stack)
+    _built(stack, book, "pdf")
+    _edit(stack, book, [*CHAPTERS[:4], "# Home\n\nThe end, again.\n"])
+    ranges: list[tuple[str, str | None]] = []
+
+    def seen(params: dict[str, Any], **_: Any) -> None:
+        ranges.append((params["Key"], params.get("Range")))
+
+    stack.objects.client.meta.events.register("before-parameter-build.s3.GetObject", seen)
+    try:
+        _built(stack, book, "pdf")
+    finally:
+        stack.objects.client.meta.events.unregister("before-parameter-build.s3.GetObject", seen)
+    found = stack.store.books.read_book(book)
+    assert found is not None and RENDERER.runs_set == 1
+    last = stack.store.books.read_chapters(book, found.cut)[-1]
+    assert [r for k, r in ranges if k == cut_key(book, found.cut)] == [f"bytes={last.offset}-"]
 
 
 def test_a_warm_pdf_of_many_runs_reads_its_pack_forward_in_one_get(stack: Stack, short_runs: None) -> None:
