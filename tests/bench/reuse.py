@@ -268,7 +268,7 @@ def _grown(aws: Aws, table: str, book: str, manuscript: Path, label: str) -> Non
     copied, written = warm["joined"]
     record(
         SECTION,
-        f"{label}: of its runs and folio sheets, the join copied as the last join wrote them",
+        f"{label}: of its runs, folio sheets and contents, the join copied as the last join wrote them",
         f"{copied} of {copied + written}",
     )
     same = warm["sha256"] == cold["sha256"]

@@ -73,7 +73,8 @@ def build(cache: str) -> dict[str, Any]:
         "s3": dict(calls.count()),
         "rows_seconds": rows_seconds,
         "runs_set": getattr(renderer, "runs_set", None),  # the pdf's runs set, not reused
-        # and of its runs and folio sheets, how many the join copied as an earlier join wrote them, and wrote
+        # and of its runs, folio sheets and contents, how many the join copied as an earlier join wrote
+        # them, and wrote
         "joined": list(astuple(renderer.joined))[1:] if fmt == "pdf" else None,
     }
 

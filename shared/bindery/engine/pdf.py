@@ -10,11 +10,11 @@ manuscript. So a book is compiled in *runs* of whole chapters, about RUN_BYTES o
 first a quarter: it is set while the next is parsed), one after another by a child process
 (`bindery.engine.compiler`), and only then joined (`bindery.engine.join`). A run knows the page it starts
 on, so folios run on from one run to the next; each chapter opens on a recto, and a run whose last page is
-a recto is followed by a blank verso. The front matter (title page and imprint; then the contents) is
-compiled last, when every chapter's page is known, and joined first. Memory is then one run's, whatever
-the book's size; MAX_MANUSCRIPT_BYTES is bounded by time (`make bench` measures the largest book against
-the worker's timeout), and MAX_CHAPTER_BYTES by the memory a single chapter's compile takes: a longer
-chapter is skipped, named, and the book goes on.
+a recto is followed by a blank verso. The front matter is joined first: its title page and imprint set
+while the first run is parsed, its contents last, when every chapter's page is known. Memory is one
+run's, whatever the book's size; MAX_MANUSCRIPT_BYTES is bounded by time (`make bench` measures the
+largest book against the worker's timeout), and MAX_CHAPTER_BYTES by the memory a single chapter's
+compile takes: a longer chapter is skipped, named, and the book goes on.
 
 **The manuscript is data.** `bindery.engine.typeset` hands every word to Typst as a string literal, and
 each compile runs under the build's time limit: a compile that overruns is killed, and the export fails as
