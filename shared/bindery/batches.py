@@ -345,6 +345,8 @@ def _targets(given: Any, most: int) -> list[tuple[str, str, dict[str, Any]]]:
                 raise errors.BadRequest("book_id must be a string", code="invalid_field")
             if "format" not in target:  # as a single export's request says it
                 raise errors.BadRequest("missing field: format", code="missing_field")
+            if "options" in target and target["options"] is None:  # left out, it is {}; never null
+                raise errors.BadRequest("options must be a JSON object", code="invalid_options")
             fmt, chosen = engine.format_and_options(target.get("format"), target.get("options"))
         except errors.BinderyError as exc:
             raise type(exc)(f"exports[{n}]: {exc.message}", code=exc.code, index=n, **exc.details) from None

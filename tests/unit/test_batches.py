@@ -111,6 +111,7 @@ def test_a_target_on_a_book_not_yours_is_a_404_for_the_whole_batch_and_writes_no
         ([{"book_id": "B", "format": 5}], 400, "invalid_format", "exports[0]: format must be a string"),
         ([{"book_id": "B", "format": "html", "colour": 1}], 400, "invalid_field", "exports[0]: a target"),
         ([{"book_id": "B", "format": "html", "options": {"x": 1}}], 422, "unknown_option", "exports[0]"),
+        ([{"book_id": "B", "format": "html", "options": None}], 400, "invalid_options", "exports[0]: opt"),
         ([{"book_id": "B", "format": "html"}] * 11, 422, "too_many_targets", "at most 10"),
     ],
 )

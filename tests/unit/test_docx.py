@@ -466,3 +466,19 @@ def test_the_contents_show_what_word_fills_in_to_toc_depth(depth: int, tmp_path:
     )
     assert headings == ["Heading with note", "Untitled"]  # the untitled chapter's title, in both places
     assert "[^h]" not in document
+
+
+def test_every_part_is_dated_the_revisions_time_so_a_revision_is_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No time of the build's own leaks into the zip (the outside test found two docx of one revision that
+    differed in their entries' times): every part, pictures included, carries the revision's (1.8e9 here)."""
+    spec = lighthouse()
+    build(spec.manuscript, spec.title, tmp_path / "a.docx", spec)
+    monkeypatch.setattr("time.time", lambda: 2.0e9)  # a build some years later, as a zip would date it
+    build(spec.manuscript, spec.title, tmp_path / "b.docx", spec)
+    assert (tmp_path / "a.docx").read_bytes() == (tmp_path / "b.docx").read_bytes()
+    with zipfile.ZipFile(tmp_path / "a.docx") as docx:
+        dated = {info.date_time for info in docx.infolist()}
+        assert any(info.filename.startswith("word/media/") for info in docx.infolist())
+    assert dated == {(2027, 1, 15, 8, 0, 0)}  # 1.8e9 s, in UTC

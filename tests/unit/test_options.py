@@ -60,6 +60,16 @@ def test_an_unknown_option_or_value_is_refused_listing_the_known_ones(
     assert stack.http("GET", f"/books/{book}/exports").body["exports"] == []
 
 
+def test_options_given_as_null_are_refused_as_not_an_object(stack: Stack) -> None:
+    """Left out, options are the format's defaults; given, they are a JSON object, and null is not one."""
+    book = stack.create_book()
+    reply = stack.http("POST", f"/books/{book}/exports", body={"format": "pdf", "options": None})
+    assert (reply.status, reply.body["error"]["code"]) == (400, "invalid_options"), reply.body
+    assert "options must be a JSON object" in reply.body["error"]["message"]
+    assert stack.http("GET", f"/books/{book}/exports").body["exports"] == []
+    assert _submit(stack, book, "pdf").status == 202  # left out: the defaults
+
+
 def test_options_are_part_of_what_an_idempotency_key_promises(stack: Stack) -> None:
     book = stack.create_book()
     first = _submit(stack, book, "pdf", {"page_size": "a4"}, key="k1")

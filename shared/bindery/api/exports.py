@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import Response
 
+from bindery import errors
 from bindery.api.http import (
     SMALL_BODY_LIMIT,
     answer,
@@ -23,9 +24,11 @@ def create_export(book_id: str) -> Response:
     who = caller(writes)
     body = read_body(writes, SMALL_BODY_LIMIT, {"format": object, "options": object}, optional=("options",))
     key = writes.current_event.headers.get("idempotency-key")
-    view, created = services(writes).exports.submit(
-        who, book_id, body["format"], key, body.get("options"), class_of(writes)
-    )
+    options = body.get("options", {})
+    if options is None:  # left out, it is {}; given, it is an object (the outside test sent null)
+        raise errors.BadRequest("options must be a JSON object", code="invalid_options")
+    exports = services(writes).exports
+    view, created = exports.submit(who, book_id, body["format"], key, options, class_of(writes))
     headers = {"Location": f"/books/{book_id}/exports/{view['id']}", "Retry-After": str(RETRY_AFTER_PENDING)}
     if not created:
         headers["Idempotent-Replayed"] = "true"

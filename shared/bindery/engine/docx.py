@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import gzip
 import tempfile
+import time
 import unicodedata
 import zipfile
 from collections.abc import Callable, Iterable
@@ -44,6 +45,7 @@ from bindery.metadata import package_identifier
 
 COPY_CHUNK = 1024 * 1024
 DEFLATE = zipfile.ZIP_DEFLATED
+ZIP_EPOCH = 315532800  # 1980-01-01 UTC: a zip's earliest date
 # The largest manuscript a docx is built from. Its body is one part, and a part must stay under zipfile's
 # 2 GiB without Zip64, which pandoc cannot read: the XML is 2 to 6 times the manuscript (a book of short
 # paragraphs, lists or tables the most), so 100 MiB leaves room for 20 times. It is also about what the
@@ -164,6 +166,13 @@ class DocxRenderer:
         cover = next((a for a in source.assets if a.name == meta.cover), None)
         images: dict[str, tuple[str, Asset]] = {}  # asset name -> (relationship id, asset)
         counters = Counters()
+        when = time.gmtime(max(source.modified, ZIP_EPOCH))[:6]
+
+        def entry(name: str, compress: int = DEFLATE) -> zipfile.ZipInfo:
+            """A part, dated the revision's time as the epub's are: a revision is the same bytes each time."""
+            info = zipfile.ZipInfo(name, date_time=when)
+            info.compress_type = compress
+            return info
 
         def image_run(asset: Asset, alt: str, max_cy: int = parts.TEXT_CY * 9 // 10) -> str:
             rel = images.setdefault(asset.name, (f"rIdImg{len(images) + 1}", asset))[0]
@@ -180,14 +189,14 @@ class DocxRenderer:
             tempfile.TemporaryFile() as links,
         ):
             with zipfile.ZipFile(spool, "w") as book:
-                book.writestr("[Content_Types].xml", parts.CONTENT_TYPES, DEFLATE)
-                book.writestr("_rels/.rels", parts.PACKAGE_RELATIONSHIPS, DEFLATE)
+                book.writestr(entry("[Content_Types].xml"), parts.CONTENT_TYPES)
+                book.writestr(entry("_rels/.rels"), parts.PACKAGE_RELATIONSHIPS)
                 identifier = package_identifier(source.book_id, meta)
-                book.writestr("docProps/core.xml", parts.core(
+                book.writestr(entry("docProps/core.xml"), parts.core(
                     source.title, meta.authors, source.language, meta.subjects, meta.description, identifier,
                     source.modified,
-                ), DEFLATE)  # fmt: skip
-                book.writestr("docProps/app.xml", parts.APP, DEFLATE)
+                ))  # fmt: skip
+                book.writestr(entry("docProps/app.xml"), parts.APP)
                 # The cover's picture is the document's first, as it is the first thing shown.
                 front = self._front(source, cover, image_run)
                 with gzip.GzipFile(fileobj=body, mode="wb", compresslevel=1) as spooled:
@@ -204,9 +213,7 @@ class DocxRenderer:
                                 for rel, target in written.links
                             ).encode()
                         )
-                entry = zipfile.ZipInfo("word/document.xml")
-                entry.compress_type = DEFLATE
-                with book.open(entry, "w") as document:
+                with book.open(entry("word/document.xml"), "w") as document:
                     document.write(f"{parts.HEAD}<w:document {parts.DOCUMENT_NAMESPACES}><w:body>".encode())
                     document.write((front + _contents(depth, contents)).encode())
                     body.seek(0)
@@ -215,10 +222,14 @@ class DocxRenderer:
                             document.write(chunk)
                     document.write(f"{parts.section(rtl)}</w:body></w:document>".encode())
                 cjk = primary in CJK_LANGUAGES
-                book.writestr("word/styles.xml", parts.styles(source.language, rtl, cjk), DEFLATE)
-                book.writestr("word/settings.xml", parts.SETTINGS, DEFLATE)
-                self._part(book, "word/numbering.xml", parts.NUMBERING_HEAD, lists, parts.NUMBERING_TAIL)
-                self._part(book, "word/footnotes.xml", parts.FOOTNOTES_HEAD, notes, parts.FOOTNOTES_TAIL)
+                book.writestr(entry("word/styles.xml"), parts.styles(source.language, rtl, cjk))
+                book.writestr(entry("word/settings.xml"), parts.SETTINGS)
+                self._part(
+                    book, entry("word/numbering.xml"), parts.NUMBERING_HEAD, lists, parts.NUMBERING_TAIL
+                )
+                self._part(
+                    book, entry("word/footnotes.xml"), parts.FOOTNOTES_HEAD, notes, parts.FOOTNOTES_TAIL
+                )
                 kind = parts.IMAGE_RELATIONSHIP
                 pictures = "".join(
                     f'<Relationship Id="{rel}" Type="{kind}" Target="{_packaged(asset)}"/>'
@@ -226,14 +237,14 @@ class DocxRenderer:
                 )
                 self._part(
                     book,
-                    "word/_rels/document.xml.rels",
+                    entry("word/_rels/document.xml.rels"),
                     parts.DOCUMENT_RELATIONSHIPS + pictures,
                     links,
                     "</Relationships>",
                 )
                 for _, asset in images.values():
                     # Already compressed: stored, not deflated again.
-                    with book.open(f"word/{_packaged(asset)}", "w") as stored:
+                    with book.open(entry(f"word/{_packaged(asset)}", zipfile.ZIP_STORED), "w") as stored:
                         for piece in image_bytes(asset, source.read_asset):
                             stored.write(piece)
             spool.seek(0)
@@ -242,9 +253,9 @@ class DocxRenderer:
         return report
 
     @staticmethod
-    def _part(book: zipfile.ZipFile, name: str, head: str, spooled: IO[bytes], tail: str) -> None:
-        entry = zipfile.ZipInfo(name)
-        entry.compress_type = DEFLATE
+    def _part(
+        book: zipfile.ZipFile, entry: zipfile.ZipInfo, head: str, spooled: IO[bytes], tail: str
+    ) -> None:
         with book.open(entry, "w") as part:
             part.write(head.encode())
             _copy(spooled, part)
