@@ -121,6 +121,30 @@ def test_a_warm_build_finds_the_runs_after_an_edited_one_while_it_is_set_and_reu
     assert warm == _built(stack, book, "pdf", cache=False)
 
 
+def test_a_cold_build_sends_the_typesetter_the_same_sources_with_the_cache_on_or_off(
+    stack: Stack, short_runs: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `make bench` counts of the cache's cost in a cold pdf is the worker's process alone: the
+    typesetter's work is the same either way, the same sources in the same order."""
+    import hashlib
+
+    from bindery.engine.compiler import Compiler
+
+    sent: list[tuple[str, str]] = []
+    send = Compiler.send
+
+    def sending(self: Compiler, source: Path, output: Path, **kwargs: object) -> None:
+        sent.append((source.name, hashlib.sha256(source.read_bytes()).hexdigest()))
+        send(self, source, output, **kwargs)
+
+    monkeypatch.setattr(Compiler, "send", sending)
+    book = stack.create_book("".join(_chapter(n, 2) for n in range(1, 9)), title="Runs")
+    off = _built(stack, book, "pdf", cache=False)
+    without, sent[:] = list(sent), []
+    assert _built(stack, book, "pdf") == off  # the first with the cache: nothing in it
+    assert sent == without and len(without) > 8  # runs, the front, the contents, the folios
+
+
 def test_a_warm_pdf_reads_no_text_but_the_edited_chapters(stack: Stack) -> None:
     """Runs are sized by each chapter's bytes as its cut's list gives them, and a chapter found in the cache
     is kept with its heading and direction: the text of a chapter not edited is never read."""
