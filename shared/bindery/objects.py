@@ -160,15 +160,35 @@ class Objects:
         """The object's lines, each with its ending, streamed in 1 MiB reads: memory stays at a chunk.
 
         Lines end where `bytes.splitlines` ends them (LF, CR, CRLF), as a whole-text split would: a chunk
-        that ends inside a line, or between a CR and its LF, keeps that line back for the next read."""
+        that ends inside a line, or between a CR and its LF, keeps that line back for the next read.
+
+        A line kept back is kept as its pieces and joined once, when it ends: each byte is copied once,
+        however many reads a line spans (joining what was held to each read copied a line of n reads n
+        times over)."""
         body = self.open(key)
-        rest = b""
+        held: list[bytes] = []  # the pieces of a line no read has ended yet
         while chunk := body.read(READ_CHUNK):
-            lines = (rest + chunk).splitlines(keepends=True)
-            rest = lines.pop() if not lines[-1].endswith(b"\n") else b""
+            if held and held[-1].endswith(b"\r"):
+                # The held line ends at its CR unless this read begins with the CR's LF: CRLF is one ending.
+                if chunk.startswith(b"\n"):
+                    held.append(b"\n")
+                    chunk = chunk[1:]
+                yield b"".join(held)
+                held = []
+                if not chunk:
+                    continue
+            lines = chunk.splitlines(keepends=True)
+            # A last line that does not end in LF may go on in the next read (a CR may be half a CRLF).
+            open_line = lines.pop() if not lines[-1].endswith(b"\n") else None
+            if lines and held:
+                held.append(lines[0])
+                lines[0] = b"".join(held)
+                held = []
             yield from lines
-        if rest:
-            yield rest
+            if open_line is not None:
+                held.append(open_line)
+        if held:
+            yield b"".join(held)
 
     def size(self, key: str) -> int | None:
         found = object_or_none(lambda: self.client.head_object(Bucket=self.settings.bucket, Key=key))
