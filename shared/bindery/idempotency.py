@@ -10,13 +10,14 @@ from typing import Any
 
 from bindery import errors
 
-_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+# Matched whole (fullmatch): `$` also matches before a trailing newline, so "<key>\n" passed as a key.
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 
 
 def idempotency_for(caller: str, key: str, request: list[Any]) -> tuple[str, str]:
     """(the key's digest, scoped to its caller; the request's hash). A key is the caller's own: the same
     key from two callers is two keys. The same key for a different request is refused, not replayed."""
-    if not _IDEMPOTENCY_KEY.match(key):
+    if not _IDEMPOTENCY_KEY.fullmatch(key):
         raise errors.BadRequest(
             "Idempotency-Key must be 1 to 255 printable ASCII characters", code="invalid_idempotency_key"
         )

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 import secrets
 
-_ID = re.compile(r"^[0-9a-z]{8,40}$")
+# Matched whole (fullmatch): `$` also matches before a trailing newline, so "<id>\n" passed as an id.
+_ID = re.compile(r"[0-9a-z]{8,40}")
 
 
 def new_id(now: float, shard: int | None = None) -> str:
@@ -24,7 +25,7 @@ def new_cut(revision: int) -> str:
 
 
 def valid_id(value: str) -> bool:
-    return bool(_ID.match(value))
+    return bool(_ID.fullmatch(value))
 
 
 def valid_export_id(value: str) -> bool:
