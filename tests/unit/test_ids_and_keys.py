@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bindery import errors
-from bindery.ids import new_id, valid_export_id, valid_id
 from bindery.idempotency import idempotency_for
+from bindery.ids import new_id, valid_export_id, valid_id
 
 
 def test_an_id_with_a_trailing_newline_names_nothing() -> None:
