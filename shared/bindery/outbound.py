@@ -8,10 +8,10 @@ twice. `check_url` checks it at registration: https only, no credentials, no fra
 a public unicast address or resolves only to such addresses. `post` checks again at send time, because a
 name can resolve to a public address at registration and to 127.0.0.1 a minute later (DNS rebinding).
 `post` then connects to the address it checked, never to the name, so a second lookup cannot change the
-answer. A redirect is never followed, because a 3xx from a public host can point at a private one: the
-3xx is the delivery's status. The reply is read only up to 64 KiB and within one wall-clock deadline, so
-a slow or endless reply cannot hold a worker. In local mode (the local stack), loopback may also be
-called, over http or https.
+answer. Both lookups run under a deadline, since the caller's DNS answers them. A redirect is never
+followed, because a 3xx from a public host can point at a private one: the 3xx is the delivery's status.
+The reply is read only up to 64 KiB and within one wall-clock deadline, so a slow or endless reply cannot
+hold a worker. In local mode (the local stack), loopback may also be called, over http or https.
 """
 
 from __future__ import annotations
@@ -49,11 +49,33 @@ CHUNK = 8 * 1024
 USER_AGENT = "Bindery-Webhooks/1"
 _NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?")  # a host name after IDNA: nothing a parser could split
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~?"  # kept as is in a path or a query; anything else is percent-encoded
-# Python 3.11 already calls CGNAT not global, and all of 64:ff9b::/96 reserved (it is inside ::/8): both
-# are named here so that a Python which changes its tables cannot let them through.
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_METADATA = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
+LOOKUP_SECONDS = 5.0  # the most a registration waits for the caller's DNS to answer
+
+# What may be called is decided by these lists, not by the running Python's ipaddress tables, which differ
+# between versions (3.11.7 calls 192.0.0.192 global; 3.12.4 and 3.13 changed 2001::/23 and 2002::/16).
+# IPv4: every block of IANA's special-purpose registry that is not a public receiver, and multicast.
+_NOT_PUBLIC_V4 = tuple(ipaddress.IPv4Network(n) for n in (
+    "0.0.0.0/8",  # "this network"
+    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",  # private
+    "100.64.0.0/10",  # shared address space: a carrier's NAT, the far side of it someone's network
+    "127.0.0.0/8",  # loopback
+    "169.254.0.0/16",  # link-local: the instance metadata service, 169.254.169.254
+    "192.0.0.0/24",  # IETF protocol assignments, its anycast addresses too: none is a webhook receiver
+    "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24",  # documentation
+    "192.88.99.0/24",  # 6to4 relay anycast, deprecated: it forwards into whatever IPv6 it is handed
+    "198.18.0.0/15",  # benchmarking
+    "224.0.0.0/4",  # multicast
+    "240.0.0.0/4",  # reserved, and the limited broadcast 255.255.255.255
+))  # fmt: skip
+# IPv6: only global unicast, 2000::/3, is addressed to the internet at all. Outside it lie loopback, the
+# unspecified address, IPv4-mapped and -compatible addresses, NAT64 (64:ff9b::/96, 64:ff9b:1::/48), discard
+# (100::/64), unique local (fc00::/7: the metadata service's fd00:ec2::254), link- and site-local,
+# multicast, and SRv6 (5f00::/16). Inside it, these blocks are not public receivers either:
+_GLOBAL_UNICAST_V6 = ipaddress.IPv6Network("2000::/3")
+_NOT_PUBLIC_V6 = tuple(ipaddress.IPv6Network(n) for n in (
+    "2001::/23",  # IETF protocol assignments: Teredo (2001::/32), which ends at any IPv4; benchmarking
+    "2001:db8::/32", "3fff::/20",  # documentation
+))  # fmt: skip
 
 
 class UrlRefused(ValueError):
@@ -87,31 +109,16 @@ def _ip(text: str) -> Address | None:
 
 
 def address_allowed(ip: str | Address) -> bool:
-    """Only a public unicast address, and only if every IPv4 address carried inside it is one too."""
+    """Only a public unicast address, and only if the IPv4 address a 6to4 address carries is one too."""
     address = ip if not isinstance(ip, str) else _ip(ip)
     if address is None:
         return False  # a resolver's answer that is not an address is not one this can vouch for
-    found: list[Address] = [address]
-    if isinstance(address, ipaddress.IPv6Address):
-        # ::ffff:10.0.0.1, 2002:7f00:1::1, Teredo and 64:ff9b::7f00:1 all end at an IPv4 address.
-        found += [a for a in (address.ipv4_mapped, address.sixtofour) if a is not None]
-        found += list(address.teredo or ())
-        if address in _NAT64:
-            found.append(ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF))
-    # is_global alone is not enough: Python 3.11 calls 224.0.0.1 and ff02::1 (multicast), 2002:7f00:1::1
-    # (6to4 of loopback) and 64:ff9b::7f00:1 (NAT64 of loopback) global.
-    return all(a.is_global and not a.is_multicast and not a.is_reserved and not a.is_loopback
-               and not a.is_link_local and not a.is_private and not a.is_unspecified
-               and a not in _CGNAT and a not in _METADATA and not _site_local(a) for a in found)  # fmt: skip
-
-
-def _site_local(address: Address) -> bool:
-    # fec0::/10, deprecated but still routed inside some networks, and 3fff::/20, documentation's since
-    # 2024: neither is a receiver on the internet, whatever a Python's tables say.
-    return isinstance(address, ipaddress.IPv6Address) and (address.is_site_local or address in _DOCUMENTATION)
-
-
-_DOCUMENTATION = ipaddress.IPv6Network("3fff::/20")
+    if isinstance(address, ipaddress.IPv4Address):
+        return not any(address in block for block in _NOT_PUBLIC_V4)
+    if address not in _GLOBAL_UNICAST_V6 or any(address in block for block in _NOT_PUBLIC_V6):
+        return False
+    # 6to4 (2002::/16) ends at the IPv4 address inside it: 2002:7f00:1::1 is loopback's.
+    return address.sixtofour is None or address_allowed(address.sixtofour)
 
 
 class _WholeLines:
@@ -239,10 +246,24 @@ def _vet(target: _Target, ips: list[str], *, local_http: bool) -> None:
             raise UrlRefused("webhook_url_private_address", why)
 
 
-def check_url(url: str, *, local_http: bool, resolve: Resolver = system_resolve) -> str:
+def _addresses_within(target: _Target, resolve: Resolver, seconds: float) -> list[str] | None:
+    """`_addresses`, or None if the lookup has not answered within `seconds`. A lookup has no timeout of its
+    own (getaddrinfo waits as long as the resolver's configuration says, on servers the name's owner runs):
+    it runs on a thread of its own, which is left to end by itself when the deadline passes first."""
+    found: list[list[str]] = []
+    lookup = threading.Thread(target=lambda: found.append(_addresses(target, resolve)), daemon=True)
+    lookup.start()
+    lookup.join(seconds)
+    return found[0] if found else None
+
+
+def check_url(url: str, *, local_http: bool, resolve: Resolver = system_resolve,
+              lookup_seconds: float = LOOKUP_SECONDS) -> str:  # fmt: skip
     """The URL, normalised, if a webhook may be registered at it; otherwise UrlRefused."""
     target = _parse(url, local_http=local_http)
-    ips = _addresses(target, resolve)
+    ips = _addresses_within(target, resolve, lookup_seconds)
+    if ips is None:  # a DNS that never answers would hold the registering request to its timeout
+        raise _invalid(f"{target.host} did not resolve within {lookup_seconds:g} s")
     if not ips:
         raise _invalid(f"{target.host} does not resolve")
     _vet(target, ips, local_http=local_http)
@@ -266,13 +287,9 @@ def post(url: str, body: bytes, headers: dict[str, str], *, local_http: bool,
     except UrlRefused:
         return sent("url_refused")
     # The caller's DNS answers this lookup, so it too runs under the deadline.
-    found: list[list[str]] = []
-    lookup = threading.Thread(target=lambda: found.append(_addresses(target, resolve)), daemon=True)
-    lookup.start()
-    lookup.join(deadline)
-    if not found:
+    ips = _addresses_within(target, resolve, deadline)
+    if ips is None:
         return sent("deadline")
-    ips = found[0]
     if not ips:
         return sent("connect_failed")
     try:

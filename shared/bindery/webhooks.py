@@ -69,10 +69,11 @@ class Webhooks:
         delivery_rows: DeliveryRows,
         clock: Clock,
         resolve: Callable[[str, int], list[str]] | None = None,
+        lookup_seconds: float = outbound.LOOKUP_SECONDS,
     ):
         self.settings, self.clock = settings, clock
         self.feed_rows, self.endpoint_rows, self.delivery_rows = feed_rows, endpoint_rows, delivery_rows
-        self.resolve = resolve or outbound.system_resolve
+        self.resolve, self.lookup_seconds = resolve or outbound.system_resolve, lookup_seconds
 
     # ---- endpoints -------------------------------------------------------------------------------
 
@@ -271,7 +272,12 @@ class Webhooks:
         if not isinstance(url, str):
             raise errors.BadRequest("field url must be a string", code="invalid_field")
         try:
-            return outbound.check_url(url, local_http=self.settings.webhook_local, resolve=self.resolve)
+            return outbound.check_url(
+                url,
+                local_http=self.settings.webhook_local,
+                resolve=self.resolve,
+                lookup_seconds=self.lookup_seconds,
+            )
         except outbound.UrlRefused as exc:
             raise errors.Unprocessable(str(exc), code=exc.code) from None
 

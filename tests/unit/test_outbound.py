@@ -520,3 +520,70 @@ def test_a_resolver_slower_than_the_deadline_ends_the_attempt_at_the_deadline() 
 @pytest.mark.parametrize("ip", ["fec0::1", "3fff::1"])
 def test_site_local_and_documentation_ipv6_addresses_are_refused(ip: str) -> None:
     assert not address_allowed(ip)
+
+
+# IANA's special-purpose address registries, where Python's ipaddress tables differ between versions, or
+# call an address global that the registry says no one on the internet answers at: each is refused by the
+# guard's own list, whatever the interpreter says.
+SPECIAL_PURPOSE = [
+    "192.0.0.192",  # IETF protocol assignments, 192.0.0.0/24: Python 3.11.7 calls it global
+    "192.0.0.9",  # the block's anycast addresses too: no webhook receiver is one
+    "192.0.0.255",
+    "192.88.99.1",  # 6to4 relay anycast, deprecated: Python 3.11.7 calls it global
+    "100.64.0.1",  # shared address space (carrier-grade NAT)
+    "100.127.255.254",
+    "198.18.0.1",  # benchmarking
+    "198.19.255.254",
+    "255.255.255.255",
+    "2001::1",  # IETF protocol assignments, 2001::/23 (Python 3.12.4 made parts of it global)
+    "2001:1::1",
+    "2001:3::1",
+    "2001:4:112::1",
+    "2001:20::1",
+    "2001:1ff:ffff::1",
+    "2001:2::1",  # benchmarking
+    "64:ff9b:1::808:808",  # NAT64 for local use (RFC 8215), even of a public IPv4 address
+    "64:ff9b::a00:1",  # NAT64 of 10.0.0.1
+    "64:ff9b::c000:c0",  # NAT64 of 192.0.0.192
+    "::ffff:192.0.0.192",  # IPv4-mapped
+    "::192.0.0.192",  # IPv4-compatible, deprecated
+    "2002:c000:c0::1",  # 6to4 of 192.0.0.192: Python 3.11.7 calls it global
+    "100::1",  # discard-only
+    "5f00::1",  # SRv6 SIDs (2024)
+]
+
+
+@pytest.mark.parametrize("ip", SPECIAL_PURPOSE)
+def test_a_special_purpose_address_is_refused_whatever_the_interpreter_says(ip: str) -> None:
+    assert not address_allowed(ip)
+
+
+def test_a_name_resolving_into_the_protocol_assignments_block_is_refused_at_registration() -> None:
+    resolve = dns({"protocol.example": ["192.0.0.192"]})
+    assert refusal("https://protocol.example/h", resolve=resolve) == "webhook_url_private_address"
+    assert refusal("https://192.0.0.192/h") == "webhook_url_private_address"
+
+
+@pytest.mark.parametrize(
+    "ip", ["192.31.196.1", "192.52.193.1", "192.175.48.1", "2620:4f:8000::1", "2001:4860:4860::8888"]
+)
+def test_addresses_the_registry_calls_globally_reachable_beside_those_blocks_are_allowed(ip: str) -> None:
+    assert address_allowed(ip)  # AS112, AMT, and public unicast just past 2001::/23
+
+
+def test_a_registration_whose_lookup_outlasts_its_deadline_is_refused_before_the_resolver_answers() -> None:
+    answered = threading.Event()
+
+    def stuck(host: str, port: int) -> list[str]:
+        answered.wait(30)  # released by the test, once the refusal is in hand
+        return [PUBLIC]
+
+    try:
+        with pytest.raises(UrlRefused) as refused:
+            check_url("https://slow.example/h", local_http=False, resolve=stuck, lookup_seconds=0.05)
+        # The refusal came while the resolver was still waiting: the deadline ended it, not the answer.
+        assert not answered.is_set()
+    finally:
+        answered.set()
+    assert refused.value.code == "webhook_url_invalid"
+    assert "did not resolve within 0.05 s" in str(refused.value)

@@ -4,6 +4,7 @@ an overlap, and the events feed read by cursor."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -98,6 +99,23 @@ def test_a_hostile_url_is_refused_with_a_422_that_names_why_and_nothing_is_writt
     refused = h.stack.http("POST", "/webhooks", body={"url": url, "events": ["bindery.export.ready"]})
 
     assert (refused.status, refused.body["error"]["code"]) == (422, code)
+    assert h.stack.http("GET", "/webhooks").body["webhooks"] == []
+
+
+def test_a_registration_whose_dns_never_answers_is_a_422_within_the_lookup_deadline(h: Hooked) -> None:
+    answered = threading.Event()
+
+    def stuck(host: str, port: int) -> list[str]:
+        answered.wait(30)  # released below, once the answer is in hand
+        return ["93.184.216.34"]
+
+    h.stack.services.hooks.resolve, h.stack.services.hooks.lookup_seconds = stuck, 0.05
+    try:
+        refused = h.stack.http("POST", "/webhooks", body={"url": URL, "events": ["bindery.export.ready"]})
+        assert not answered.is_set()  # the deadline answered, while the lookup was still waiting
+    finally:
+        answered.set()
+    assert (refused.status, refused.body["error"]["code"]) == (422, "webhook_url_invalid")
     assert h.stack.http("GET", "/webhooks").body["webhooks"] == []
 
 
