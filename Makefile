@@ -8,16 +8,37 @@ SAMVENV := .samvenv
 SAM := $(SAMVENV)/bin/sam
 DDB_DIR := .cache/dynamodb-local
 DDB_STAMP := $(DDB_DIR)/.installed
+# The locks, every package pinned with its hashes, written by `make lock` from pyproject.toml: the venv's
+# (runtime, dev and the CLI's, for Python 3.11+ anywhere), the layer's (the runtime set, for Lambda's
+# python3.12 on arm64, within the venv's pins) and the SAM CLI's.
+DEV_LOCK := requirements/dev.lock
+LAYER_LOCK := shared/requirements.txt
+SAM_LOCK := requirements/sam.lock
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run demo test unit integration e2e lint bench reliability soak build system-packages clean
+.PHONY: run demo test unit integration e2e lint bench reliability soak build lock system-packages clean
 
-$(VENV)/.installed: pyproject.toml shared/cli/pyproject.toml
+# Everything from the lock, each file checked against its hashes; then bindery and bindery-cli themselves,
+# editable, built by the lock's setuptools (--no-build-isolation). A lock is the whole set, so pip resolves
+# nothing (--no-deps; resolving, it would also ask a pin of `pkg[extra]` that a lock cannot write).
+$(VENV)/.installed: $(DEV_LOCK) pyproject.toml shared/cli/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
-	$(PY) -m pip install -q -e ./shared/cli  # after: its `bindery` script is the one left
+	$(PY) -m pip install -q --require-hashes --no-deps -r $(DEV_LOCK)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e ./shared/cli  # after: its `bindery` script is the one left
 	touch $@
+
+# Writes the three locks from pyproject.toml and shared/cli/pyproject.toml (requirements/build.in adds the
+# build backend and pip; requirements/sam.in the SAM CLI), keeping each pin that still satisfies them.
+# `make lock LOCK_FLAGS=--upgrade` moves every pin to the newest allowed (`--upgrade-package NAME`, one).
+# The layer's is resolved within the venv's pins, so Lambda runs the versions the tests ran.
+COMPILE := $(VENV)/bin/uv pip compile --quiet --generate-hashes $(LOCK_FLAGS)
+lock: | $(VENV)/.installed
+	$(COMPILE) --universal --python-version 3.11 --extra dev -o $(DEV_LOCK) \
+		pyproject.toml shared/cli/pyproject.toml requirements/build.in
+	$(COMPILE) --python-version 3.12 --python-platform aarch64-manylinux_2_28 -c $(DEV_LOCK) -o $(LAYER_LOCK) \
+		pyproject.toml
+	$(COMPILE) --universal --python-version 3.11 -o $(SAM_LOCK) requirements/sam.in
 
 # DynamoDB Local, for the race tests: moto's conditional writes are not atomic under threads.
 $(DDB_STAMP):
@@ -44,9 +65,10 @@ $(ACE_STAMP):
 	touch $@
 
 # aws-sam-cli pins clash with the main venv, so it lives in a venv of its own.
-$(SAM):
-	$(PYTHON) -m venv $(SAMVENV)
-	$(SAMVENV)/bin/pip install -q aws-sam-cli
+$(SAM): $(SAM_LOCK)
+	test -x $(SAMVENV)/bin/python || $(PYTHON) -m venv $(SAMVENV)
+	$(SAMVENV)/bin/pip install -q --require-hashes --no-deps -r $(SAM_LOCK)
+	touch $@
 
 # Only here may a webhook URL be http://127.0.0.1 (the local receivers are plain http on loopback).
 # BINDERY_WEBHOOK_LOCAL_HTTP=0 make run checks URLs as a deployment does.
