@@ -1,4 +1,5 @@
-"""The embedded AWS: moto's server on 127.0.0.1, made safe under concurrent requests where Bindery needs it.
+"""The embedded AWS: moto's server on 127.0.0.1, made safe under concurrent requests where Bindery needs it,
+answering only a request addressed to its own name (`own_name_only`).
 
 `make run` serves it from a process of its own (`AwsProcess`, `python -m bindery_local.aws`): moto's work
 holds that process's interpreter lock, and the functions' instances and the gateway have theirs. With
@@ -41,6 +42,7 @@ from moto.moto_api._internal.recorder.models import Recorder
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from bindery_local import hosts
 from bindery_local.recording import RECORDING, replay
 
 
@@ -282,6 +284,24 @@ def one_request_at_a_time(app: WsgiApp) -> WsgiApp:
     return serve
 
 
+def own_name_only(app: WsgiApp, port: Callable[[], int]) -> WsgiApp:
+    """moto answers only a request addressed to its own loopback name and port (`bindery_local.hosts`): it
+    checks no signature, so a page that rebinds its name to 127.0.0.1 would otherwise read and write the
+    table, the bucket and the queues. `port` is asked at each request: it is known once the server binds."""
+
+    def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if hosts.is_own(environ.get("HTTP_HOST"), port()):
+            return app(environ, start_response)
+        body = hosts.refusal(port())
+        start_response(
+            "421 Misdirected Request",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        )
+        return [body]
+
+    return serve
+
+
 class _Handler(MotoRequestHandler):
     disable_nagle_algorithm = True  # as the gateway's: no 40 ms wait for a delayed ACK on each answer
 
@@ -305,7 +325,9 @@ class EmbeddedAws:
         dynamodb_answers_are_dumped_as_they_are()
         streams_read_the_live_table()
         recordings_are_whole_lines()
-        app = one_request_at_a_time(DomainDispatcherApplication(create_backend_app))
+        app = own_name_only(
+            one_request_at_a_time(DomainDispatcherApplication(create_backend_app)), lambda: self.port
+        )
         self._server = make_server("127.0.0.1", self.port, app, threaded=True, request_handler=_Handler)
         self.port = self._server.server_port  # port 0 asked for a free one
         self._thread = threading.Thread(target=self._server.serve_forever, name="aws", daemon=True)

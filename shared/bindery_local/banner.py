@@ -1,7 +1,10 @@
-"""What `make run` prints once the stack is up: where the API and the embedded AWS are, where the state is
-kept, the sweeps' rates, each function's concurrency, and a token with a curl session to paste."""
+"""What `make run` prints once the stack is up: where the API and the embedded AWS are, where the state and
+the token secret are kept, the sweeps' rates, each function's concurrency, and a token with a curl session
+to paste."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from bindery_local import tokens
 
@@ -32,7 +35,11 @@ def banner(
     sweeps: list[tuple[str, float]],
     limits: dict[str, int],
     local_http: bool = False,
+    *,
+    key: str,
+    kept: Path,
 ) -> str:
+    """`key` is the secret the stack verifies tokens with, kept for its owner in `kept` while it runs."""
     state = f"kept in {data_dir}" if data_dir else "in memory (set BINDERY_DATA_DIR to keep it)"
     hooks = (
         "webhook URLs may also be http://127.0.0.1 (BINDERY_WEBHOOK_LOCAL_HTTP=1: `make run` sets it)"
@@ -41,7 +48,7 @@ def banner(
     )
     every = ", ".join(f"{name} every {seconds:g}s" for name, seconds in sweeps)
     wide = ", ".join(f"{name} {n}" for name, n in limits.items() if n > 1)
-    session = SESSION.replace("@API", api).replace("@TOKEN", tokens.mint(DEMO_USER))
+    session = SESSION.replace("@API", api).replace("@TOKEN", tokens.mint(DEMO_USER, key=key))
     return (
         "Bindery is running.\n"
         f"  API     {api}   (Swagger UI: {api}/docs)\n"
@@ -49,7 +56,9 @@ def banner(
         f"  state   {state}\n"
         f"  sweeps  {every}\n"
         f"  scale   up to this many instances of each function at once: {wide} (BINDERY_LOCAL_CONCURRENCY)\n"
-        f"  hooks   {hooks}\n\n"
+        f"  hooks   {hooks}\n"
+        f"  tokens  signed with this run's secret ({tokens.SECRET_VARIABLE}, or made at start), which only\n"
+        f"          you can read, in {kept}, until Ctrl-C\n\n"
         f"A token for {DEMO_USER} (24 h; `bindery token NAME` makes more), and a session to paste:\n\n"
         f"{session}\n"
         "Ctrl-C stops everything.\n"

@@ -51,7 +51,11 @@ def _fetch(url: str) -> tuple[int, bytes]:
 
 def main() -> int:
     api = os.environ.get("BINDERY_API") or f"http://127.0.0.1:{os.environ.get('PORT', '3000')}"
-    token = os.environ.get("BINDERY_TOKEN") or tokens.mint("demo-user")
+    try:
+        token = os.environ.get("BINDERY_TOKEN") or tokens.mint("demo-user", key=tokens.secret(api))
+    except tokens.NoSecret as exc:
+        print(exc, file=sys.stderr)
+        return 1
     out = Path(os.environ.get("BINDERY_DEMO_OUT", "demo-out"))
     out.mkdir(exist_ok=True)
     print(f"Bindery demo against {api}\n")

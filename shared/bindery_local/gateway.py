@@ -1,5 +1,6 @@
 """The local API Gateway: HTTP on 127.0.0.1, each request turned into the HTTP API v2 event the deployed
-stack would send, after the same JWT check, and handed to the same handler."""
+stack would send, after the same JWT check, and handed to the same handler. A request addressed to any
+name but the stack's own (`bindery_local.hosts`) is refused before anything else is looked at."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from bindery_local import docs, tokens
+from bindery_local import docs, hosts, tokens
 from bindery_local.template import Route
 
 # API Gateway's own limit on a request payload.
@@ -84,12 +85,21 @@ def to_event(
 
 
 class Gateway:
-    def __init__(self, routes: list[Route], invoke: Invoke, log: Callable[[str], None]):
+    """The API on 127.0.0.1:`port`, which verifies tokens with `key` (`tokens.secret_for_this_run`)."""
+
+    def __init__(
+        self, routes: list[Route], invoke: Invoke, log: Callable[[str], None], *, key: str, port: int
+    ) -> None:
         self.routes, self.invoke, self.log = routes, invoke, log
+        self.key, self.port = key, port
 
     def handle(
         self, method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str
     ) -> tuple[int, dict[str, str], bytes]:
+        if not hosts.is_own(headers.get("host"), self.port):
+            # A page that rebound its own name to 127.0.0.1: refused before the docs, the routes and the
+            # token, so no handler runs for it, whatever it sends.
+            return hosts.MISDIRECTED, {"Content-Type": "application/json"}, hosts.refusal(self.port)
         path = urlsplit(target).path
         if method in ("GET", "HEAD") and (page := docs.answer(path)) is not None:
             return page  # Swagger UI: the local stack's own page, outside the API's routes
@@ -100,7 +110,7 @@ class Gateway:
         else:
             return _gateway_answer(404, "Not Found")
         try:
-            claims = tokens.verify(headers.get("authorization"))
+            claims = tokens.verify(headers.get("authorization"), self.key)
         except tokens.Rejected:
             return _gateway_answer(401, "Unauthorized")
         event = to_event(route, params, method, target, headers, body, claims, source_ip)

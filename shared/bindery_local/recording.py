@@ -43,6 +43,13 @@ def recorded(lines: list[str]) -> list[dict[str, Any]]:
     return entries
 
 
+def _addressed_anew(entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry without the Host it was sent to: the replay sends it to this run's endpoint, which may be on
+    another port (BINDERY_MOTO_PORT=0), and moto answers only its own name and port (`bindery_local.aws`)."""
+    headers = {k: v for k, v in (entry.get("headers") or {}).items() if k.lower() != "host"}
+    return {**entry, "headers": headers}
+
+
 def replay(data_dir: Path, endpoint: str) -> int:
     """Rebuild the embedded AWS from the recording of earlier runs: moto's own state persistence. It runs in
     the process that serves moto: the recorder leaves out what it replays only in its own process.
@@ -57,7 +64,7 @@ def replay(data_dir: Path, endpoint: str) -> int:
     if not path.exists() or path.stat().st_size == 0:
         return 0
     kept = [
-        entry
+        _addressed_anew(entry)
         for entry in recorded([ln for ln in path.read_text().splitlines() if ln.strip()])
         if _is_write(entry)
     ]

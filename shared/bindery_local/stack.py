@@ -8,6 +8,10 @@ its own, each with its own module state and one event at a time, up to the funct
 source polls with as many pollers as its function's concurrency. The embedded AWS is `bindery_local.aws`:
 moto's server in a process of its own, with DynamoDB made atomic under concurrent requests. What it prints
 once it is up is `bindery_local.banner`.
+
+The stack is its owner's: the gateway verifies tokens with a secret made for this run and handed to its
+owner alone (`bindery_local.tokens`), and both servers answer only a request addressed to their own
+loopback name (`bindery_local.hosts`).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bindery_local import resources, template
+from bindery_local import resources, template, tokens
 from bindery_local.banner import banner
 from bindery_local.pipes import from_template
 
@@ -291,6 +295,7 @@ def main() -> int:
     port = int(os.environ.get("PORT", "3000"))
     data_dir = os.environ.get("BINDERY_DATA_DIR")
     limits = concurrency()  # a bad setting stops the start before anything runs
+    key = tokens.secret_for_this_run()  # as does a secret too short to sign with
     if data_dir:
         Path(data_dir).mkdir(parents=True, exist_ok=True)
     from bindery_local.aws import AwsProcess
@@ -352,18 +357,23 @@ def main() -> int:
             sweeps = _schedules(stop, invoke)
             # The port is bound last, so it accepts only a request the stack can serve: the recording
             # replayed, every handler imported, every pipe and consumer running.
-            gateway_server = serve(Gateway(template.routes(), invoke, log), port)
+            gateway_server = serve(Gateway(template.routes(), invoke, log, key=key, port=port), port)
         threads += [t for _, _, t in sweeps]
+        # Only once the port is ours: a second `make run` on a port in use stops above, and never
+        # overwrites the running stack's secret.
+        api = f"http://127.0.0.1:{port}"
+        kept = tokens.keep_for_owner(port, api, key)
 
         local_http = Settings.from_env().webhook_local
         every = [(n, s) for n, s, _ in sweeps]
-        print(banner(f"http://127.0.0.1:{port}", endpoint, data_dir, every, limits, local_http), flush=True)
+        print(banner(api, endpoint, data_dir, every, limits, local_http, key=key, kept=kept), flush=True)
         signal.pause()  # until SIGINT or SIGTERM: both raise KeyboardInterrupt here
     except KeyboardInterrupt:
         pass
     finally:
         log("stopping")
         stopping = time.monotonic()
+        tokens.forget(port, key)  # first: a stop cut off at its deadline still takes the secret away
         deadline = stopping + STOP_DEADLINE_SECONDS
 
         def steps() -> None:

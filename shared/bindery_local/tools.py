@@ -2,7 +2,9 @@
 beside bindery-cli, as in the repository's .venv:
 
 bindery token USER [--class CLASS]    a bearer token the local stack accepts (CLASS: standard, fleet or
-                                      restricted, the token's bindery_class claim)
+                                      restricted, the token's bindery_class claim), signed with the secret
+                                      of the stack at --api (BINDERY_API, else make run's own port), which
+                                      it keeps for its owner while it runs; or with BINDERY_JWT_SECRET
 bindery invoke FUNCTION EVENT.json    one handler, in-process, with a sample event (what
                                       `sam local invoke -e` does, without Docker)
 bindery audits [--limit N] [--env-vars events/env.json]
@@ -22,10 +24,17 @@ from typing import Any
 
 
 def add_parsers(commands: Any) -> None:
-    token = commands.add_parser("token", help="print a bearer token for USER, signed for the local stack")
+    token = commands.add_parser(
+        "token", help="print a bearer token for USER, signed for the local stack at --api (BINDERY_API)"
+    )
     token.add_argument("user")
     token.add_argument("--class", dest="caller_class", choices=["standard", "fleet", "restricted"])
     token.add_argument("--ttl", type=int, default=86_400, help="seconds the token is valid (default 86400)")
+    token.add_argument(
+        "--api",
+        default=argparse.SUPPRESS,  # `bindery --api URL token USER` too, or BINDERY_API
+        help="the local stack the token is for (BINDERY_API; default http://127.0.0.1:3000)",
+    )
     invoke = commands.add_parser("invoke", help="run one handler in-process with an event file")
     invoke.add_argument("function", help="a folder under functions/, e.g. poll, build_worker, webhook_sender")
     invoke.add_argument("event", help="an event file, e.g. events/poll_get_export.json")
@@ -37,9 +46,14 @@ def add_parsers(commands: Any) -> None:
 
 def run(args: argparse.Namespace, *, store: Any = None) -> int:
     if args.command == "token":
+        from bindery_cli.output import Exit, fail
         from bindery_local import tokens
 
-        print(tokens.mint(args.user, args.ttl, caller_class=args.caller_class))
+        try:
+            key = tokens.secret(getattr(args, "api", None))
+        except tokens.NoSecret as exc:
+            return fail(args, str(exc), "unreachable", Exit.UNREACHABLE)
+        print(tokens.mint(args.user, args.ttl, key=key, caller_class=args.caller_class))
         return 0
     if args.command == "invoke":
         return _invoke(args.function, args.event, args.env_vars)

@@ -96,7 +96,8 @@ class _Caller:
         from bindery_local import tokens
 
         self.port = port
-        self.auth = f"Bearer {tokens.mint(f'load-{uuid.uuid4().hex[:10]}')}"
+        key = tokens.secret(f"http://127.0.0.1:{port}")  # BINDERY_JWT_SECRET, or the one the stack keeps
+        self.auth = f"Bearer {tokens.mint(f'load-{uuid.uuid4().hex[:10]}', key=key)}"
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         made = self.call("POST", "/books", {"title": "Load", "manuscript": MANUSCRIPT})
         self.book = str(made["id"])
@@ -220,6 +221,7 @@ def _in_process(seconds: float, books: int) -> Load:
 
         handlers = {n: importlib.import_module(f"functions.{n}.app").handler for n in template.functions()}
         routes = {(r.method, r.path): r for r in template.routes()}
+        key = tokens.secret_for_this_run()
         pipes = from_template("bindery", urls["BuildQueue"], None, lambda line: None)
         sqs = boto3.client("sqs")
         consumers = [(c, urls[c.queue]) for c in template.queue_consumers()]
@@ -227,7 +229,7 @@ def _in_process(seconds: float, books: int) -> Load:
         def api(method: str, pattern: str, path: str, auth: str, body: dict[str, Any] | None) -> Any:
             route = routes[method, pattern]
             params = route.match(method, path) or {}
-            claims = tokens.verify(auth)  # the gateway's check, as the stack makes it
+            claims = tokens.verify(auth, key)  # the gateway's check, as the stack makes it
             raw = json.dumps(body).encode() if body is not None else b""
             headers = {"authorization": auth, "content-type": "application/json", "host": "127.0.0.1"}
             event = to_event(route, params, method, path, headers, raw, claims, "127.0.0.1")
@@ -266,7 +268,7 @@ def _in_process(seconds: float, books: int) -> Load:
 
         callers = []
         for _ in range(books):
-            auth = f"Bearer {tokens.mint(f'load-{uuid.uuid4().hex[:10]}')}"
+            auth = f"Bearer {tokens.mint(f'load-{uuid.uuid4().hex[:10]}', key=key)}"
             made = api("POST", "/books", "/books", auth, {"title": "Load", "manuscript": MANUSCRIPT})
             callers.append((auth, f"/books/{made['id']}"))
         deliver()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
 import subprocess
 import threading
@@ -17,6 +18,10 @@ from tests.figures import record
 from tests.servers import ROOT
 
 LINK_TTL = 8
+# The secret every stack of this tier verifies tokens with, given to it as BINDERY_JWT_SECRET, so that a test
+# mints its tokens in-process (tokens.mint reads the same variable). A stack started with `secret=None` makes
+# one of its own, as `make run` does; a token for it comes from `bindery token` or its banner.
+SECRET = os.environ.setdefault("BINDERY_JWT_SECRET", secrets.token_urlsafe(32))
 
 
 @dataclass
@@ -71,15 +76,19 @@ class RunningStack:
         return code
 
 
-def spawn(port: int, *, local_http: bool = True, **env: str) -> RunningStack:
+def spawn(port: int, *, local_http: bool = True, secret: str | None = SECRET, **env: str) -> RunningStack:
     """`make run` on `port`, in a process group of its own, without waiting for it to start. `local_http`
     is `make run`'s own default, webhook URLs on http://127.0.0.1 allowed; False checks them as a
-    deployment does (https, public addresses only)."""
+    deployment does (https, public addresses only). `secret` is its BINDERY_JWT_SECRET; None leaves it
+    unset, and the stack makes a secret of its own."""
     local = {"BINDERY_WEBHOOK_LOCAL_HTTP": "1" if local_http else "0"}
+    given = {k: v for k, v in os.environ.items() if k != "BINDERY_JWT_SECRET"}
+    if secret is not None:
+        given["BINDERY_JWT_SECRET"] = secret
     proc = subprocess.Popen(
         ["make", "--no-print-directory", "run"],
         cwd=ROOT,
-        env={**os.environ, "PORT": str(port), "BINDERY_MOTO_PORT": "0", **local, **env},
+        env={**given, "PORT": str(port), "BINDERY_MOTO_PORT": "0", **local, **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -102,9 +111,9 @@ def started(stack: RunningStack) -> bool:
     return any("Ctrl-C stops everything." in line for line in stack.lines)
 
 
-def start(port: int, *, local_http: bool = True, **env: str) -> RunningStack:
+def start(port: int, *, local_http: bool = True, secret: str | None = SECRET, **env: str) -> RunningStack:
     """`make run` on `port`, once it has printed its banner."""
-    stack = spawn(port, local_http=local_http, **env)
+    stack = spawn(port, local_http=local_http, secret=secret, **env)
     deadline = time.monotonic() + 120
     while not started(stack):
         if stack.proc.poll() is not None or time.monotonic() > deadline:
