@@ -4,6 +4,10 @@ Bindery takes PNG, JPEG, GIF and WebP. Each is recognised by its signature, chec
 (a truncated upload has none), and measured by `imagesize` from its header. SVG is refused: it is a
 document that can carry script, not a picture. A declared size past the pixel limit is refused before any
 renderer could be asked to decode it (an image bomb is a small file that claims a huge canvas).
+
+A GIF and an extended WebP hold images of their own sizes under the size their header declares: a decoder
+allocates for each what it says, whatever the header says. So each is walked to its end, once, and every
+frame checked against the header: one that disagrees is refused, as `image_dimensions_disagree`.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import io
 import json
 import re
 import struct
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,9 +87,14 @@ def _whole(content_type: str, head: bytes, tail: bytes, size: int) -> bool:
     return riff_size + 8 == size
 
 
-def examine(name: str, declared: str | None, head: bytes, tail: bytes, size: int) -> Picture:
+def examine(
+    name: str, declared: str | None, head: bytes, tail: bytes, size: int, whole: Callable[[], Iterable[bytes]]
+) -> Picture:
     """The picture these bytes are, or a 422 naming what is wrong: not an image, not the type the name or
-    the declaration says, cut short, or too large a canvas."""
+    the declaration says, cut short, too large a canvas, or a frame that disagrees with it.
+
+    `head` and `tail` are the object's first and last bytes; `whole` gives all `size` of them from the
+    first, a chunk at a time, and is asked only of a GIF or an extended WebP, whose frames are walked."""
     found = sniff(head)
     if found is None:
         # Only bytes no raster signature claims are looked at as SVG: a PNG may carry "<svg" in a text chunk.
@@ -110,7 +120,144 @@ def examine(name: str, declared: str | None, head: bytes, tail: bytes, size: int
             f"{MAX_PIXELS:,} in all)",
             "image_too_large",
         )
+    # Every frame inside a canvas within the limits is within them too: the walks check frames against it.
+    # A simple WebP's header is its bitstream's own: only an extended one (VP8X) can disagree with it.
+    if found == "image/gif" or (found == "image/webp" and head[12:16] == b"VP8X"):
+        data = _first_bytes(whole(), size)
+        try:
+            if found == "image/gif":
+                _walk_gif(name, width, height, data)
+            else:
+                _walk_webp(name, width, height, memoryview(data))
+        except (IndexError, struct.error):  # a field or a block past the last byte
+            raise refused(f"{name}: the {TYPES[found].upper()} is cut short (its blocks run past its end)",
+                          "truncated") from None  # fmt: skip
     return Picture(found, width, height)
+
+
+def _first_bytes(chunks: Iterable[bytes], size: int) -> bytes:
+    """The object's first `size` bytes (a GIF or WebP is walked whole: at most MAX_ASSET_BYTES of them), and
+    no more, however many the chunks would give."""
+    held: list[bytes] = []
+    for chunk in chunks:
+        held.append(chunk[:size])
+        size -= len(held[-1])
+        if size <= 0:
+            break
+    return b"".join(held)
+
+
+def _disagrees(name: str, message: str) -> errors.Unprocessable:
+    return refused(f"{name}: {message}; the header and the image it holds must agree",
+                   "image_dimensions_disagree")  # fmt: skip
+
+
+def _unreadable(name: str, message: str) -> errors.Unprocessable:
+    return refused(f"{name}: {message}", "unreadable_dimensions")
+
+
+def _walk_gif(name: str, width: int, height: int, data: bytes) -> None:
+    """Every image descriptor of a GIF, each inside the logical screen (`width` x `height`): a frame past
+    the screen's edge is what a decoder allocates for. Extensions and image data are passed over sub-block
+    by sub-block, never decoded: the walk is linear in the file, and touches each block's length alone."""
+    at = 13  # past the signature, the version and the logical screen descriptor
+    if data[10] & 0x80:
+        at += 3 << ((data[10] & 0x07) + 1)  # the global colour table: 2^(n+1) colours of 3 bytes
+    frames = 0
+    while (block := data[at]) != 0x3B:  # up to the trailer
+        if block == 0x21:  # an extension: its label, then its sub-blocks
+            at += 2
+        elif block == 0x2C:  # an image descriptor, then its local colour table and its LZW data
+            left, top, w, h, packed = struct.unpack_from("<HHHHB", data, at + 1)
+            frames += 1
+            if left + w > width or top + h > height:
+                raise _disagrees(name, f"the GIF's screen is {width}x{height}, but its frame {frames} is "
+                                       f"{w}x{h} at ({left}, {top}), past the screen's edge")  # fmt: skip
+            at += 10 + (3 << ((packed & 0x07) + 1) if packed & 0x80 else 0) + 1  # and the LZW code size
+        else:
+            raise _unreadable(
+                name, f"the GIF has a block of no kind it defines (0x{block:02x}) at byte {at:,}"
+            )
+        while length := data[at]:  # sub-blocks, up to the empty one
+            at += length + 1
+        at += 1
+    if frames == 0:
+        raise _unreadable(name, "the GIF holds no image")
+
+
+def _walk_webp(name: str, width: int, height: int, data: memoryview) -> None:
+    """Every chunk of an extended WebP (VP8X), whose canvas is `width` x `height`. A still image's bitstream
+    is the canvas's size (as libwebp's demuxer requires), and an animation's frame (ANMF) lies inside the
+    canvas, its own bitstream the frame's size: a decoder allocates what a bitstream says. Each chunk is
+    looked at through the view, never copied."""
+    at, end = 12, len(data)  # past RIFF, its size (the object's less 8: `_whole` saw to that) and WEBP
+    stills = frames = 0
+    while at < end:
+        fourcc, length = _CHUNK.unpack_from(data, at)
+        at += 8
+        if fourcc in _BITSTREAMS or fourcc == b"ANMF":
+            if at + length > end:
+                raise IndexError  # the chunk runs past the file's end
+            if fourcc == b"ANMF":
+                frames += 1
+                _walk_frame(name, width, height, frames, data[at : at + length])
+            else:
+                stills += 1
+                w, h = _bitstream_sides(name, fourcc, data[at : at + length])
+                if (w, h) != (width, height):
+                    raise _disagrees(name, f"the WebP's canvas is {width}x{height}, but its image is {w}x{h}")
+        at += length + (length & 1)  # the odd chunk's pad byte too
+    if at > end:
+        raise IndexError  # the last chunk ran past the file's end
+    if stills == frames == 0:
+        raise _unreadable(name, "the WebP holds no image")
+
+
+_CHUNK = struct.Struct("<4sI")  # a RIFF chunk's header: its FourCC and its length
+_BITSTREAMS = (b"VP8 ", b"VP8L")
+
+
+def _walk_frame(name: str, width: int, height: int, n: int, payload: memoryview) -> None:
+    """One ANMF chunk's frame: its place and size, then its bitstream among the chunks inside it."""
+    if len(payload) < 16:
+        raise _unreadable(name, f"the WebP's frame {n} is too short to say its place and size")
+    x, y, w, h = 2 * _le24(payload, 0), 2 * _le24(payload, 3), 1 + _le24(payload, 6), 1 + _le24(payload, 9)
+    if x + w > width or y + h > height:
+        raise _disagrees(name, f"the WebP's canvas is {width}x{height}, but its frame {n} is {w}x{h} at "
+                               f"({x}, {y}), past the canvas's edge")  # fmt: skip
+    at = 16
+    while at + 8 <= len(payload):
+        fourcc, length = _CHUNK.unpack_from(payload, at)
+        if at + 8 + length > len(payload):
+            break  # a chunk that overruns its frame: no bitstream lies whole inside the frame
+        if fourcc in _BITSTREAMS:
+            sides = _bitstream_sides(name, fourcc, payload[at + 8 : at + 8 + length])
+            if sides != (w, h):
+                raise _disagrees(
+                    name, f"the WebP's frame {n} is {w}x{h}, but its image is {sides[0]}x{sides[1]}"
+                )
+            return
+        at += 8 + length + (length & 1)
+    raise _unreadable(name, f"the WebP's frame {n} holds no image")
+
+
+def _bitstream_sides(name: str, fourcc: bytes, payload: memoryview) -> tuple[int, int]:
+    """The width and height a VP8 or VP8L bitstream declares, from its first bytes."""
+    if fourcc == b"VP8L" and len(payload) >= 5 and payload[0] == 0x2F:
+        bits = int.from_bytes(
+            payload[1:5], "little"
+        )  # after the signature, 14 bits of width - 1, of height - 1
+        return (bits & 0x3FFF) + 1, (bits >> 14 & 0x3FFF) + 1
+    # A key frame (the tag's low bit clear), its start code, then 14 bits of width and of height.
+    if fourcc == b"VP8 " and len(payload) >= 10 and not payload[0] & 1 and payload[3:6] == b"\x9d\x01\x2a":
+        w, h = struct.unpack_from("<HH", payload, 6)
+        if w & 0x3FFF and h & 0x3FFF:
+            return w & 0x3FFF, h & 0x3FFF
+    raise _unreadable(name, f"its {fourcc.decode().strip()} bitstream's dimensions cannot be read")
+
+
+def _le24(data: memoryview, at: int) -> int:
+    return int.from_bytes(data[at : at + 3], "little")
 
 
 # An asset's name is a relative path of plain segments, as a manuscript writes it: images/coast.png.

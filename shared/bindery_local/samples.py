@@ -110,7 +110,8 @@ def build_harbour(path: Path) -> None:
     for n, file in enumerate(sorted((HARBOUR / "images").iterdir())):
         data = file.read_bytes()
         name = f"images/{file.name}"
-        picture = examine(name, None, data[:65536], data[-4096:], len(data))
+        # [data].__iter__: the whole file, a GIF's or a WebP's frames walked through it
+        picture = examine(name, None, data[:65536], data[-4096:], len(data), [data].__iter__)
         assets.append(
             Asset(name, f"{n:020d}", picture.content_type, picture.width, picture.height, len(data))
         )
