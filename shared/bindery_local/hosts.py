@@ -4,8 +4,8 @@ Both of its servers (the API and the embedded AWS) listen on 127.0.0.1 alone, bu
 reach them: its script asks its own name, whose DNS answer it then turns to 127.0.0.1 (DNS rebinding), and
 the browser, seeing the same origin, lets it read the answers. What it cannot change is the Host header:
 the browser sends the page's own name. So a request whose Host is not the server's own is refused before
-it is read any further (RFC 9110 §15.5.20: 421, the request was sent to a server that does not serve that
-name).
+anything acts on it: the gateway's docs page, routes, token check and handlers, or moto (RFC 9110
+§15.5.20: 421, the request was sent to a server that does not serve that name).
 """
 
 from __future__ import annotations
