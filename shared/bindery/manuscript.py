@@ -3,12 +3,12 @@
 A manuscript is first *normalised* (`Normalised`), so that what Bindery keeps of a revision is already the
 markdown export: the export is then a server-side copy, never a download and a re-upload.
 
-A manuscript may be 500 MB, so it is never parsed whole. Lines stream through; a line that could open a
-level-1 heading (ATX `# ...`, or a setext `===` underline) outside a top-level fenced code block is a
-candidate, and markdown-it-py decides, by parsing the candidate with every line since the last point where
-nothing was open (see `cut`): a `#` line inside a list item or a block quote is not a cut. What comes out
-is each chapter's title and its byte range in the manuscript, so the chapter text is never copied: it is
-read back by range.
+A manuscript may be 500 MB, so it is never parsed whole. Lines stream through, gathered from the last point
+where nothing was open; a line that could open a level-1 heading (ATX `# ...`, or a setext `===` underline)
+or a fenced code block is a candidate, and markdown-it decides, by parsing the gathered lines once when the
+next such point comes (see `cut`): a `#` line inside a list item or a block quote is not a cut. The work is
+linear in the manuscript, whatever its shape. What comes out is each chapter's title and its byte range in
+the manuscript, so the chapter text is never copied: it is read back by range.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.token import Token
 
 OPENING_TITLE = "Opening"
-# The most context a candidate is judged with (see `cut`): a list item or block quote longer than this, with
-# a candidate heading inside it, is the one case where the cut could differ from a whole-document parse.
+# The most lines a window gathers before it is read (see `cut`): a list item or block quote longer than this,
+# with a candidate heading inside it, is the one case where the cut could differ from a whole-document parse.
 MAX_CONTEXT_BYTES = 1024 * 1024
 
 _ATX = re.compile(rb"^ {0,3}#(?:[ \t]|\r?\n|$)")
@@ -132,27 +132,12 @@ def _parser() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": False})
 
 
-def _heading_ending_here(parser: MarkdownIt, window: list[bytes]) -> tuple[int, str] | None:
-    """(first line, title) of a top-level h1 that ends on the window's last line, if markdown-it reads
-    one there. A setext heading may start lines back; an ATX heading is the last line itself."""
-    text = b"".join(window).decode("utf-8", errors="replace")
-    tokens = parser.parse(text)
-    for i, token in enumerate(tokens):
-        opens_h1 = token.type == "heading_open" and token.tag == "h1" and token.level == 0
-        if opens_h1 and token.map and token.map[1] == len(window):
-            inline = tokens[i + 1]
-            words = [c.content for c in inline.children or [] if c.type in ("text", "code_inline")]
-            return token.map[0], "".join(words).strip() or "Untitled"
-    return None
-
-
 def _starts_afresh(line: bytes) -> bool:
     """Whether a line that follows a blank line starts at the top level with nothing open: it begins in
     column 0, and neither a block quote nor a list item. A blank line ends every paragraph; a list item
     continues past one only onto a line indented to its content (two columns at least), a block quote
     only onto a `>` line; an indented code block needs four spaces. So nothing before such a line can
-    change how the lines from it on are read, except a fenced code block left open, which the caller
-    tracks."""
+    change how the lines from it on are read, except a fenced code block left open at the top level."""
     return line[:1] not in b" \t\r\n>" and not _LIST_MARKER.match(line)
 
 
@@ -167,29 +152,55 @@ def _closes(fence: bytes, line: bytes) -> bool:
     return run >= len(fence) and not rest[run:].strip(b" \t")
 
 
-def _top_level_fence_opening_here(parser: MarkdownIt, window: list[bytes]) -> bytes | None:
-    """The fence markup (```, ~~~~ ...) if markdown-it reads a fenced code block at the top level opening
-    on the window's last line: one inside a list item is not the caller's to track."""
+@dataclass(frozen=True)
+class _Read:
+    """What markdown-it reads in a window: its top-level h1s, as (first line, line after the last, title),
+    and the markup of a top-level fenced code block still open at its end, if any."""
+
+    headings: list[tuple[int, int, str]]
+    open_fence: bytes | None
+
+
+def _read(parser: MarkdownIt, window: list[bytes]) -> _Read:
+    """The window's blocks, as a whole-document parse of it reads them. Blocks only: a heading's inline
+    content alone is parsed, for its title."""
     tokens: list[Token] = []
-    parser.block.parse(b"".join(window).decode("utf-8", errors="replace"), parser, {}, tokens)  # blocks only
-    for token in tokens:
-        if token.type == "fence" and token.level == 0 and token.map and token.map[0] == len(window) - 1:
-            return token.markup.encode()
-    return None
+    env: dict[str, Any] = {}  # the window's link reference definitions, which a title may use
+    parser.block.parse(b"".join(window).decode("utf-8", errors="replace"), parser, env, tokens)
+    headings, open_fence = [], None
+    for i, token in enumerate(tokens):
+        if token.level != 0 or not token.map:
+            continue
+        if token.type == "heading_open" and token.tag == "h1":
+            inline = parser.parseInline(tokens[i + 1].content, env)[0]
+            words = [c.content for c in inline.children or [] if c.type in ("text", "code_inline")]
+            headings.append((token.map[0], token.map[1], "".join(words).strip() or "Untitled"))
+        elif token.type == "fence" and token.map[1] == len(window):
+            # A fence that runs to the window's end is open there, unless its last line is its closer.
+            markup = token.markup.encode()
+            if token.map[0] == len(window) - 1 or not _closes(markup, window[-1]):
+                open_fence = markup
+    return _Read(headings, open_fence)
 
 
 def cut(lines: Iterable[bytes]) -> Iterator[Section]:
     """Sections of a UTF-8 manuscript given as lines (each with its line ending), in order.
 
-    A candidate is judged by markdown-it with every line since the last point where nothing was open:
-    the line after a top-level fenced code block closes, the line after a heading, or a line that starts
-    afresh after a blank one (`_starts_afresh`). Parsing from such a point reads the lines after it as a
-    whole-document parse does, so the two agree, whatever the length of a list or a quote, up to one
-    bound: the context is capped at MAX_CONTEXT_BYTES, so only a single list item or block quote longer
+    Lines gather in a window from the last point where nothing was open: a line that starts afresh after
+    a blank one (`_starts_afresh`), or the line after a top-level fenced code block closes. A window that
+    holds a candidate (a line that could open a level-1 heading or a fenced code block: `_CANDIDATE`) is
+    read by markdown-it once, as a whole, when it ends; a window without one is never parsed. Parsing from
+    such a point reads the lines after it as a whole-document parse does, so the two agree, whatever the
+    length of a list or a quote. Each line is parsed once, so the work is linear in the manuscript, up to
+    one bound: a window is read when it grows past MAX_CONTEXT_BYTES, and carries on with at most half of
+    that as context (the lines after its last heading), so only a single list item or block quote longer
     than that, with a candidate inside, could be read differently."""
     parser = _parser()
-    window: deque[tuple[bytes, int]] = deque()  # the lines since the last fresh start, with their offsets
+    window: deque[bytes] = deque()  # the lines since the last fresh start
+    offsets: deque[int] = deque()  # where each of them starts in the manuscript
     window_bytes = 0
+    read_up_to = 0  # the window's lines before this one were read already (a window read at its bound)
+    candidate = False  # whether a line of the window from read_up_to on may open a heading or a fence
     fence: bytes | None = None  # the markup of the top-level fenced code block we are inside, if any
     start, title = 0, None  # the open section: where it starts, and its title (None: the opening)
     first_text: int | None = None  # where the opening's first non-blank line starts
@@ -205,49 +216,79 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
             return None  # an opening of blank lines is no chapter
         return Section(title or OPENING_TITLE, start, end - start, digest)
 
+    def read() -> Iterator[Section]:
+        """Read the window, cut at each top-level h1 from read_up_to on, and note a fence left open."""
+        nonlocal start, title, fence, candidate, read_up_to
+        found = _read(parser, list(window))
+        for first, after, heading in found.headings:
+            if after <= read_up_to:
+                continue  # read when the window last reached its bound
+            # `waiting` ends with the window: the lines before the heading's first are the open section's.
+            if offsets[first] > start or title is not None:
+                closed = close(offsets[first], len(waiting) - (len(window) - first))
+                if closed is not None:
+                    yield closed
+            start, title = offsets[first], heading
+        fence, candidate = found.open_fence, False
+        # After a heading nothing is open: the lines after the last one are all the context the next read
+        # needs. At most half the bound of them stay, so that each read of a full window is paid for by as
+        # many new bytes as it keeps.
+        keep_from = found.headings[-1][1] if found.headings else 0
+        drop(keep_from, MAX_CONTEXT_BYTES // 2)
+        read_up_to = len(window)
+
+    def drop(count: int, most: int) -> None:
+        """Drop the window's first `count` lines, then its oldest until it holds at most `most` bytes."""
+        nonlocal window_bytes, read_up_to
+        while window and (count > 0 or window_bytes > most):
+            window_bytes -= len(window.popleft())
+            offsets.popleft()
+            count -= 1
+            read_up_to = max(0, read_up_to - 1)
+
     for line in lines:
+        if fence is None and after_blank and _starts_afresh(line):
+            if candidate:
+                yield from read()
+            if fence is None:
+                drop(len(window), 0)
+                read_up_to = 0
         waiting.append(line)
         if title is None and first_text is None and line.strip():
             first_text = position
         if fence is not None:
             # Nothing inside a top-level fence cuts, and nothing before it matters after it.
+            drop(len(window), 0)
             if _closes(fence, line):
                 fence = None
-                window.clear()
-                window_bytes = 0
+                read_up_to = 0
             if len(waiting) >= HASH_LINES:
                 hashed.hash(len(waiting))  # no section starts inside a fence, nor on a line before it
             position += len(line)
             after_blank = False
             continue
-        if after_blank and _starts_afresh(line):
-            window.clear()
-            window_bytes = 0
-        window.append((line, position))
+        window.append(line)
+        offsets.append(position)
         window_bytes += len(line)
-        while window_bytes > MAX_CONTEXT_BYTES and len(window) > 1:
-            window_bytes -= len(window.popleft()[0])
         # Every block marker that matters here starts with a space, '#', '=', '`' or '~': any other line
         # is plain text, and skips the regular expressions (most lines of a book).
-        if line[:1] in _MARKER_STARTS:
-            if _FENCE.match(line):
-                fence = _top_level_fence_opening_here(parser, [text for text, _ in window])
-            elif _ATX.match(line) or (_SETEXT.match(line) and len(window) > 1 and window[-2][0].strip()):
-                found = _heading_ending_here(parser, [text for text, _ in window])
-                if found is not None:
-                    candidate_at, found_title = found
-                    section_start = window[candidate_at][1]
-                    if section_start > start or title is not None:
-                        closed = close(section_start, len(waiting) - (len(window) - candidate_at))
-                        if closed is not None:
-                            yield closed
-                    start, title = section_start, found_title
-                    window.clear()  # after a heading nothing is open
-                    window_bytes = 0
+        if line[:1] in _MARKER_STARTS and (
+            _ATX.match(line)
+            or _FENCE.match(line)
+            or (_SETEXT.match(line) and len(window) > 1 and window[-2].strip())
+        ):
+            candidate = True
+        if window_bytes > MAX_CONTEXT_BYTES:
+            if candidate:
+                yield from read()
+            else:
+                drop(0, MAX_CONTEXT_BYTES // 2)
         if len(waiting) >= HASH_LINES:
             hashed.hash(len(waiting) - len(window))  # a section starts only at a line of the window
         after_blank = not line.strip()
         position += len(line)
+    if candidate:
+        yield from read()
     closed = close(position, len(waiting))
     if closed is not None:
         yield closed

@@ -1,0 +1,96 @@
+"""Manuscripts shaped to cost their readers the most per byte: the families of hostile input that the cut
+and every renderer must read in work linear in their size (issue 46), at least CommonMark's own
+pathological tests (commonmark-spec's test/pathological_tests.py) and the shapes found costly in Bindery.
+
+`FAMILIES[name](size)` is a manuscript of about `size` bytes, one chapter ("# T") unless the family is a
+shape of the cut's: those are the whole manuscript, as a caller would send them. `PROSE` is the yardstick:
+ordinary prose of the same size, with the emphasis and links a book has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+HEAD = "# T\n\n"
+
+
+def _repeat(unit: str, size: int) -> str:
+    return unit * max(1, size // len(unit))
+
+
+def _chapter(body: str) -> str:
+    return HEAD + body + "\n"
+
+
+def _prose(size: int) -> str:
+    sentence = "The quick brown fox jumps over the lazy dog, said *she*, and [left](https://example.org). "
+    return _chapter(_repeat(sentence * 5 + "\n\n", size))
+
+
+def _references(size: int) -> str:
+    count = max(1, size // 30)
+    uses = "".join(f"[r{n}] " for n in range(count))
+    return _chapter(uses + "\n\n" + "".join(f"[r{n}]: /u{n}\n" for n in range(count)))
+
+
+def _footnotes(size: int) -> str:
+    count = max(1, size // 24)
+    calls = "".join(f"a[^{n}] " for n in range(count))
+    return _chapter(calls + "\n\n" + "".join(f"[^{n}]: note {n}\n\n" for n in range(count)))
+
+
+def _table(size: int) -> str:
+    columns = max(1, size // 6)
+    return _chapter("|a" * columns + "|\n" + "|-" * columns + "|\n" + "|b" * columns + "|")
+
+
+def _images(size: int) -> str:
+    return _chapter("".join(f"![figure {n}](img{n}.png)\n\n" for n in range(max(1, size // 24))))
+
+
+def _half(size: int) -> int:
+    return max(1, size // 2)
+
+
+FAMILIES: dict[str, Callable[[int], str]] = {
+    # The cut's (item 1): a heading-like line, setext underline or fence indented inside one list item.
+    "indented atx headings in a list item": lambda n: "- x\n" + _repeat("  # a\n", n),
+    "indented setext headings in a list item": lambda n: "- x\n" + _repeat("  a\n  =\n", n),
+    "indented fences in a list item": lambda n: "- x\n" + _repeat("  ```\n", n),
+    # Containers nested deep, and many of them.
+    "deeply nested lists": lambda n: _chapter("- " * _half(n) + "a"),
+    "deeply nested block quotes": lambda n: _chapter("> " * _half(n) + "a"),
+    "nested lists, many": lambda n: _chapter(
+        _repeat("".join("  " * i + "- a\n" for i in range(30)) + "\nb\n\n", n)
+    ),
+    "headings in block quotes": lambda n: _chapter(_repeat("> # a\n", n)),
+    # Inline: CommonMark's pathological cases.
+    "nested emphasis": lambda n: _chapter("*a **a " * (n // 14) + "b" + " a** a*" * (n // 14)),
+    "nested brackets": lambda n: _chapter("[" * _half(n) + "a" + "]" * _half(n)),
+    "emphasis closers with no openers": lambda n: _chapter(_repeat("a_ ", n)),
+    "emphasis openers with no closers": lambda n: _chapter(_repeat("_a ", n)),
+    "link closers with no openers": lambda n: _chapter(_repeat("a]", n)),
+    "link openers with no closers": lambda n: _chapter(_repeat("[a", n)),
+    "link openers and emphasis closers": lambda n: _chapter(_repeat("[ a_", n)),
+    "mismatched openers and closers": lambda n: _chapter(_repeat("*a_ ", n)),
+    "unclosed links": lambda n: _chapter(_repeat("[a](<b", n)),
+    "unclosed link destinations": lambda n: _chapter(_repeat("[a](b", n)),
+    "backtick runs": lambda n: _chapter(_repeat("a`` `", n)),
+    "backticks of every length": lambda n: _chapter(
+        "".join("e" + "`" * i for i in range(1, int((2 * n) ** 0.5)))
+    ),
+    # Runs of one character.
+    "a run of backticks": lambda n: _chapter("`" * n + "a"),
+    "a run of <": lambda n: _chapter("<" * n + "a"),
+    "a run of backslashes": lambda n: _chapter("\\" * n + "a"),
+    "a run of *": lambda n: _chapter("*" * n + "a"),
+    "a run of _": lambda n: _chapter("_" * n + "a"),
+    # Many definitions, wide tables, long lines, many images.
+    "link reference definitions": _references,
+    "footnotes": _footnotes,
+    "a table of many columns": _table,
+    "a line of the whole size": lambda n: _chapter(_repeat("word ", n).rstrip()),
+    "images named": _images,
+}
+
+PROSE: Callable[[int], str] = _prose
