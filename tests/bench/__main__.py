@@ -22,6 +22,7 @@ from tests.bench import (
     against_weasyprint,
     build_memory,
     cold_start,
+    hostile,
     layer,
     limits,
     local_stack,
@@ -44,6 +45,7 @@ SECTIONS: dict[str, ModuleType] = {
     "reuse": reuse,
     "limits": limits,
     "local_stack": local_stack,
+    "hostile_input": hostile,
 }
 # Parts of build_memory, each runnable alone (its `alone()`) on servers of its own.
 ALONE: dict[str, ModuleType] = {"against_pandoc": against_pandoc, "against_weasyprint": against_weasyprint}
