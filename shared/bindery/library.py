@@ -17,6 +17,7 @@ from typing import Any
 
 from bindery import errors
 from bindery.chapter_lists import write_chapter_list
+from bindery.characters import describe, first_forbidden
 from bindery.clock import Clock, iso
 from bindery.config import Settings
 from bindery.errors import not_found
@@ -91,7 +92,7 @@ class Library:
     ) -> tuple[Book, list[Chapter], bool]:
         """A new book. Returns it, its chapters, and whether this call made it (False: a replayed
         Idempotency-Key, answered with the book the first call made)."""
-        _check_title(title)
+        check_title(title)
         described = merged(Metadata(), metadata) if metadata is not None else Metadata()
         if described.cover is not None:
             raise _unknown_cover(described.cover)  # a new book has no assets yet
@@ -145,7 +146,7 @@ class Library:
         """PATCH: a new title, a merge patch of the metadata, or both, as the book's next revision (the
         metadata is part of what an export builds from)."""
         if title is not None:
-            _check_title(title)
+            check_title(title)
 
         def change(current: Book) -> tuple[Book, str | None]:
             described = merged(current.metadata, metadata) if metadata is not None else current.metadata
@@ -325,9 +326,20 @@ class Library:
         return chapters
 
 
-def _check_title(title: Any) -> None:
+def check_title(title: Any) -> None:
+    """The title's rules, as a create and an edit check it: 1 to MAX_TITLE characters, none of them a control
+    character or one XML 1.0 forbids."""
     if not isinstance(title, str) or not title.strip() or len(title) > MAX_TITLE:
         raise errors.BadRequest(f"title must be 1 to {MAX_TITLE} characters", code="invalid_title")
+    # A character XML 1.0 forbids would make every title page malformed (bindery.characters).
+    found = first_forbidden(title)
+    if found is not None:
+        raise errors.BadRequest(
+            f"title, character {found.index + 1}: {describe(found)}",
+            code="invalid_title",
+            field="title",
+            code_point=found.code_point,
+        )
     # As the metadata's fields: a control character (a NUL, an escape, a line break) is no part of a title,
     # and every format would have to drop or replace it.
     if any(unicodedata.category(c) == "Cc" for c in title):

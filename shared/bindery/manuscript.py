@@ -20,6 +20,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bindery.characters import check_lines
+
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.token import Token
@@ -38,13 +40,18 @@ _LIST_MARKER = re.compile(rb"^(?:[-+*]|[0-9]{1,9}[.)])(?:[ \t]|\r?\n|$)")
 
 
 BOM = b"\xef\xbb\xbf"
+# Lines are checked for characters no book may hold (`bindery.characters`) this many at a time: a call a
+# line would cost a 500 MB manuscript's millions of lines more than the check itself.
+CHECK_LINES = 512
 
 
 class Normalised:
     """The lines of a manuscript as Bindery keeps it: UTF-8 with no byte-order mark, every line ending in
     LF (CRLF and lone CR become LF), no blank lines before the first text or after the last, and a final
     newline. Nothing here changes what the markdown means: trailing spaces stay, since two of them are a
-    hard line break, and blank lines inside the text stay as they are (they may be code).
+    hard line break, and blank lines inside the text stay as they are (they may be code). A manuscript
+    that holds a character no book may hold is refused, by the line and column it has in the input
+    (`bindery.characters.check_lines`).
 
     Iterate it once; afterwards `size` is the normalised length, and `changed` says whether any byte
     differs from the input, i.e. whether the input could be kept as it is.
@@ -58,11 +65,18 @@ class Normalised:
     def __iter__(self) -> Iterator[bytes]:
         blanks: list[bytes] = []  # blank lines held back until text follows them (trailing ones go)
         started = first = False
+        unchecked: list[bytes] = []  # every line as given, so that a refusal names the caller's line
+        checked = 0
         for line in self._lines:
             if not first:
                 first = True
                 if line.startswith(BOM):
                     line, self.changed = line[len(BOM) :], True
+            unchecked.append(line)
+            if len(unchecked) == CHECK_LINES:
+                check_lines(unchecked, checked + 1)
+                checked += CHECK_LINES
+                unchecked.clear()
             if line.endswith(b"\n") and not line.endswith(b"\r\n"):
                 kept = line  # the usual line: kept as it is, no copy
             else:
@@ -82,6 +96,7 @@ class Normalised:
                 blanks.clear()
             self.size += len(kept)
             yield kept
+        check_lines(unchecked, checked + 1)
         if blanks:
             self.changed = True  # trailing blank lines go
 

@@ -15,6 +15,7 @@ from datetime import date
 from typing import Any
 
 from bindery import errors
+from bindery.characters import describe, first_forbidden
 from bindery.language import BadTag, canonical, direction
 
 MAX_AUTHORS, MAX_NAME = 20, 200
@@ -86,8 +87,10 @@ def merged(current: Metadata, patch: Any) -> Metadata:
     )
 
 
-def _bad(name: str, rule: str) -> errors.Unprocessable:
-    return errors.Unprocessable(f"metadata.{name} {rule}", code="invalid_metadata", field=f"metadata.{name}")
+def _bad(name: str, rule: str, **details: str) -> errors.Unprocessable:
+    return errors.Unprocessable(
+        f"metadata.{name} {rule}", code="invalid_metadata", field=f"metadata.{name}", **details
+    )
 
 
 def _text(value: Any, name: str, limit: int) -> str | None:
@@ -95,6 +98,11 @@ def _text(value: Any, name: str, limit: int) -> str | None:
         return None
     if not isinstance(value, str):
         raise _bad(name, "must be a string or null")
+    # A character XML 1.0 forbids would make the package document malformed (bindery.characters). A lone
+    # surrogate gets here too: a field inside the metadata object is not one the body's check reads.
+    found = first_forbidden(value)
+    if found is not None:
+        raise _bad(name, f"at character {found.index + 1}: {describe(found)}", code_point=found.code_point)
     value = value.strip()
     if not value or len(value) > limit:
         raise _bad(name, f"must be 1 to {limit:,} characters")

@@ -34,7 +34,7 @@ HOSTILE = (
     "# Hostile <w:p>\n\n"
     '</w:t></w:r></w:p><w:p><w:r><w:t>injected</w:t></w:r></w:p> <?xml version="1.0"?> '
     "<!DOCTYPE x [<!ENTITY e SYSTEM \"file:///etc/passwd\">]> &e; &amp; &#x41; &lt;w:br/&gt;\n\n"
-    "Controls: \x01\x02\x0b\x0c\x1f and \ufffe\uffff end. A ]]> and a \"quote\" and a 'tick'.\n\n"
+    "A ]]> and a \"quote\" and a 'tick'.\n\n"
     + "- " * 50_000 + "deep\n\nAfter the deep list.\n\n"
     + ">" * 50_000 + " quoted\n\nAfter the deep quote.\n\n"
     "A note[^x].\n\n[^x]: <w:footnote w:id=\"5\"/> in a note.\n\n"
@@ -297,7 +297,7 @@ def test_a_hostile_manuscript_stays_text(built: Built) -> None:
         '</w:t></w:r></w:p><w:p><w:r><w:t>injected</w:t></w:r></w:p> <?xml version="1.0"?>',
         # (Markdown reads &amp; &#x41; &lt; and &gt; as the characters they name, and &e; as text.)
         '<!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]> &e; & A <w:br/>',
-        "Controls: \ufffd\ufffd\ufffd\ufffd\ufffd and \ufffd\ufffd end. A ]]> and a \"quote\" and a 'tick'.",
+        "A ]]> and a \"quote\" and a 'tick'.",
         "After the deep list.", "After the deep quote.", "quoted",
         '<w:footnote w:id="5"/> in a note.', "[a link](javascript:alert(1))",
     ):  # fmt: skip
@@ -319,6 +319,25 @@ def test_a_hostile_manuscript_stays_text(built: Built) -> None:
     )
     # Word's nine list levels hold the deepest list; markdown's 20 are where nesting stops.
     assert max(int(v) for v in re.findall(r'<w:ilvl w:val="(\d+)"/>', document)) == 8
+
+
+def test_a_revision_kept_before_characters_were_checked_still_makes_well_formed_parts(tmp_path: Path) -> None:
+    """A manuscript, title or metadata holding a character XML 1.0 forbids is refused at the input
+    (bindery.characters, tests/unit/test_characters.py); a revision kept before that was may hold them, and
+    the writer still replaces each with U+FFFD (engine.ooxml.text)."""
+    title = "Controls \x01\x0b\uffff"
+    text = f"# {title}\n\nControls: \x01\x02\x0b\x0c\x1f and \ufffe\uffff end[^n].\n\n[^n]: \x1b\ufffe\n"
+    source = Source(
+        "abcdef0123456789abcd", title, 3, (title,), 1.8e9, metadata=Metadata(authors=("A\x0b\uffff",))
+    )
+    out = io.BytesIO()
+    assert renderer_for("docx").render(source, [Text(1, title, text)], out).skipped == []
+    path = tmp_path / "kept.docx"
+    path.write_bytes(out.getvalue())
+    for part in ("word/document.xml", "word/footnotes.xml", "docProps/core.xml"):
+        ElementTree.fromstring(_document(path, part))  # well-formed
+    assert "Controls: \ufffd\ufffd\ufffd\ufffd\ufffd and \ufffd\ufffd end" in document_text(path)
+    assert "A\ufffd\ufffd" in _document(path, "docProps/core.xml")
 
 
 @pytest.mark.parametrize("book", ["features", "scripts"])
