@@ -27,6 +27,7 @@ from markdown_it.parser_block import ParserBlock
 from markdown_it.parser_inline import ParserInline, RuleFuncInlineType
 from markdown_it.rules_block import StateBlock
 from markdown_it.rules_inline import StateInline
+from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.footnote.index import _data_from_env
 
@@ -66,6 +67,7 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md.inline.ruler.at("footnote_ref", _note_reference)
     md.inline.tokenize = MethodType(_tokenize_inline, md.inline)  # type: ignore[method-assign]
     md.inline.skipToken = MethodType(_skip_token, md.inline)  # type: ignore[method-assign]
+    md.inline.parse = MethodType(_parse_inline, md.inline)  # type: ignore[method-assign]
     md.add_render_rule("image", _image)
     md.add_render_rule("heading_open", _heading_open)
     return md
@@ -103,38 +105,60 @@ def _tokenize_bounded(self: ParserBlock, state: StateBlock, start: int, end: int
             state.line = line
 
 
-def _rules_at(inline: ParserInline) -> Callable[[str], tuple[RuleFuncInlineType, ...]]:
+class _InlineRules:
     """The inline rules that may match at a character, in the ruler's order: each rule of markdown-it's
     and the notes' looks at the character it stands on first and declines any but its own (text: any but
     the characters that end text), so asking only these is asking them all. A rule not known here is asked
-    at every character. Worked out once a character, while the ruler's rules stay the same."""
-    rules, ends_text = inline.ruler.getRules(""), inline.terminator_re
-    made: tuple[Any, Any, Callable[[str], tuple[RuleFuncInlineType, ...]]] | None
-    made = getattr(inline, "_rules_at", None)
-    if made is not None and made[0] is rules and made[1] is ends_text:
-        return made[2]
-    table: dict[str, tuple[RuleFuncInlineType, ...]] = {}
+    at every character."""
 
-    def at(char: str) -> tuple[RuleFuncInlineType, ...]:
-        found = table.get(char)
+    def __init__(self, rules: list[RuleFuncInlineType], ends_text: re.Pattern[str]) -> None:
+        self.rules, self.ends_text = rules, ends_text
+        self.all_known = all(rule in _MARKERS for rule in rules)
+        self._at: dict[str, tuple[RuleFuncInlineType, ...]] = {}
+
+    def at(self, char: str) -> tuple[RuleFuncInlineType, ...]:
+        found = self._at.get(char)
         if found is None:
-            found = table[char] = tuple(
+            found = self._at[char] = tuple(
                 rule
-                for rule in rules
-                if (rule is rules_inline.text and ends_text.match(char) is None)
+                for rule in self.rules
+                if (rule is rules_inline.text and self.ends_text.match(char) is None)
                 or char in _MARKERS.get(rule, char)
             )
         return found
 
-    inline._rules_at = (rules, ends_text, at)  # type: ignore[attr-defined]
-    return at
+
+def _inline_rules(inline: ParserInline) -> _InlineRules:
+    """The parser's `_InlineRules`, made again when its ruler's rules change."""
+    rules, ends_text = inline.ruler.getRules(""), inline.terminator_re
+    made: _InlineRules | None = getattr(inline, "_inline_rules", None)
+    if made is None or made.rules is not rules or made.ends_text is not ends_text:
+        made = _InlineRules(rules, ends_text)
+        inline._inline_rules = made  # type: ignore[attr-defined]
+    return made
+
+
+def _parse_inline(self: ParserInline, src: str, md: MarkdownIt, env: Any, tokens: list[Token]) -> list[Token]:
+    """markdown-it's inline parse; text in which no rule can match (no character that ends text, when
+    every rule is one `_InlineRules` knows) is the one text token it would make, made without a parser's
+    state: a table's cells, a list's items and short headings are most often such text."""
+    if src and self.terminator_re.search(src) is None and _inline_rules(self).all_known:
+        token = Token("text", "", 0)
+        token.content = src
+        tokens.append(token)
+        return tokens
+    state = StateInline(src, md, env, tokens)
+    self.tokenize(state)
+    for rule in self.ruler2.getRules(""):
+        rule(state)
+    return state.tokens
 
 
 def _tokenize_inline(self: ParserInline, state: StateInline) -> None:
     """markdown-it's inline tokenize, asking at each position only the rules that may match there
-    (`_rules_at`): a character that ends text and opens nothing (`]`, `#`, `:`, ...) was offered to all
+    (`_InlineRules`): a character that ends text and opens nothing (`]`, `#`, `:`, ...) was offered to all
     thirteen rules, so a run of them cost a dozen calls a character."""
-    rules_at, src, end = _rules_at(self), state.src, state.posMax
+    rules_at, src, end = _inline_rules(self).at, state.src, state.posMax
     max_nesting = state.md.options["maxNesting"]
     while state.pos < end:
         pos, ok = state.pos, False
@@ -164,7 +188,7 @@ def _skip_token(self: ParserInline, state: StateInline) -> None:
         return
     ok = False
     if state.level < state.md.options["maxNesting"]:
-        for rule in _rules_at(self)(state.src[pos]):
+        for rule in _inline_rules(self).at(state.src[pos]):
             state.level += 1  # bounds the lookahead's nesting, as markdown-it does
             ok = rule(state, True)
             state.level -= 1
@@ -400,7 +424,7 @@ _MARKERS: dict[Any, str] = {
     rules_inline.entity: "&",
     _inline_note: "^",
     _note_reference: "[",
-    rules_inline.text: "",  # (any character that does not end text: `_rules_at`)
+    rules_inline.text: "",  # (any character that does not end text: `_InlineRules`)
 }
 
 
