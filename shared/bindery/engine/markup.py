@@ -14,22 +14,23 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from types import MethodType, SimpleNamespace
 from typing import Any
 
-from markdown_it import MarkdownIt, helpers, rules_inline
+from markdown_it import MarkdownIt, helpers, rules_block, rules_inline
 from markdown_it.common.utils import unescapeAll
 from markdown_it.helpers.parse_link_destination import _Result
 from markdown_it.parser_block import ParserBlock
 from markdown_it.parser_inline import ParserInline, RuleFuncInlineType
+from markdown_it.ruler import Ruler
 from markdown_it.rules_block import StateBlock
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
-from mdit_py_plugins.footnote.index import _data_from_env
+from mdit_py_plugins.footnote.index import _data_from_env, footnote_def
 
 from bindery.engine.figures import Figures
 
@@ -56,6 +57,7 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md.enable(["table", "strikethrough"])
     md.use(footnote_plugin)
     md.block.tokenize = MethodType(_tokenize_bounded, md.block)  # type: ignore[method-assign]
+    md.block.ruler.getRules = MethodType(_block_chain, md.block.ruler)  # type: ignore[method-assign]
     # The link, image and reference rules find their labels and destinations through md.helpers (its own
     # attribute, so this parser's alone); the notes' rules are replaced where they scan.
     md.helpers = SimpleNamespace(  # type: ignore[assignment]
@@ -78,12 +80,12 @@ CONTAINERS = frozenset({"blockquote", "list", "footnote_def"})
 
 
 def _tokenize_bounded(self: ParserBlock, state: StateBlock, start: int, end: int) -> None:
-    """markdown-it's block tokenize, with one change: at `maxNesting` (20) it does not drop the rest of
+    """markdown-it's block tokenize, with two changes. At `maxNesting` (20) it does not drop the rest of
     the document, as markdown-it does ("we should not care about content"), but stops opening containers,
     so a list or quote nested deeper reads as the text it is. A 100,000-deep list is then twenty levels
-    and a paragraph of dashes, and what follows it in the chapter is still there."""
-    everything = self.ruler.getRules("")
-    leaves = [rule.fn for rule in self.ruler.__rules__ if rule.enabled and rule.name not in CONTAINERS]
+    and a paragraph of dashes, and what follows it in the chapter is still there. And each line is offered
+    only to the rules that may match it (`_BlockRules`)."""
+    everything, leaves = _block_rules(self.ruler)
     max_nesting = state.md.options.maxNesting
     line, had_empty = start, False
     while line < end:
@@ -91,7 +93,7 @@ def _tokenize_bounded(self: ParserBlock, state: StateBlock, start: int, end: int
         if line >= end or state.sCount[line] < state.blkIndent:
             break  # the end of the range, or of the container this call is parsing
         rules = everything if state.level < max_nesting else leaves
-        if not any(rule(state, line, end, False) for rule in rules):
+        if not rules.match(state, line, end, False):
             raise RuntimeError("none of the block rules matched")
         if state.line <= line:
             raise RuntimeError("block rule didn't increment state.line")
@@ -103,6 +105,61 @@ def _tokenize_bounded(self: ParserBlock, state: StateBlock, start: int, end: int
             had_empty = True
             line += 1
             state.line = line
+
+
+class _BlockRules:
+    """Block rules in the ruler's order, each line offered only to those that may match it: every rule of
+    markdown-it's and the notes' but a table, a setext heading and a paragraph looks first at the line's
+    first character (after its indentation) and declines any but its own, unless the line is blank or
+    indented as code, when all are asked. A rule not known here is asked at every line. A paragraph of
+    short lines asked all eight rules that may end a paragraph at each of its lines, and again for a
+    setext heading, and again for a definition."""
+
+    def __init__(self, rules: list[Any]) -> None:
+        self.rules = rules
+        self._at: dict[str, tuple[Any, ...]] = {}
+
+    def at(self, state: StateBlock, line: int) -> Sequence[Any]:
+        pos = state.bMarks[line] + state.tShift[line]
+        if pos >= state.eMarks[line] or state.is_code_block(line):
+            return self.rules
+        char = state.src[pos]
+        found = self._at.get(char)
+        if found is None:
+            found = self._at[char] = tuple(
+                rule for rule in self.rules if char in _BLOCK_MARKERS.get(rule, char)
+            )
+        return found
+
+    def match(self, state: StateBlock, line: int, end: int, silent: bool) -> bool:
+        """Whether one of the rules matches at `line`, as markdown-it asks each in turn (the first that
+        matches ends the asking): the one rule a chain of terminators becomes."""
+        return any(rule(state, line, end, silent) for rule in self.at(state, line))
+
+
+def _block_rules(ruler: Ruler[Any]) -> tuple[_BlockRules, _BlockRules]:
+    """The block rules (and those that open no container), made again when the ruler's rules change."""
+    rules = ruler.getRules("")
+    made: tuple[Any, _BlockRules, _BlockRules] | None = getattr(ruler, "_block_rules", None)
+    if made is None or made[0] is not rules:
+        leaves = [rule.fn for rule in ruler.__rules__ if rule.enabled and rule.name not in CONTAINERS]
+        made = (rules, _BlockRules(rules), _BlockRules(leaves))
+        ruler._block_rules = made  # type: ignore[attr-defined]
+    return made[1], made[2]
+
+
+def _block_chain(self: Ruler[Any], chain: str = "") -> list[Any]:
+    """The block ruler's getRules: a chain of rules that may end a block (a paragraph's, a quote's, a
+    list's, a definition's) is given as one rule, `_BlockRules.match`, which asks only those that may
+    match the line. The main chain is as markdown-it keeps it (`_tokenize_bounded` asks it by line)."""
+    rules = Ruler.getRules(self, chain)
+    if not chain:
+        return rules
+    chains: dict[str, tuple[Any, list[Any]]] = self.__dict__.setdefault("_block_chains", {})
+    made = chains.get(chain)
+    if made is None or made[0] is not rules:
+        made = chains[chain] = (rules, [_BlockRules(rules).match])
+    return made[1]
 
 
 class _InlineRules:
@@ -409,6 +466,20 @@ def _note_reference(state: StateInline, silent: bool) -> bool:
     state.posMax = maximum
     return True
 
+
+# The first characters of a line each known block rule may match at (the rest of the rules: any). The code
+# rule matches only a line indented as code, where every rule is asked.
+_BLOCK_MARKERS: dict[Any, str] = {
+    rules_block.code: "",
+    rules_block.fence: "~`",
+    rules_block.blockquote: ">",
+    rules_block.hr: "*-_",
+    rules_block.list_block: "*-+0123456789",
+    rules_block.reference: "[",
+    rules_block.html_block: "<",
+    rules_block.heading: "#",
+    footnote_def: "[",
+}
 
 # The characters each known inline rule may match at (the rest of the rules: any).
 _MARKERS: dict[Any, str] = {
