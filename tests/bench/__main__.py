@@ -2,7 +2,8 @@
 
 Timings are ratios taken in the same run (these machines are noisy); counts are exact. Each section is a
 module of its own (its docstring says what it measures); `python -m tests.bench SECTION...` runs those
-alone and prints their figures without writing the file, `python -m tests.bench --list` names them.
+alone and prints their figures without writing the file (`--write SECTION...` replaces just their tables in
+it, each headed by when it ran), `python -m tests.bench --list` names them.
 """
 
 from __future__ import annotations
@@ -89,6 +90,37 @@ def write(path: Path, seconds: float) -> None:
     path.write_text("\n".join(lines) + "\n" + ("\n" + by_hand if by_hand else ""))
 
 
+def write_sections(path: Path, command: str, sections: list[str]) -> None:
+    """Replace in `path` the tables of the sections just measured (and only those), each headed by when and
+    how it ran: a section run alone (`--write`) keeps what the last whole run measured of every other."""
+    text = path.read_text()
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    for section in sections:
+        table = [
+            f"## {section}",
+            "",
+            f"Measured alone on {stamp} (`{command}`), after the whole run above.",
+            "",
+            "| figure | measured | budget | verdict |",
+            "|---|---|---|---|",
+            *(
+                f"| {f.name} | {f.value} | {f.budget} | {f.verdict} |"
+                for f in FIGURES
+                if f.section == section
+            ),
+            "",
+        ]
+        heading = f"\n## {section}\n"
+        if heading in text:
+            start = text.index(heading) + 1
+            end = text.find("\n## ", start)
+            text = text[:start] + "\n".join(table) + text[end:]
+        else:
+            at = text.index("\n## run\n") + 1
+            text = text[:at] + "\n".join(table) + "\n" + text[at:]
+    path.write_text(text)
+
+
 def listing() -> str:
     """Every section, with the first line of what its module measures."""
 
@@ -108,6 +140,8 @@ def listing() -> str:
 
 def main() -> int:
     names = sys.argv[1:]
+    alone = names[:1] == ["--write"]  # the sections named, measured and written into the file alone
+    names = names[1:] if alone else names
     if names and names[0] in ("-h", "--help", "--list"):
         say(listing())
         return 0
@@ -130,6 +164,11 @@ def main() -> int:
         # The run's own budget is a figure like the others, and fails the run like them.
         record("run", "the whole run, s", f"{seconds:.0f}", f"< {BUDGET_SECONDS}", seconds < BUDGET_SECONDS)
         write(ROOT / "docs" / "BENCHMARKS.md", seconds)
+    elif alone:
+        command = "python -m tests.bench --write " + " ".join(chosen)
+        write_sections(
+            ROOT / "docs" / "BENCHMARKS.md", command, list(dict.fromkeys(f.section for f in FIGURES))
+        )
     return 1 if any(f.verdict == "FAIL" for f in FIGURES) else 0
 
 
