@@ -117,19 +117,16 @@ class _BlockRules:
 
     def __init__(self, rules: list[Any]) -> None:
         self.rules = rules
-        self._at: dict[str, tuple[Any, ...]] = {}
+        # Each marker's rules; a line that starts with any other character is offered those with none.
+        marked = "".join(_BLOCK_MARKERS.get(rule, "") for rule in rules)
+        self._at = {char: tuple(r for r in rules if char in _BLOCK_MARKERS.get(r, char)) for char in marked}
+        self._unmarked = tuple(rule for rule in rules if rule not in _BLOCK_MARKERS)
 
     def at(self, state: StateBlock, line: int) -> Sequence[Any]:
         pos = state.bMarks[line] + state.tShift[line]
         if pos >= state.eMarks[line] or state.is_code_block(line):
             return self.rules
-        char = state.src[pos]
-        found = self._at.get(char)
-        if found is None:
-            found = self._at[char] = tuple(
-                rule for rule in self.rules if char in _BLOCK_MARKERS.get(rule, char)
-            )
-        return found
+        return self._at.get(state.src[pos], self._unmarked)
 
     def match(self, state: StateBlock, line: int, end: int, silent: bool) -> bool:
         """Whether one of the rules matches at `line`, as markdown-it asks each in turn (the first that
@@ -171,17 +168,26 @@ class _InlineRules:
     def __init__(self, rules: list[RuleFuncInlineType], ends_text: re.Pattern[str]) -> None:
         self.rules, self.ends_text = rules, ends_text
         self.all_known = all(rule in _MARKERS for rule in rules)
+        self._marked = frozenset("".join(_MARKERS.values()))
+        # Kept for the ASCII characters alone: a manuscript of every character in Unicode leaves a
+        # worker's parser no larger.
         self._at: dict[str, tuple[RuleFuncInlineType, ...]] = {}
+        self._plain = tuple(rule for rule in rules if rule is rules_inline.text or rule not in _MARKERS)
 
     def at(self, char: str) -> tuple[RuleFuncInlineType, ...]:
         found = self._at.get(char)
         if found is None:
-            found = self._at[char] = tuple(
-                rule
-                for rule in self.rules
-                if (rule is rules_inline.text and self.ends_text.match(char) is None)
-                or char in _MARKERS.get(rule, char)
-            )
+            if char in self._marked or self.ends_text.match(char) is not None:
+                found = tuple(
+                    rule
+                    for rule in self.rules
+                    if (rule is rules_inline.text and self.ends_text.match(char) is None)
+                    or char in _MARKERS.get(rule, char)
+                )
+            else:
+                found = self._plain  # text, and any rule not known here
+            if char < "\x80":
+                self._at[char] = found
         return found
 
 
@@ -208,6 +214,9 @@ def _parse_inline(self: ParserInline, src: str, md: MarkdownIt, env: Any, tokens
     self.tokenize(state)
     for rule in self.ruler2.getRules(""):
         rule(state)
+    destinations = md.helpers.parseLinkDestination
+    if isinstance(destinations, _Destinations):
+        destinations.forget()  # (a worker's parser outlives the book: it keeps no text of it)
     return state.tokens
 
 
@@ -343,6 +352,10 @@ class _Destinations:
         # The last walk that failed on too many parentheses with nothing else met: (the text, the end of
         # the range walked, the positions of the parentheses it counted).
         self._deepest: tuple[str, int, list[int]] | None = None
+
+    def forget(self) -> None:
+        """Let go of the text of the walk kept, once its paragraph is read."""
+        self._deepest = None
 
     def __call__(self, string: str, pos: int, maximum: int) -> _Result:
         result, start = _Result(), pos
