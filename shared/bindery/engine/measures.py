@@ -35,6 +35,7 @@ BULLET_INDENT = 12.0  # a bullet list: its marker and 0.5 em (10.5pt measured at
 DIGIT_INDENT = 5.0  # a numbered list: half an em for each character of its widest number and its dot,
 # and one more for the body's indent ("1." is 11.9pt measured; "1000000000." 53.7pt)
 TABLE_INSET = 4.0  # a table cell's inset, each side (book.typ)
+TABLE_PT = 8.5  # a table's text (book.typ)
 MAX_HEADER_LINES = 5  # a table's header, which repeats on each page, is at most this many lines
 CODE_INSET = 5.0  # a code block's, each side (book.typ)
 MIN_MEASURE = 0.5  # of the text block: a quote or list that would leave less is set without its indent
@@ -45,6 +46,12 @@ BODY_PT, HEADING_PT, CODE_PT = 10.0, {2: 12.0, 3: 10.5}, 8.0
 MONO_EM = 0.602  # DejaVu Sans Mono: every character of printable ASCII
 PRINTABLE_ASCII = re.compile("[\x20-\x7e\n]*")
 NOTE_MARK = 3 * 1.05 * BODY_PT  # a note's number, cited inside a run: three digits
+
+
+def columns_held(measure: float) -> int:
+    """How many columns a table `measure` pt wide holds: each at least its insets and a character of
+    printable ASCII at its widest (at most 1.05 em)."""
+    return max(1, int(measure // (2 * TABLE_INSET + 1.05 * TABLE_PT)))
 
 
 def points(value: float) -> str:

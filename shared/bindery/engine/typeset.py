@@ -11,6 +11,12 @@ Nesting is bounded before Typst sees it: the Markdown parser stops nesting block
 of calls; block quotes nest at most MAX_QUOTE_DEPTH deep here, emphasis and links MAX_INLINE_DEPTH, and a
 footnote cited inside a footnote is cited by its number and set after it, not nested.
 
+So is what each costs Typst, which grows faster than a paragraph's or a table's size in three ways: a
+paragraph of more than MAX_PARAGRAPH_ELEMENTS elements goes on as several, each without a first-line indent
+(`_Paragraph`); a long one dense with breaks (GREEDY_FROM) is broken greedily, still justified; a table of
+more columns than its measure holds (each less than a character wide) is set in bands of as many, and one
+of more than MAX_TABLE_ROWS rows in tables of as many, one under another, each under the header.
+
 Nothing is set past the page's edge. The writer keeps the measure each block is set in, at least (the text
 block, less what the quotes and lists around it indent; a table cell's share; a note's, the whole block),
 and stops indenting where that would leave less than MIN_MEASURE of the text block, so text is never
@@ -49,7 +55,9 @@ from bindery.engine.measures import (
     PT_PER_MM,
     QUOTE_INDENT,
     TABLE_INSET,
+    TABLE_PT,
     Block,
+    columns_held,
     image_size,
     points,
 )
@@ -72,6 +80,22 @@ MAX_QUOTE_DEPTH = 8
 
 # Emphasis, strong, strike and links nest without a bound in Markdown; Typst's parser stops at 256 deep.
 MAX_INLINE_DEPTH = 32
+
+# For every glyph of a paragraph, Typst finds the element it came from by walking the paragraph's elements
+# from its first (typst-layout's `SpanMapper::span_at`): a paragraph costs its characters times its
+# elements. A paragraph of more is set as several (`_Paragraph`), so each costs at most this a character.
+MAX_PARAGRAPH_ELEMENTS = 1000
+
+# Typst's justified line breaking (Knuth-Plass) weighs each break of a line against the others a line may
+# take, and a long paragraph of them grows faster than its length: `a a a`, or backslashes (Unicode lets a
+# line break between two). A paragraph of GREEDY_FROM characters or more, at least GREEDY_BREAKS of them
+# breaks, is broken greedily (book.typ's `greedy`): still justified, each line filled in turn. Prose has a
+# break in five or six characters.
+GREEDY_FROM = 2000
+GREEDY_BREAKS = 0.3
+
+# Typst's layout of a table grows faster than its rows: a table of more is set as several, one under another.
+MAX_TABLE_ROWS = 200
 
 
 def image_file(asset: Asset) -> str:
@@ -240,6 +264,23 @@ class Writer:
         if not found:
             return ""
         columns = max(len(cells) for _, cells in found)
+        found = [(head, cells + [("left", [])] * (columns - len(cells))) for head, cells in found]
+        # More columns than the measure holds (each would be less than a character wide) are set in bands of
+        # as many as it does, and more rows than MAX_TABLE_ROWS in tables of as many: one table under
+        # another, each with the header's cells above its own.
+        held = columns_held(self.measure)
+        out: list[str] = []
+        for n in range(0, columns, held):
+            band = [(head, cells[n : n + held]) for head, cells in found]
+            head = [row for row in band if row[0]]
+            body = [row for row in band if not row[0]]
+            for m in range(0, max(1, len(body)), MAX_TABLE_ROWS):
+                out.append(self._band(head + body[m : m + MAX_TABLE_ROWS]))
+        return "".join(out)
+
+    def _band(self, found: list[tuple[bool, list[tuple[str, list[Token]]]]]) -> str:
+        """A table of these rows, every one of as many cells."""
+        columns = len(found[0][1])
         # Typst shrinks auto columns that overflow to no less than an equal share of the width.
         cell_measure = self.measure / columns - 2 * TABLE_INSET
         if any(
@@ -250,20 +291,22 @@ class Writer:
         ):
             # A header repeats on every page, and so may not break across one: a long one is a first row.
             found = [(False, cells) for _, cells in found]
-        with self._narrowed(cell_measure):
-            rows = [(head, [(align, self.inline(cell)) for align, cell in cells]) for head, cells in found]
-        first = rows[0][1]
-        aligns = [first[n][0] if n < len(first) else "left" for n in range(columns)]
+        self.size = TABLE_PT
+        try:
+            with self._narrowed(cell_measure):
+                rows = [(head, [self.inline(cell) for _, cell in cells]) for head, cells in found]
+        finally:
+            self.size = BODY_PT
+        aligns = ", ".join(align for align, _ in found[0][1])
         head = [cells for is_head, cells in rows if is_head]
         body = [cells for is_head, cells in rows if not is_head]
 
-        def cells(row: list[tuple[str, str]]) -> str:
-            padded = [content for _, content in row] + [""] * (columns - len(row))
-            return ", ".join(f"[{content}]" for content in padded)
+        def cells(row: list[str]) -> str:
+            return ", ".join(f"[{content}]" for content in row)
 
         header = f"table.header({', '.join(cells(r) for r in head)}), " if head else ""
         rest = ", ".join(cells(r) for r in body)
-        return f"#book-table(columns: {columns}, align: ({', '.join(aligns)},), {header}{rest})\n\n"
+        return f"#book-table(columns: {columns}, align: ({aligns},), {header}{rest})\n\n"
 
     def inline(self, children: list[Token]) -> str:
         outer, self.run = self.run, Run()  # a note's body is written in the middle of the text citing it
@@ -277,54 +320,33 @@ class Writer:
         return fitted(value, self.measure, size, literal, code=code, run=self.run)
 
     def _inline(self, children: list[Token]) -> str:
-        out: list[str] = []
-        run: list[str] = []  # adjacent text, joined into one literal
-
-        def flush() -> None:
-            if run:
-                out.append(self._set("".join(run)))
-                run.clear()
-
-        wraps = {"em_open": "#emph[", "strong_open": "#strong[", "s_open": "#strike["}
-        opened: list[bool] = []  # for each open wrapper, whether it was written (past the bound, not)
+        paragraph = _Paragraph(self)
         for child in children:
             kind = child.type
             if kind in ("text", "text_special", "html_inline"):
-                run.append(child.content)
+                paragraph.text(child.content)
             elif kind == "softbreak":
-                run.append(" ")
-                continue
+                paragraph.text(" ")
             elif kind == "code_inline":
-                flush()
-                out.append(self._set(child.content, code=True))
-            elif kind in wraps or kind == "link_open":
-                flush()
-                opened.append(sum(opened) < MAX_INLINE_DEPTH)
-                if not opened[-1]:
-                    continue  # nested deeper than Typst parses: the words, without this emphasis
+                paragraph.code(child.content)
+            elif kind in _WRAPS:
+                paragraph.open(_WRAPS[kind])
+            elif kind == "link_open":
                 href = str(child.attrGet("href") or "")
-                if kind in wraps:
-                    out.append(wraps[kind])
-                else:
-                    out.append(f"#link({literal(href)})[" if href.startswith(_SAFE_SCHEMES) else "#[")
+                paragraph.open(f"#link({literal(href)})[" if href.startswith(_SAFE_SCHEMES) else "#[")
             elif kind in ("em_close", "strong_close", "s_close", "link_close"):
-                flush()
-                written = opened.pop() if opened else False
-                if written:
-                    out.append("]")
+                paragraph.close()
             elif kind == "hardbreak":
-                flush()
-                out.append("#linebreak()")
+                paragraph.element("#linebreak()")
                 self.run = Run()
             elif kind == "image":
-                flush()
-                out.append(self._image(child))
+                paragraph.flush()
+                paragraph.element(self._image(child))
             elif kind == "footnote_ref":
-                flush()
-                out.append(self._note(child.meta["id"]))
+                paragraph.flush()
+                paragraph.element(self._note(child.meta["id"]))
                 self._goes_on(NOTE_MARK)
-        flush()
-        return "".join(out)
+        return paragraph.written()
 
     def _goes_on(self, width: float) -> None:
         """The run goes on through something `width` pt wide that is not text (a note's mark, an image)."""
@@ -375,6 +397,97 @@ class Writer:
         label = self._set(f"[{alt or found or 'image'}]")
         # Not one of the book's (a link to it, never a fetch), or one it does not have (named in the notes).
         return f"#link({literal(src)})[{label}]" if found is None and src.startswith(_SAFE_SCHEMES) else label
+
+
+_WRAPS = {"em_open": "#emph[", "strong_open": "#strong[", "s_open": "#strike["}
+
+
+class _Paragraph:
+    """A paragraph's inline content as Typst markup, in as few elements as it can be, and as several
+    paragraphs where one would hold more than MAX_PARAGRAPH_ELEMENTS.
+
+    Adjacent text is one literal, across emphasis nested past MAX_INLINE_DEPTH (which is not written). Past
+    MAX_PARAGRAPH_ELEMENTS, the paragraph ends after the next space in its text (or, with none, past twice
+    the bound): the emphasis and links open there are closed, and opened again in the next paragraph, which
+    book.typ's `continued` sets on without a first-line indent. A paragraph dense with breaks is broken
+    greedily (GREEDY_FROM)."""
+
+    def __init__(self, writer: Writer):
+        self.writer = writer
+        self.out: list[str] = []
+        self.run: list[str] = []  # adjacent text, not yet set
+        self.opened: list[str | None] = []  # each wrapper open: its markup, or None if past the depth
+        self.depth = 0  # how many of them are written
+        self.elements = 0  # in the paragraph being written
+        self.due = False  # whether it ends before the next element
+        self.continued = False  # whether it was cut, and `continued` is open
+        self.characters = 0  # of text, and how many of them a line may break at (about)
+        self.breaks = 0
+
+    def text(self, value: str) -> None:
+        self.run.append(value)
+
+    def element(self, markup: str) -> None:
+        """An element that is not text, made after `flush` (it may go on from the text before)."""
+        self.flush()
+        self._write(markup)
+
+    def code(self, value: str) -> None:
+        self.flush()
+        self._write(text=value, code=True)
+
+    def open(self, markup: str) -> None:
+        if self.depth >= MAX_INLINE_DEPTH:
+            self.opened.append(None)  # nested deeper than Typst parses: the words, without this emphasis
+            return
+        self.flush()
+        self._write(markup)
+        self.opened.append(markup)
+        self.depth += 1
+
+    def close(self) -> None:
+        if not self.opened or self.opened[-1] is None:
+            self.opened[-1:] = []
+            return
+        self.flush()  # first: the text before it may end the paragraph, and this one open it again
+        self.opened.pop()
+        self.out.append("]")
+        self.depth -= 1
+        self.elements += 1
+
+    def flush(self) -> None:
+        """Set the text so far."""
+        if not self.run:
+            return
+        value = "".join(self.run)
+        self.run.clear()
+        if self.elements >= MAX_PARAGRAPH_ELEMENTS and not self.due and (space := value.rfind(" ") + 1):
+            self._write(text=value[:space])
+            self.due, value = True, value[space:]
+        if value:
+            self._write(text=value)
+
+    def written(self) -> str:
+        self.flush()
+        written = "".join(self.out) + ("]" if self.continued else "")
+        if self.characters >= GREEDY_FROM and self.breaks >= GREEDY_BREAKS * self.characters:
+            return f"#greedy[{written}]"
+        return written
+
+    def _write(self, markup: str = "", *, text: str = "", code: bool = False) -> None:
+        """Write an element, or `text` set, in the next paragraph if this one is due to end."""
+        if self.due or self.elements >= 2 * MAX_PARAGRAPH_ELEMENTS:
+            self.out.append("]" * self.depth + ("\n\n" if self.continued else "\n\n#continued["))
+            self.out.extend(markup for markup in self.opened if markup is not None)
+            self.elements, self.due, self.continued = self.depth, False, True
+            self.writer.run = Run()  # a paragraph's end is a break
+        if text:
+            markup = self.writer._set(text, code=code)
+            self.characters += len(text)
+            # a run marked for `long` may break anywhere (zero-width spaces, or Unicode's own breaks)
+            self.breaks += len(text) if "#long(" in markup else text.count(" ")
+        self.out.append(markup)
+        self.elements += 1
 
 
 Parse = Callable[[str, dict[str, Any]], list[Token]]
