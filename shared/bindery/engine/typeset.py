@@ -13,9 +13,9 @@ footnote cited inside a footnote is cited by its number and set after it, not ne
 
 So is what each costs Typst, which grows faster than a paragraph's or a table's size in three ways: a
 paragraph of more than MAX_PARAGRAPH_ELEMENTS elements goes on as several, each without a first-line indent
-(`_Paragraph`); a long one dense with breaks (GREEDY_FROM) is broken greedily, still justified; a table of
-more columns than its measure holds (each less than a character wide) is set in bands of as many, and one
-of more than MAX_TABLE_ROWS rows in tables of as many, one under another, each under the header.
+(`_Paragraph`); a long one, or one dense with breaks, is broken greedily (GREEDY_FROM), still justified; a
+table of more columns than its measure holds (each less than a character wide) is set in bands of as many,
+and one of more than MAX_TABLE_ROWS rows in tables of as many, one under another, each under the header.
 
 Nothing is set past the page's edge. The writer keeps the measure each block is set in, at least (the text
 block, less what the quotes and lists around it indent; a table cell's share; a note's, the whole block),
@@ -87,12 +87,14 @@ MAX_INLINE_DEPTH = 32
 MAX_PARAGRAPH_ELEMENTS = 1000
 
 # Typst's justified line breaking (Knuth-Plass) weighs each break of a line against the others a line may
-# take, and a long paragraph of them grows faster than its length: `a a a`, or backslashes (Unicode lets a
-# line break between two). A paragraph of GREEDY_FROM characters or more, at least GREEDY_BREAKS of them
-# breaks, is broken greedily (book.typ's `greedy`): still justified, each line filled in turn. Prose has a
-# break in five or six characters.
-GREEDY_FROM = 2000
-GREEDY_BREAKS = 0.3
+# take, and over a long paragraph grows faster than its length, the more so the more breaks its lines hold:
+# `a a a`, or backslashes (Unicode lets a line break between two). A paragraph of GREEDY_FROM characters or
+# more, or of DENSE_FROM with at least DENSE_BREAKS of them breaks, is broken greedily (book.typ's
+# `greedy`): still justified, each line filled in turn. Prose has a break in five or six characters, and
+# few paragraphs of more than a few thousand.
+GREEDY_FROM = 20_000
+DENSE_FROM = 2000
+DENSE_BREAKS = 0.3
 
 # Typst's layout of a table grows faster than its rows: a table of more is set as several, one under another.
 MAX_TABLE_ROWS = 200
@@ -409,8 +411,8 @@ class _Paragraph:
     Adjacent text is one literal, across emphasis nested past MAX_INLINE_DEPTH (which is not written). Past
     MAX_PARAGRAPH_ELEMENTS, the paragraph ends after the next space in its text (or, with none, past twice
     the bound): the emphasis and links open there are closed, and opened again in the next paragraph, which
-    book.typ's `continued` sets on without a first-line indent. A paragraph dense with breaks is broken
-    greedily (GREEDY_FROM)."""
+    book.typ's `continued` sets on without a first-line indent. A long paragraph, or one dense with breaks,
+    is broken greedily (GREEDY_FROM)."""
 
     def __init__(self, writer: Writer):
         self.writer = writer
@@ -470,7 +472,8 @@ class _Paragraph:
     def written(self) -> str:
         self.flush()
         written = "".join(self.out) + ("]" if self.continued else "")
-        if self.characters >= GREEDY_FROM and self.breaks >= GREEDY_BREAKS * self.characters:
+        dense = self.characters >= DENSE_FROM and self.breaks >= DENSE_BREAKS * self.characters
+        if dense or self.characters >= GREEDY_FROM:
             return f"#greedy[{written}]"
         return written
 
