@@ -1,5 +1,5 @@
 """The embedded AWS: moto's server on 127.0.0.1, made safe under concurrent requests where Bindery needs it,
-answering only a request addressed to its own name (`own_name_only`).
+answering only a request addressed to its own name and sent by no other origin's page (`owner_only`).
 
 `make run` serves it from a process of its own (`AwsProcess`, `python -m bindery_local.aws`): moto's work
 holds that process's interpreter lock, and the functions' instances and the gateway have theirs. With
@@ -284,20 +284,23 @@ def one_request_at_a_time(app: WsgiApp) -> WsgiApp:
     return serve
 
 
-def own_name_only(app: WsgiApp, port: Callable[[], int]) -> WsgiApp:
-    """moto answers only a request addressed to its own loopback name and port (`bindery_local.hosts`): it
-    checks no signature, so a page that rebinds its name to 127.0.0.1 would otherwise read and write the
-    table, the bucket and the queues. `port` is asked at each request: it is known once the server binds."""
+def owner_only(app: WsgiApp, port: Callable[[], int]) -> WsgiApp:
+    """moto answers only a request addressed to its own loopback name and port, and sent by no other
+    origin's page (`bindery_local.hosts`): it checks no signature, so a page that rebinds its name to
+    127.0.0.1, or a cross-site form posted to 127.0.0.1 itself, would otherwise read or write the table,
+    the bucket and the queues. `port` is asked at each request: it is known once the server binds."""
 
     def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if hosts.is_own(environ.get("HTTP_HOST"), port()):
-            return app(environ, start_response)
-        body = hosts.refusal(port())
-        start_response(
-            "421 Misdirected Request",
-            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        refusal = hosts.refusal_for(
+            environ.get("HTTP_HOST"), environ.get("HTTP_ORIGIN"), environ.get("HTTP_SEC_FETCH_SITE"), port()
         )
-        return [body]
+        if refusal is None:
+            return app(environ, start_response)
+        start_response(
+            refusal.status_line,
+            [("Content-Type", "application/json"), ("Content-Length", str(len(refusal.body)))],
+        )
+        return [refusal.body]
 
     return serve
 
@@ -325,7 +328,7 @@ class EmbeddedAws:
         dynamodb_answers_are_dumped_as_they_are()
         streams_read_the_live_table()
         recordings_are_whole_lines()
-        app = own_name_only(
+        app = owner_only(
             one_request_at_a_time(DomainDispatcherApplication(create_backend_app)), lambda: self.port
         )
         self._server = make_server("127.0.0.1", self.port, app, threaded=True, request_handler=_Handler)

@@ -1,6 +1,7 @@
 """The local API Gateway: HTTP on 127.0.0.1, each request turned into the HTTP API v2 event the deployed
 stack would send, after the same JWT check, and handed to the same handler. A request addressed to any
-name but the stack's own (`bindery_local.hosts`) is refused before anything else is looked at."""
+name but the stack's own, or sent by another origin's page (`bindery_local.hosts`), is refused before
+anything else is looked at."""
 
 from __future__ import annotations
 
@@ -96,10 +97,14 @@ class Gateway:
     def handle(
         self, method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str
     ) -> tuple[int, dict[str, str], bytes]:
-        if not hosts.is_own(headers.get("host"), self.port):
-            # A page that rebound its own name to 127.0.0.1: refused before the docs, the routes and the
-            # token, so no handler runs for it, whatever it sends.
-            return hosts.MISDIRECTED, {"Content-Type": "application/json"}, hosts.refusal(self.port)
+        refusal = hosts.refusal_for(
+            headers.get("host"), headers.get("origin"), headers.get("sec-fetch-site"), self.port
+        )
+        if refusal is not None:
+            # A page that rebound its own name to 127.0.0.1, or another site's page sending to 127.0.0.1
+            # itself: refused before the docs, the routes and the token, so no handler runs for it,
+            # whatever it sends. Swagger UI on /docs calls the API from this port's own origin.
+            return refusal.status, {"Content-Type": "application/json"}, refusal.body
         path = urlsplit(target).path
         if method in ("GET", "HEAD") and (page := docs.answer(path)) is not None:
             return page  # Swagger UI: the local stack's own page, outside the API's routes

@@ -11,7 +11,7 @@ once it is up is `bindery_local.banner`.
 
 The stack is its owner's: the gateway verifies tokens with a secret made for this run and handed to its
 owner alone (`bindery_local.tokens`), and both servers answer only a request addressed to their own
-loopback name (`bindery_local.hosts`).
+loopback name and sent by no other origin's page (`bindery_local.hosts`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from bindery_local import tokens
-from bindery_local.stack import TABLE
+from bindery_local.stack import BUCKET, TABLE
 from tests.e2e.stack import RunningStack, auth, start
 from tests.servers import ROOT, free_port
 
@@ -122,6 +122,44 @@ def test_the_embedded_aws_refuses_a_rebound_name_too(stack: RunningStack) -> Non
     assert rebound.json()["error"]["code"] == "host_not_allowed"
     own = requests.post(stack.aws, headers=list_tables, data="{}", timeout=10)
     assert own.status_code == 200 and TABLE in own.json()["TableNames"]
+
+
+def test_a_cross_site_form_cannot_write_to_the_embedded_aws_or_the_api(stack: RunningStack) -> None:
+    """What an HTML form on another site sends to 127.0.0.1 itself, with the right Host: no Authorization
+    (a form cannot set one), its page's Origin, and Sec-Fetch-Site: cross-site from a current browser."""
+    s3 = stack.client("s3")
+    form: dict[str, tuple[str | None, bytes]] = {
+        "key": (None, b"planted-by-a-form"),
+        "file": ("x.txt", b"planted"),
+    }
+    for other in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}, {"Origin": "null"}):
+        planted = requests.post(f"{stack.aws}/{BUCKET}", files=form, headers=other, timeout=10)
+        assert planted.status_code == 403, (other, planted.status_code, planted.text)
+        assert planted.json()["error"]["code"] == "origin_not_allowed"
+        made = requests.post(
+            f"{stack.api}/books",
+            headers={**auth(stack.token), **other},
+            json={"title": "Cross-site", "manuscript": "# Cross-site\n\nposted by another site's page\n"},
+            timeout=10,
+        )
+        assert (made.status_code, made.json()["error"]["code"]) == (403, "origin_not_allowed"), other
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix="planted")
+    assert listed.get("KeyCount", 0) == 0
+    books = requests.get(f"{stack.api}/books", headers=auth(stack.token), timeout=10).json()["books"]
+    assert "Cross-site" not in [book["title"] for book in books]
+
+    # The stack's own callers: a presigned upload and download as curl or the CLI make them (no Origin),
+    # and the API's own page.
+    url = s3.generate_presigned_url(
+        "put_object", Params={"Bucket": BUCKET, "Key": "own/upload"}, ExpiresIn=60
+    )
+    assert requests.put(url, data=b"own bytes", timeout=10).status_code == 200
+    url = s3.generate_presigned_url(
+        "get_object", Params={"Bucket": BUCKET, "Key": "own/upload"}, ExpiresIn=60
+    )
+    assert requests.get(url, timeout=10).content == b"own bytes"
+    own_page = {"Origin": stack.api, "Sec-Fetch-Site": "same-origin"}
+    assert _me(stack.api, stack.token, **own_page).status_code == 200
 
 
 @pytest.mark.slow(8)

@@ -1,12 +1,13 @@
 """The local stack is its owner's (issue 46, item 5), in-process: the gateway refuses a request addressed to
-any name but its own before anything else, the embedded AWS does too, and the stack's secret is made for
-each run and handed to its owner alone. tests/e2e/test_local_stack_is_its_owners.py drives the same over
-real HTTP."""
+any name but its own, or sent by another site's page, before anything else, the embedded AWS does too, and
+the stack's secret is made for each run and handed to its owner alone.
+tests/e2e/test_local_stack_is_its_owners.py drives the same over real HTTP."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -16,9 +17,10 @@ from typing import Any
 import pytest
 
 from bindery_local import hosts, tokens
-from bindery_local.aws import own_name_only
+from bindery_local.aws import owner_only
 from bindery_local.gateway import Gateway
 from bindery_local.template import routes
+from tests.servers import ROOT
 
 PORT = 3000
 KEY = "k" * 43
@@ -94,13 +96,145 @@ def test_the_embedded_aws_answers_only_its_own_name() -> None:
         start_response("200 OK", [])
         return [b"{}"]
 
-    app, answered = own_name_only(moto, lambda: 5000), []
+    app, answered = owner_only(moto, lambda: 5000), []
     for host in ("rebound.attacker.example:5000", "127.0.0.1:5001", "127.0.0.1:5000", "localhost:5000"):
         body = b"".join(app({"HTTP_HOST": host}, lambda status, headers: answered.append(status)))
         if answered[-1].startswith("421"):
             assert json.loads(body)["error"]["code"] == hosts.HOST_NOT_ALLOWED
     assert [s[:3] for s in answered] == ["421", "421", "200", "200"]
     assert reached == ["127.0.0.1:5000", "localhost:5000"]
+
+
+# What a browser sends with a request made by a page of another origin: a form's POST, a fetch, an <img>.
+OTHER_PAGES = [
+    ("http://evil.example", None),  # a cross-site form or fetch, as Chromium before Sec-Fetch-* or curl
+    ("http://evil.example", "cross-site"),
+    (None, "cross-site"),  # a GET by <img> or a link: no Origin, but the browser says whose page sent it
+    ("null", None),  # a sandboxed frame, a file: page, a redirect across origins
+    ("http://127.0.0.1:3001", "same-site"),  # another server's page on this machine: another origin
+    ("http://localhost:3001", "same-site"),
+    ("https://127.0.0.1:3000", None),  # another scheme is another origin
+    ("http://127.0.0.1:3000.evil.example", "cross-site"),
+    ("http://127.0.0.1:3000, http://evil.example", None),  # two Origin headers, joined
+    ("http://127.0.0.1:3000", "cross-site"),
+]
+# What the stack's own callers send: curl, the CLI and boto3 send neither; Swagger UI on /docs is the
+# server's own origin; a URL typed or pasted in the address bar is "none".
+OWN_CALLERS = [
+    (None, None),
+    ("http://127.0.0.1:3000", "same-origin"),
+    ("http://localhost:3000", "same-origin"),
+    ("HTTP://LOCALHOST:3000", None),
+    (None, "none"),
+    (None, "same-site"),  # a link from another port's page to this one: no body, and no answer read
+]
+
+
+def _origin_headers(origin: str | None, fetch_site: str | None) -> dict[str, str]:
+    return {
+        name: value
+        for name, value in (("origin", origin), ("sec-fetch-site", fetch_site))
+        if value is not None
+    }
+
+
+@pytest.mark.parametrize(("origin", "fetch_site"), OTHER_PAGES)
+def test_a_request_from_another_sites_page_is_refused_before_any_handler(
+    gateway: tuple[Gateway, list[str]], origin: str | None, fetch_site: str | None
+) -> None:
+    # Given the right Host and even a valid token (a form cannot send one, but a refusal must not lean on it)
+    given, called = gateway
+    headers = {
+        "host": "127.0.0.1:3000",
+        "authorization": f"Bearer {tokens.mint('alice', key=KEY)}",
+        "content-type": "multipart/form-data; boundary=x",
+        **_origin_headers(origin, fetch_site),
+    }
+    for method, path in (("POST", "/books"), ("GET", "/me"), ("GET", "/docs"), ("GET", "/nowhere")):
+        status, out_headers, body = given.handle(method, path, headers, b"--x--", "127.0.0.1")
+        assert status == 403 and out_headers["Content-Type"] == "application/json"
+        assert json.loads(body)["error"]["code"] == hosts.ORIGIN_NOT_ALLOWED
+    assert called == []
+
+
+@pytest.mark.parametrize(("origin", "fetch_site"), OWN_CALLERS)
+def test_the_stacks_own_pages_and_callers_without_an_origin_reach_the_handler(
+    gateway: tuple[Gateway, list[str]], origin: str | None, fetch_site: str | None
+) -> None:
+    given, called = gateway
+    headers = {
+        "host": "localhost:3000",
+        "authorization": f"Bearer {tokens.mint('alice', key=KEY)}",
+        **_origin_headers(origin, fetch_site),
+    }
+    assert given.handle("GET", "/me", headers, b"", "127.0.0.1")[0] == 200
+    assert given.handle("GET", "/docs", headers, b"", "127.0.0.1")[0] == 200
+    assert len(called) == 1
+
+
+def _form_post(host: str, origin: str | None, fetch_site: str | None) -> dict[str, Any]:
+    """The WSGI environ of an unsigned multipart/form-data POST to the bucket, as an HTML form sends it."""
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/bindery-artifacts",
+        "HTTP_HOST": host,
+        "CONTENT_TYPE": "multipart/form-data; boundary=x",
+    }
+    if origin is not None:
+        environ["HTTP_ORIGIN"] = origin
+    if fetch_site is not None:
+        environ["HTTP_SEC_FETCH_SITE"] = fetch_site
+    return environ
+
+
+@pytest.mark.parametrize(("origin", "fetch_site"), OTHER_PAGES)
+def test_the_embedded_aws_refuses_another_sites_page(origin: str | None, fetch_site: str | None) -> None:
+    reached: list[str] = []
+
+    def moto(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        reached.append(environ["PATH_INFO"])
+        start_response("204 No Content", [])
+        return [b""]
+
+    port = lambda: 3000  # noqa: E731 (the port OTHER_PAGES name as this server's)
+    answered: list[str] = []
+    body = b"".join(
+        owner_only(moto, port)(
+            _form_post("127.0.0.1:3000", origin, fetch_site), lambda s, h: answered.append(s)
+        )
+    )
+    assert answered == ["403 Forbidden"] and reached == []
+    assert json.loads(body)["error"]["code"] == hosts.ORIGIN_NOT_ALLOWED
+
+
+@pytest.mark.parametrize(("origin", "fetch_site"), OWN_CALLERS)
+def test_the_embedded_aws_answers_its_own_callers(origin: str | None, fetch_site: str | None) -> None:
+    reached: list[str] = []
+
+    def moto(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        reached.append(environ["PATH_INFO"])
+        start_response("204 No Content", [])
+        return [b""]
+
+    answered: list[str] = []
+    list(
+        owner_only(moto, lambda: 3000)(
+            _form_post("localhost:3000", origin, fetch_site), lambda s, h: answered.append(s)
+        )
+    )
+    assert answered == ["204 No Content"] and reached == ["/bindery-artifacts"]
+
+
+def test_the_readme_lists_the_local_stacks_refusals_among_its_error_codes() -> None:
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("### Error codes", 1)[1].split("\n### ", 1)[0]
+    rows = {
+        (status, code)
+        for status, codes in re.findall(r"^\| (\d{3}) \| (.+?) \|", table, re.M)
+        for code in re.findall(r"`([a-z_]+)`", codes)
+    }
+    assert (str(hosts.MISDIRECTED), hosts.HOST_NOT_ALLOWED) in rows
+    assert (str(hosts.FORBIDDEN), hosts.ORIGIN_NOT_ALLOWED) in rows
 
 
 def test_each_run_makes_its_own_secret_unless_one_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
