@@ -35,8 +35,6 @@ _ATX = re.compile(rb"^ {0,3}#(?:[ \t]|\r?\n|$)")
 _SETEXT = re.compile(rb"^ {0,3}=+[ \t]*\r?\n?$")
 _FENCE = re.compile(rb"^ {0,3}(`{3,}|~{3,})")
 _MARKER_STARTS = frozenset((b" ", b"#", b"=", b"`", b"~"))
-# A list item's first line: a bullet, or a number and '.' or ')', then a space, a tab or the line's end.
-_LIST_MARKER = re.compile(rb"^(?:[-+*]|[0-9]{1,9}[.)])(?:[ \t]|\r?\n|$)")
 
 
 BOM = b"\xef\xbb\xbf"
@@ -114,6 +112,8 @@ class Section:
     sha256: str  # of its bytes: a build finds a chapter's built piece by it without reading the text
 
 
+# A window is read before it ends once this many candidates wait in it (see `cut`).
+READ_AFTER = 64
 # Lines wait this many at most before the open section hashes those no heading can claim: a call a line cost
 # the cut a fifth of its time (a 500 MB manuscript is millions of lines).
 HASH_LINES = 512
@@ -125,13 +125,15 @@ class _Hashed:
 
     def __init__(self) -> None:
         self._sha = hashlib.sha256()
-        self.waiting: list[bytes] = []  # the lines read and not yet hashed, the window's among them
+        # The lines read and not yet hashed, the window's among them. A deque: taking lines from the left
+        # costs what is taken, however many wait (a window of many headings is cut as many times).
+        self.waiting: deque[bytes] = deque()
 
     def hash(self, count: int) -> None:
         """Hash the first `count` waiting lines into the open section."""
         if count > 0:
-            self._sha.update(b"".join(self.waiting[:count]))
-            del self.waiting[:count]
+            popleft = self.waiting.popleft
+            self._sha.update(b"".join([popleft() for _ in range(count)]))
 
     def cut(self, count: int) -> str:
         """The SHA-256 of the open section, which ends after the first `count` waiting lines; the next one
@@ -142,18 +144,21 @@ class _Hashed:
 
 
 def _parser() -> MarkdownIt:
-    from markdown_it import MarkdownIt  # the parser loads when a manuscript is cut, not per cold start
+    """The renderers' own markdown (`bindery.engine.markup`: tables, footnotes, containers nested past
+    markdown-it's bound read as text), so that the cut reads a heading where every format reads it."""
+    from bindery.engine import markup  # the parser loads when a manuscript is cut, not per cold start
 
-    return MarkdownIt("commonmark", {"html": False})
+    return markup.parser()
 
 
 def _starts_afresh(line: bytes) -> bool:
     """Whether a line that follows a blank line starts at the top level with nothing open: it begins in
-    column 0, and neither a block quote nor a list item. A blank line ends every paragraph; a list item
-    continues past one only onto a line indented to its content (two columns at least), a block quote
-    only onto a `>` line; an indented code block needs four spaces. So nothing before such a line can
-    change how the lines from it on are read, except a fenced code block left open at the top level."""
-    return line[:1] not in b" \t\r\n>" and not _LIST_MARKER.match(line)
+    column 0. A blank line ends every paragraph, block quote and table; a list item or a note continues past
+    one only onto a line indented to its content (two columns at least); an indented code block needs four
+    spaces. So a line in column 0 after a blank one (a list item or a quote of its own, if it opens one) is
+    read from there as a whole parse reads it, except inside a fenced code block left open at the top level,
+    which the caller tracks."""
+    return line[:1] not in b" \t\r\n"
 
 
 def _closes(fence: bytes, line: bytes) -> bool:
@@ -165,6 +170,11 @@ def _closes(fence: bytes, line: bytes) -> bool:
         return False
     run = len(rest) - len(rest.lstrip(fence[:1]))
     return run >= len(fence) and not rest[run:].strip(b" \t")
+
+
+# What of a heading's inline content its title keeps: its text and code, a line break as a space.
+_TITLE_PARTS = frozenset(("text", "code_inline", "softbreak", "hardbreak"))
+_WORDS = {"softbreak": " ", "hardbreak": " "}
 
 
 @dataclass(frozen=True)
@@ -188,7 +198,7 @@ def _read(parser: MarkdownIt, window: list[bytes]) -> _Read:
             continue
         if token.type == "heading_open" and token.tag == "h1":
             inline = parser.parseInline(tokens[i + 1].content, env)[0]
-            words = [c.content for c in inline.children or [] if c.type in ("text", "code_inline")]
+            words = [_WORDS.get(c.type, c.content) for c in inline.children or [] if c.type in _TITLE_PARTS]
             headings.append((token.map[0], token.map[1], "".join(words).strip() or "Untitled"))
         elif token.type == "fence" and token.map[1] == len(window):
             # A fence that runs to the window's end is open there, unless its last line is its closer.
@@ -201,21 +211,23 @@ def _read(parser: MarkdownIt, window: list[bytes]) -> _Read:
 def cut(lines: Iterable[bytes]) -> Iterator[Section]:
     """Sections of a UTF-8 manuscript given as lines (each with its line ending), in order.
 
-    Lines gather in a window from the last point where nothing was open: a line that starts afresh after
-    a blank one (`_starts_afresh`), or the line after a top-level fenced code block closes. A window that
-    holds a candidate (a line that could open a level-1 heading or a fenced code block: `_CANDIDATE`) is
-    read by markdown-it once, as a whole, when it ends; a window without one is never parsed. Parsing from
-    such a point reads the lines after it as a whole-document parse does, so the two agree, whatever the
-    length of a list or a quote. Each line is parsed once, so the work is linear in the manuscript, up to
-    one bound: a window is read when it grows past MAX_CONTEXT_BYTES, and carries on with at most half of
-    that as context (the lines after its last heading), so only a single list item or block quote longer
-    than that, with a candidate inside, could be read differently."""
+    Lines gather in a window from the last point where nothing was open: a line in column 0 after a blank
+    one (`_starts_afresh`), a heading in column 0, or the line after a top-level fenced code block closes.
+    A line that could open a level-1 heading or a fenced code block is a candidate. A window that holds one
+    is read by markdown-it as a whole when it ends, and before that once READ_AFTER candidates wait in it and
+    at least half its bytes are unread; a window without one is never parsed. Parsing from such a point reads
+    the lines after it as a whole-document parse does, so the two agree, whatever the length of a list or a
+    quote. Each read is paid for by as many new bytes, so the work is linear in the manuscript, up to one
+    bound: a window is read when it grows past MAX_CONTEXT_BYTES, and carries on with at most half of that
+    as context (the lines after its last heading), so only a single list item or block quote longer than
+    that, with a candidate inside, could be read differently."""
     parser = _parser()
     window: deque[bytes] = deque()  # the lines since the last fresh start
     offsets: deque[int] = deque()  # where each of them starts in the manuscript
     window_bytes = 0
     read_up_to = 0  # the window's lines before this one were read already (a window read at its bound)
-    candidate = False  # whether a line of the window from read_up_to on may open a heading or a fence
+    candidates = 0  # lines of the window from read_up_to on that may open a heading or a fence
+    unread_bytes = 0  # the bytes of those lines
     fence: bytes | None = None  # the markup of the top-level fenced code block we are inside, if any
     start, title = 0, None  # the open section: where it starts, and its title (None: the opening)
     first_text: int | None = None  # where the opening's first non-blank line starts
@@ -233,18 +245,19 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
 
     def read() -> Iterator[Section]:
         """Read the window, cut at each top-level h1 from read_up_to on, and note a fence left open."""
-        nonlocal start, title, fence, candidate, read_up_to
+        nonlocal start, title, fence, candidates, unread_bytes, read_up_to
         found = _read(parser, list(window))
+        starts = list(offsets)  # indexed once here, not by the deque (whose middle is reached in steps)
         for first, after, heading in found.headings:
             if after <= read_up_to:
                 continue  # read when the window last reached its bound
             # `waiting` ends with the window: the lines before the heading's first are the open section's.
-            if offsets[first] > start or title is not None:
-                closed = close(offsets[first], len(waiting) - (len(window) - first))
+            if starts[first] > start or title is not None:
+                closed = close(starts[first], len(waiting) - (len(window) - first))
                 if closed is not None:
                     yield closed
-            start, title = offsets[first], heading
-        fence, candidate = found.open_fence, False
+            start, title = starts[first], heading
+        fence, candidates, unread_bytes = found.open_fence, 0, 0
         # After a heading nothing is open: the lines after the last one are all the context the next read
         # needs. At most half the bound of them stay, so that each read of a full window is paid for by as
         # many new bytes as it keeps.
@@ -263,7 +276,7 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
 
     for line in lines:
         if fence is None and after_blank and _starts_afresh(line):
-            if candidate:
+            if candidates:
                 yield from read()
             if fence is None:
                 drop(len(window), 0)
@@ -285,6 +298,7 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
         window.append(line)
         offsets.append(position)
         window_bytes += len(line)
+        unread_bytes += len(line)
         # Every block marker that matters here starts with a space, '#', '=', '`' or '~': any other line
         # is plain text, and skips the regular expressions (most lines of a book).
         if line[:1] in _MARKER_STARTS and (
@@ -292,9 +306,22 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
             or _FENCE.match(line)
             or (_SETEXT.match(line) and len(window) > 1 and window[-2].strip())
         ):
-            candidate = True
+            candidates += 1
+            if line[:1] == b"#":
+                # A heading in column 0 is one, unless a fence this window opened is still open; either way
+                # the window ends here: after a heading nothing is open. So a window holds at most one such
+                # heading, and a book of headings one line apart is read a line at a time.
+                yield from read()
+                if fence is None:
+                    drop(len(window), 0)
+                    read_up_to = 0
+            elif candidates >= READ_AFTER and 2 * unread_bytes >= window_bytes:
+                # Many candidates wait, and at least half the window is unread: read it now, so that a long
+                # run of headings is cut as it comes (a book of too many is refused at its first one too
+                # many), and each read is paid for by as many new bytes as it reads again.
+                yield from read()
         if window_bytes > MAX_CONTEXT_BYTES:
-            if candidate:
+            if candidates:
                 yield from read()
             else:
                 drop(0, MAX_CONTEXT_BYTES // 2)
@@ -302,7 +329,7 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
             hashed.hash(len(waiting) - len(window))  # a section starts only at a line of the window
         after_blank = not line.strip()
         position += len(line)
-    if candidate:
+    if candidates:
         yield from read()
     closed = close(position, len(waiting))
     if closed is not None:

@@ -13,21 +13,24 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 import bindery.manuscript as manuscript_module
+from bindery.engine import markup
 from bindery.manuscript import OPENING_TITLE, Normalised, cut_text, normalise
 from tests.books import BOOKS
 
 
 def _whole_parse(manuscript: str) -> list[tuple[str, str]]:
-    """The oracle: markdown-it over the whole normalised text, cut at every top-level h1."""
+    """The oracle: the renderers' markdown-it over the whole normalised text, cut at every top-level h1."""
     manuscript = normalise(manuscript.encode()).decode()
     lines = manuscript.encode().splitlines(keepends=True)
-    tokens = MarkdownIt("commonmark", {"html": False}).parse(manuscript)
+    tokens = markup.parser().parse(manuscript)
     starts = []
     for i, t in enumerate(tokens):
         if t.type == "heading_open" and t.tag == "h1" and t.level == 0 and t.map:
             inline = tokens[i + 1]
             title = "".join(
-                c.content for c in inline.children or [] if c.type in ("text", "code_inline")
+                " " if c.type in ("softbreak", "hardbreak") else c.content
+                for c in inline.children or []
+                if c.type in ("text", "code_inline", "softbreak", "hardbreak")
             ).strip()
             starts.append((t.map[0], title or "Untitled"))
     out = []
