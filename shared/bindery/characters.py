@@ -5,8 +5,11 @@ Text is checked where it comes in (a manuscript as `Normalised` reads it, a titl
 character outside `Char` is refused there, with where it is and which it is. So no writer has to drop or
 replace one: a C0 control but tab, LF and CR, a lone surrogate, U+FFFE or U+FFFF never reaches a book.
 
-A manuscript is markdown, whose numeric character references (`&#12;`, `&#x1B;`) the parser turns into the
-characters they name; so a reference to a forbidden character is refused as the character itself is.
+A manuscript is markdown, whose numeric character references the parser turns into the characters they
+name; so a reference that markdown-it reads as a forbidden character is refused as the character itself
+is. Of those characters it reads only a form feed's (`&#12;`, `&#xC;`): it makes every other code it holds
+invalid (`isValidEntityCode`: the other C0 controls, the surrogates, U+FFFE, U+FFFF) U+FFFD in text and
+leaves it as written in a link's title or destination.
 """
 
 from __future__ import annotations
@@ -25,14 +28,11 @@ _FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 # as any invalid UTF-8 is, so it cannot reach a book from a manuscript's bytes.
 _C0_BYTES = bytes(b for b in range(0x20) if b not in b"\t\n\r")
 _NONCHARACTER_BYTES = re.compile(rb"\xef\xbf[\xbe\xbf]")
-# A numeric character reference to a forbidden character, with any leading zeros: CommonMark reads one as
-# the character it names, whatever its digits (markdown-it makes most of them U+FFFD, but not &#12;).
-_FORBIDDEN_REFERENCE = re.compile(
-    rb"&#(?:[xX]0*(?:[0-8bBcCeEfF]|1[0-9a-fA-F]|[dD][89a-fA-F][0-9a-fA-F]{2}|[fF]{3}[eEfF])"  # hex
-    rb"|0*(?:[0-8]|1[124-9]|2[0-9]|3[01]"  # decimal: C0 but 9, 10 and 13
-    rb"|5529[6-9]|55[3-9][0-9]{2}|56[0-9]{3}|57[0-2][0-9]{2}|573[0-3][0-9]|5734[0-3]"  # 55296-57343
-    rb"|6553[45]));"
-)
+# A numeric character reference markdown-it reads as a character XML 1.0 forbids: a form feed's, with as
+# many leading zeros as it reads. Its text's entity rule reads 1-7 decimal digits or 1-6 hex; a link's title,
+# destination and a fence's info (unescapeAll) 1-8 of either. A reference is refused wherever it stands, in
+# code too (where markdown reads none): the check reads lines, not markdown.
+_FORBIDDEN_REFERENCE = re.compile(rb"&#(?:[xX]0{0,7}[cC]|0{0,6}12);")
 _FORBIDDEN_BYTES = re.compile(
     rb"[\x00-\x08\x0b\x0c\x0e-\x1f]|\xef\xbf[\xbe\xbf]|" + _FORBIDDEN_REFERENCE.pattern
 )

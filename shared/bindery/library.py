@@ -340,10 +340,17 @@ def check_title(title: Any) -> None:
             field="title",
             code_point=found.code_point,
         )
-    # As the metadata's fields: a control character (a NUL, an escape, a line break) is no part of a title,
-    # and every format would have to drop or replace it.
-    if any(unicodedata.category(c) == "Cc" for c in title):
-        raise errors.BadRequest("title must not hold control characters", code="invalid_title")
+    # A control character XML 1.0 allows (tab, LF, CR, DEL, C1) is still no part of a title, which is one
+    # line of text: every format would have to drop or replace it.
+    index = next((n for n, c in enumerate(title) if unicodedata.category(c) == "Cc"), None)
+    if index is not None:
+        code_point = f"U+{ord(title[index]):04X}"
+        raise errors.BadRequest(
+            f"title, character {index + 1}: {code_point} is a control character; remove it",
+            code="invalid_title",
+            field="title",
+            code_point=code_point,
+        )
 
 
 def _unknown_cover(name: str) -> errors.Unprocessable:

@@ -103,11 +103,22 @@ def _text(value: Any, name: str, limit: int) -> str | None:
     found = first_forbidden(value)
     if found is not None:
         raise _bad(name, f"at character {found.index + 1}: {describe(found)}", code_point=found.code_point)
-    value = value.strip()
+    given, value = value, value.strip()
     if not value or len(value) > limit:
         raise _bad(name, f"must be 1 to {limit:,} characters")
-    if any(ord(c) < 32 and c not in "\n\t" for c in value):
-        raise _bad(name, "must not hold control characters")
+    # Line breaks (LF) and tabs are a free text's: a description of paragraphs, as pandoc's dc:description.
+    # Any other C0 control XML 1.0 allows (a CR) is refused by name, rather than made an LF behind the caller.
+    # Counted in the value as given: its ends, trimmed, are not kept, and hold no refusal.
+    start = len(given) - len(given.lstrip())
+    index = next((start + n for n, c in enumerate(value) if ord(c) < 32 and c not in "\n\t"), None)
+    if index is not None:
+        code_point = f"U+{ord(given[index]):04X}"
+        raise _bad(
+            name,
+            f"at character {index + 1}: {code_point} is a control character; only a line break (LF) or a tab "
+            "may be in a text",
+            code_point=code_point,
+        )
     return value
 
 

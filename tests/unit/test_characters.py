@@ -12,6 +12,8 @@ import boto3
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from markdown_it.common.utils import isValidEntityCode, unescapeAll
+from markdown_it.rules_inline.entity import DIGITAL_RE
 
 from bindery import errors
 from bindery.characters import check_lines, first_forbidden
@@ -47,7 +49,7 @@ FORBIDDEN_IN_MANUSCRIPTS = [
     ("# Caf\u00e9 \uffff\n", 1, 8, "U+FFFF"),
     ("x\n" * 1500 + "\u00e9\ufffe\n", 1501, 2, "U+FFFE"),  # past the first batch of lines checked at once
     ("# A\n\nA form feed: &#12;\n", 3, 14, "U+000C"),  # markdown-it reads it as U+000C itself
-    ("`&#x1B;` &#0;\n", 1, 2, "U+001B"),  # in code too: one rule, wherever it is
+    ("`&#xC;` &#0;\n", 1, 2, "U+000C"),  # in code too: one rule, wherever it is
 ]
 
 
@@ -106,6 +108,54 @@ def test_a_title_holding_a_character_xml_forbids_is_a_400_naming_its_place_and_c
     assert _everything(stack) == before
 
 
+@pytest.mark.parametrize("value", ["A\tB", "A\nB", "A\rB", "A\x7fB", "A\x85B"])
+def test_a_title_holding_a_control_character_is_a_400_naming_its_place_and_code_point(
+    stack: Stack, value: str
+) -> None:
+    """XML 1.0 allows tab, LF, CR, DEL and the C1 controls, but a title is one line of text."""
+    book = stack.create_book()
+    before = _everything(stack)
+    for reply in [
+        stack.http("POST", "/books", body={"title": value, "manuscript": "# A\n"}),
+        stack.http("PATCH", f"/books/{book}", body={"title": value}),
+    ]:
+        error = _error(reply)
+        assert (reply.status, error["code"], error["field"]) == (400, "invalid_title", "title"), reply.body
+        code_point = f"U+{ord(value[1]):04X}"
+        assert error["code_point"] == code_point
+        assert error["message"] == f"title, character 2: {code_point} is a control character; remove it"
+    assert _everything(stack) == before
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "code_point", "at"),
+    [
+        ("description", "One.\r\nTwo.", "U+000D", 5),
+        ("publisher", "  P\rQ", "U+000D", 4),  # counted in the value as sent, before its ends are trimmed
+        ("rights", "r\x0bs", "U+000B", 2),  # one XML forbids: named as such
+    ],
+)
+def test_a_metadata_control_character_is_a_422_naming_the_field_and_code_point(
+    stack: Stack, field: str, value: str, code_point: str, at: int
+) -> None:
+    reply = stack.http(
+        "POST", "/books", body={"title": "T", "manuscript": "# A\n", "metadata": {field: value}}
+    )
+    error = _error(reply)
+    assert (reply.status, error["code"], error["field"]) == (422, "invalid_metadata", f"metadata.{field}")
+    assert error["code_point"] == code_point
+    assert error["message"].startswith(f"metadata.{field} at character {at}: {code_point} ")
+
+
+def test_a_description_of_paragraphs_and_tabs_is_kept_as_given(stack: Stack) -> None:
+    """LF and tab are a description's (pandoc's dc:description holds paragraphs); the writers escape it."""
+    description = "First paragraph.\n\nSecond,\twith a tab."
+    book = stack.create_book()
+    reply = stack.http("PATCH", f"/books/{book}", body={"metadata": {"description": description}})
+    assert reply.status == 200, reply.body
+    assert stack.http("GET", f"/books/{book}").body["metadata"]["description"] == description
+
+
 @pytest.mark.parametrize(
     ("metadata", "field", "code_point"),
     [
@@ -143,9 +193,22 @@ def _refusal(lines: list[bytes]) -> tuple[int, int, str] | None:
     return None
 
 
+def _markdown_it_reads(reference: str) -> set[str]:
+    """What markdown-it makes of `reference` wherever it reads one: in text (its entity rule: 1-7 decimal
+    digits or 1-6 hex, U+FFFD for a code it holds invalid) and in a link's destination or title, a
+    definition's, or a fence's info (unescapeAll: 1-8 digits, left as written when invalid)."""
+    read = {unescapeAll(reference)}
+    if (found := DIGITAL_RE.fullmatch(reference)) is not None:
+        digits = found.group(1)
+        code = int(digits[1:], 16) if digits[0] in "xX" else int(digits)
+        read.add(chr(code) if isValidEntityCode(code) else "\ufffd")
+    return read
+
+
 def test_every_code_point_is_refused_in_a_manuscript_exactly_when_xml_forbids_it() -> None:
-    """As itself in UTF-8, and as a decimal or hex reference with or without leading zeros: the bytes'
-    check, the reference pattern and the text's check all agree with Char."""
+    """As itself in UTF-8 (the bytes' check and the text's agree with Char), and as a decimal or hex
+    reference, with or without leading zeros: refused exactly when markdown-it reads it, somewhere, as a
+    character Char does not hold."""
     for number in [*range(0x11000), *range(0x11000, 0x110000, 97), 0x10FFFF]:
         character = chr(number)
         allowed = _allowed(character)
@@ -154,10 +217,47 @@ def test_every_code_point_is_refused_in_a_manuscript_exactly_when_xml_forbids_it
             found = _refusal([f"a{character}b\n".encode()])
             assert found == (None if allowed else (1, 2, f"U+{number:04X}")), hex(number)
         for reference in (f"&#{number};", f"&#x{number:X};", f"&#X00{number:x};", f"&#00{number};"):
+            read = _markdown_it_reads(reference)
+            forbidden = [r for r in read if len(r) == 1 and not _allowed(r)]
             found = _refusal([f"a{reference}b\n".encode()])
-            assert found == (None if allowed else (1, 2, f"U+{number:04X}")), reference
+            assert found == ((1, 2, f"U+{ord(forbidden[0]):04X}") if forbidden else None), reference
     for near_miss in ("&#12", "&#1 2;", "&#x;", "&#;", "&#123;", "&#xC0;", "&#x1G;", "&amp;#12;"):
         assert _refusal([near_miss.encode() + b"\n"]) is None, near_miss
+
+
+@pytest.mark.parametrize(
+    ("reference", "refused"),
+    [
+        ("&#12;", True),
+        ("&#0000012;", True),  # 7 digits: markdown-it's text reads it
+        ("&#00000012;", True),  # 8: its link titles read it (unescapeAll)
+        ("&#000000012;", False),  # 9: nowhere
+        ("&#xC;", True),
+        ("&#x00000c;", True),
+        ("&#X0000000C;", True),  # 8 hex digits: link titles
+        ("&#x00000000C;", False),
+        ("&#0;", False),  # U+FFFD in text, left as written in a title: no forbidden character
+        ("&#x0;", False),
+        ("&#xD800;", False),
+        ("&#57343;", False),
+        ("&#xFFFE;", False),
+        ("&#65535;", False),
+        ("&#x1B;", False),
+        ("&#8;", False),
+        ("&#x7F;", False),
+    ],
+)
+def test_a_reference_is_refused_exactly_when_markdown_it_reads_it_as_a_forbidden_character(
+    reference: str, refused: bool
+) -> None:
+    """Only a form feed, of the characters XML 1.0 forbids, is a code markdown-it decodes (isValidEntityCode
+    makes every other U+FFFD); the rest is how many digits it reads."""
+    from bindery.engine.markup import parser
+
+    md = parser(xhtml=True)
+    rendered = md.render(f"a {reference} b\n") + md.render(f'[l](/u "t{reference}")\n')
+    assert ("\x0c" in rendered) == refused, rendered
+    assert _refusal([f"a {reference} b\n".encode()]) == ((1, 3, "U+000C") if refused else None)
 
 
 _LINE_ENDS = st.sampled_from(["\n", "\r\n", "\r", ""])
