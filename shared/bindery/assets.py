@@ -99,8 +99,8 @@ class BookAssets:
             if size <= len(head)
             else self.objects.read_range(source, -images.TAIL_BYTES, 0)
         )
-        # A GIF's frames and an extended WebP's chunks are walked to the end: one more GET, of `size` bytes at
-        # most (MAX_ASSET_BYTES, checked above), unless the head already holds every byte.
+        # A GIF's frames, an extended WebP's chunks and an APNG's are walked to the end: one more GET, of
+        # `size` bytes at most (MAX_ASSET_BYTES, checked above), unless the head already holds every byte.
         whole = (lambda: [head]) if size <= len(head) else (lambda: self.objects.chunks(source))
         picture = images.examine(name, declared, head, tail, size, whole)
         # The asset's object is named by its upload: one upload is one object, however often it is adopted.

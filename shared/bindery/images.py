@@ -5,9 +5,10 @@ Bindery takes PNG, JPEG, GIF and WebP. Each is recognised by its signature, chec
 document that can carry script, not a picture. A declared size past the pixel limit is refused before any
 renderer could be asked to decode it (an image bomb is a small file that claims a huge canvas).
 
-A GIF and an extended WebP hold images of their own sizes under the size their header declares: a decoder
-allocates for each what it says, whatever the header says. So each is walked to its end, once, and every
-frame checked against the header: one that disagrees is refused, as `image_dimensions_disagree`.
+A GIF, an extended WebP and an animated PNG (APNG) hold images of their own sizes under the size their
+header declares: a decoder allocates for each what it says, whatever the header says. So each is walked to
+its end, once, and every frame checked against the header: one that disagrees is refused, as
+`image_dimensions_disagree`.
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ def examine(
     the declaration says, cut short, too large a canvas, or a frame that disagrees with it.
 
     `head` and `tail` are the object's first and last bytes; `whole` gives all `size` of them from the
-    first, a chunk at a time, and is asked only of a GIF or an extended WebP, whose frames are walked."""
+    first, a chunk at a time, and is asked only of a GIF, an extended WebP or an APNG, whose frames are
+    walked (and of a PNG whose chunks before its first image data run past the head)."""
     found = sniff(head)
     if found is None:
         # Only bytes no raster signature claims are looked at as SVG: a PNG may carry "<svg" in a text chunk.
@@ -122,16 +124,21 @@ def examine(
         )
     # Every frame inside a canvas within the limits is within them too: the walks check frames against it.
     # A simple WebP's header is its bitstream's own: only an extended one (VP8X) can disagree with it.
-    if found == "image/gif" or (found == "image/webp" and head[12:16] == b"VP8X"):
-        data = _first_bytes(whole(), size)
-        try:
-            if found == "image/gif":
-                _walk_gif(name, width, height, data)
-            else:
-                _walk_webp(name, width, height, memoryview(data))
-        except (IndexError, struct.error):  # a field or a block past the last byte
-            raise refused(f"{name}: the {TYPES[found].upper()} is cut short (its blocks run past its end)",
-                          "truncated") from None  # fmt: skip
+    try:
+        if found == "image/png":
+            # Walked in its head first: read whole only when it is an APNG (an acTL chunk before its first
+            # IDAT) or its head ends before that can be told. A file within the head is the head.
+            if len(head) >= size:
+                _walk_png(name, width, height, memoryview(head)[:size], whole=True)
+            elif not _walk_png(name, width, height, memoryview(head)):
+                _walk_png(name, width, height, memoryview(_first_bytes(whole(), size)), whole=True)
+        elif found == "image/gif":
+            _walk_gif(name, width, height, _first_bytes(whole(), size))
+        elif found == "image/webp" and head[12:16] == b"VP8X":
+            _walk_webp(name, width, height, memoryview(_first_bytes(whole(), size)))
+    except (IndexError, struct.error):  # a field or a block past the last byte
+        raise refused(f"{name}: the {TYPES[found].upper()} is cut short (its blocks run past its end)",
+                      "truncated") from None  # fmt: skip
     return Picture(found, width, height)
 
 
@@ -154,6 +161,47 @@ def _disagrees(name: str, message: str) -> errors.Unprocessable:
 
 def _unreadable(name: str, message: str) -> errors.Unprocessable:
     return refused(f"{name}: {message}", "unreadable_dimensions")
+
+
+_PNG_CHUNK = struct.Struct(">I4s")  # a PNG chunk's header: its data's length and its type
+_FRAME_CONTROL = struct.Struct(">IIII")  # an fcTL's width, height, x offset and y offset, after its sequence
+
+
+def _walk_png(name: str, width: int, height: int, data: memoryview, *, whole: bool = False) -> bool:
+    """Every chunk of a PNG whose canvas (IHDR) is `width` x `height`, by its length alone: each frame an
+    APNG's frame control (fcTL) declares lies inside the canvas, as a decoder allocates what it says.
+
+    A PNG with no acTL before its first IDAT is no animation (an APNG decoder reads frames only after an
+    acTL, which must come before the image data), so its walk ends there. Each step is one chunk header:
+    the walk is linear in the chunks, never reading their data. With `whole`, `data` is the file. Without,
+    it is the head, and the walk says whether it could tell (False: an acTL, or a head that ends before the
+    first IDAT, needs the whole file)."""
+    at, end = 8, len(data)  # past the signature
+    animated, frames = False, 0
+    while at + 8 <= end:
+        length, kind = _PNG_CHUNK.unpack_from(data, at)
+        if kind == b"IEND":
+            return True
+        if kind == b"acTL":
+            animated = True
+        elif kind == b"IDAT" and not animated:
+            return True
+        elif kind == b"fcTL":
+            if at + 8 + length > end and not whole:
+                break  # the chunk runs past the head
+            frames += 1
+            if length < 26:
+                raise _unreadable(
+                    name, f"the PNG's frame control {frames} is too short to say its place and size"
+                )
+            w, h, x, y = _FRAME_CONTROL.unpack_from(data, at + 12)
+            if x + w > width or y + h > height:
+                raise _disagrees(name, f"the PNG's canvas is {width}x{height}, but its frame {frames} is "
+                                       f"{w}x{h} at ({x}, {y}), past the canvas's edge")  # fmt: skip
+        at += 12 + length  # its length, type, data and CRC
+    if whole:
+        raise IndexError  # no IEND where the chunks' lengths lead: a chunk runs past the file's end
+    return False
 
 
 def _walk_gif(name: str, width: int, height: int, data: bytes) -> None:

@@ -1,12 +1,14 @@
-"""Images are what they say: every frame of a GIF, and a WebP's real stream, agree with the size the header
-declares, or the upload is refused at adoption with `image_dimensions_disagree`. The bytes are built here:
-a GIF whose screen says 1x1 over an 11,000 x 11,000 frame (Typst would decode about 490 MiB of it), a WebP
-whose canvas says 1x1 over an 8,000 x 8,000 stream; and real animations, which are adopted."""
+"""Images are what they say: every frame of a GIF and of an APNG, and a WebP's real stream, agree with the
+size the header declares, or the upload is refused at adoption with `image_dimensions_disagree`. The bytes
+are built here: a GIF whose screen says 1x1 over an 11,000 x 11,000 frame (Typst would decode about
+490 MiB of it), an APNG whose canvas says 1x1 over a frame as large, a WebP whose canvas says 1x1 over an
+8,000 x 8,000 stream; and real animations, which are adopted."""
 
 from __future__ import annotations
 
 import io
 import struct
+import zlib
 from collections.abc import Iterator
 
 import pytest
@@ -94,6 +96,62 @@ def anmf(x: int, y: int, width: int, height: int, *inside: bytes) -> bytes:
 
 ANIM = _chunk(b"ANIM", b"\0\0\0\0\0\0")
 
+
+# --- APNG ----------------------------------------------------------------------------------------------
+
+
+def _png_chunks(data: bytes) -> list[tuple[bytes, bytes]]:
+    """A PNG's chunks after its signature, each (type, data)."""
+    chunks, at = [], 8
+    while at < len(data):
+        (length,) = struct.unpack_from(">I", data, at)
+        chunks.append((data[at + 4 : at + 8], data[at + 8 : at + 8 + length]))
+        at += 12 + length
+    return chunks
+
+
+def _png(chunks: list[tuple[bytes, bytes]]) -> bytes:
+    """The PNG of `chunks`, each with its length and its CRC written anew."""
+    return b"\x89PNG\r\n\x1a\n" + b"".join(
+        struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+        for kind, payload in chunks
+    )
+
+
+def _overrun(data: bytes, kind: bytes) -> bytes:
+    """`data` with its last chunk of `kind` saying it is 900 bytes long: past the file's end."""
+    at = data.rindex(kind) - 4
+    return data[:at] + struct.pack(">I", 900) + data[at + 4 :]
+
+
+def apng(
+    canvas: tuple[int, int],
+    frame: tuple[int, int, int, int] | None = None,
+    *,
+    filler: int = 0,
+    filler_first: bool = False,
+) -> bytes:
+    """A two-frame APNG as Pillow writes it, on a `canvas`; its second frame control chunk (fcTL) then made
+    to say `frame` (x, y, width, height), its CRC with it. `filler` bytes of a private ancillary chunk go
+    before the second frame, or before everything but IHDR (`filler_first`: past the head's end before the
+    acTL chunk and the first IDAT)."""
+    frames = [Image.new("RGB", canvas, colour) for colour in ((10, 10, 10), (200, 50, 50))]
+    out = io.BytesIO()
+    frames[0].save(out, format="PNG", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    chunks, controls = _png_chunks(out.getvalue()), 0
+    for n, (kind, payload) in enumerate(chunks):
+        if kind == b"fcTL":
+            controls += 1
+            if controls == 2 and frame is not None:
+                x, y, width, height = frame
+                chunks[n] = (kind, payload[:4] + struct.pack(">IIII", width, height, x, y) + payload[20:])
+    assert controls == 2
+    if filler:
+        at = 1 if filler_first else [kind for kind, _ in chunks].index(b"fdAT") - 1
+        chunks.insert(at, (b"prVt", b"\0" * filler))
+    return _png(chunks)
+
+
 # A first frame of 1 x 1 whose data runs past the 128 KiB head an adoption reads first, then a second frame
 # of 11,000 x 11,000 pixels: only a walk of the whole stream finds it.
 HIDDEN = gif((1, 1), [(0, 0, 1, 1), (0, 0, 11_000, 11_000)], data=[b"\x4c" * 200_000, b"\x4c\x01"])
@@ -112,6 +170,16 @@ DISAGREEING = {
         "inner.webp",
         webp((100, 100), ANIM, anmf(0, 0, 10, 10, _vp8l(8000, 8000)), animated=True),
     ),
+    "an APNG whose frame is larger than its canvas": ("bomb.png", apng((1, 1), (0, 0, 11_000, 11_000))),
+    "an APNG whose frame lies past its canvas's edge": ("edge.png", apng((40, 30), (30, 0, 20, 30))),
+    "an APNG whose large frame is past the first 128 KiB": (
+        "hidden.png",
+        apng((1, 1), (0, 0, 11_000, 11_000), filler=200_000),
+    ),
+    "an APNG whose animation control is past the first 128 KiB": (
+        "late.png",
+        apng((1, 1), (0, 0, 11_000, 11_000), filler=200_000, filler_first=True),
+    ),
     "an animated WebP whose frame lies past its canvas's edge": (
         "offset.webp",
         webp((100, 100), ANIM, anmf(96, 0, 10, 10, _vp8l(10, 10)), animated=True),
@@ -124,7 +192,7 @@ def test_an_image_whose_header_disagrees_with_its_stream_is_refused_at_adoption(
     stack: Stack, case: str
 ) -> None:
     name, data = DISAGREEING[case]
-    content_type = "image/gif" if name.endswith(".gif") else "image/webp"
+    content_type = images.EXTENSIONS[name.rsplit(".", 1)[1]]
     book = stack.create_book()
 
     reply = add_asset(stack, book, name, content_type, data)
@@ -140,6 +208,8 @@ def test_an_image_whose_header_disagrees_with_its_stream_is_refused_at_adoption(
     [
         ("anim.gif", _frames("GIF"), (40, 30)),
         ("anim.webp", _frames("WEBP"), (40, 30)),
+        ("anim.png", _frames("PNG"), (40, 30)),  # an APNG: its frames the changed rectangles
+        ("long.png", apng((40, 30), (10, 10, 30, 20), filler=200_000, filler_first=True), (40, 30)),
         ("offsets.gif", gif((40, 30), [(0, 0, 40, 30), (30, 20, 10, 10), (0, 0, 1, 1)]), (40, 30)),
         ("long.gif", gif((40, 30), [(0, 0, 40, 30)], data=b"\x4c" * 300_000), (40, 30)),
         ("still.webp", webp((64, 48), _chunk(b"ICCP", b"\0" * 9), _vp8l(64, 48)), (64, 48)),
@@ -152,7 +222,7 @@ def test_an_animation_whose_frames_fit_its_canvas_is_adopted(
     stack: Stack, name: str, data: bytes, size: tuple[int, int]
 ) -> None:
     book = stack.create_book()
-    content_type = "image/gif" if name.endswith(".gif") else "image/webp"
+    content_type = images.EXTENSIONS[name.rsplit(".", 1)[1]]
 
     reply = add_asset(stack, book, name, content_type, data)
 
@@ -179,6 +249,12 @@ def _examine(name: str, data: bytes, read: Iterator[bytes] | None = None) -> ima
         ("empty.webp", webp((10, 10), _chunk(b"EXIF", b"\0\0")), "unreadable_dimensions"),
         ("long.webp", webp((10, 10), b"VP8L" + struct.pack("<I", 900) + _vp8l(10, 10)[8:]), "truncated"),
         ("unsigned.webp", webp((10, 10), _chunk(b"VP8L", b"\x00" * 25)), "unreadable_dimensions"),
+        (  # a frame control chunk too short to say the frame's place and size
+            "short.png",
+            _png([(k, p[:20] if k == b"fcTL" else p) for k, p in _png_chunks(apng((4, 4)))]),
+            "unreadable_dimensions",
+        ),
+        ("long.png", _overrun(apng((4, 4)), b"fdAT"), "truncated"),  # the last frame's data runs past IEND
     ],
 )
 def test_a_stream_that_cannot_be_walked_to_its_end_is_refused(name: str, data: bytes, code: str) -> None:
@@ -208,21 +284,27 @@ def test_a_gif_walk_reads_no_more_than_the_size_the_upload_has() -> None:
     assert pulled <= len(data) + 256
 
 
-def test_only_a_gif_or_an_extended_webp_is_read_whole() -> None:
-    """A PNG, a JPEG (even one whose bytes 12 to 16 happen to spell VP8X) and a simple WebP are measured
-    from their head alone: no second read of the object."""
+def test_only_a_gif_an_extended_webp_or_an_apng_is_read_whole() -> None:
+    """A PNG (whose chunks up to its first IDAT hold no acTL: no APNG decoder reads frames in it), a JPEG
+    (even one whose bytes 12 to 16 happen to spell VP8X) and a simple WebP are measured from their head
+    alone: no second read of the object."""
     from tests.books.illustrated import picture
 
     def unread() -> Iterator[bytes]:
         raise AssertionError("read whole")
 
     jpeg = picture("JPEG", 64, 48)
-    for name, data in (
-        ("a.png", picture("PNG", 64, 48)),
-        ("a.jpg", jpeg[:12] + b"VP8X" + jpeg[16:]),
-        ("a.webp", picture("WEBP", 64, 48)),
+    noise = Image.frombytes("RGB", (64, 48), bytes(range(256)) * 36)
+    large = io.BytesIO()
+    noise.resize((640, 480)).save(large, format="PNG", compress_level=0)
+    assert len(large.getvalue()) > 2 * images.HEAD_BYTES
+    for name, data, size in (
+        ("a.png", picture("PNG", 64, 48), (64, 48)),
+        ("large.png", large.getvalue(), (640, 480)),  # its IDAT chunks run far past the head
+        ("a.jpg", jpeg[:12] + b"VP8X" + jpeg[16:], (64, 48)),
+        ("a.webp", picture("WEBP", 64, 48), (64, 48)),
     ):
         got = images.examine(
             name, None, data[: images.HEAD_BYTES], data[-images.TAIL_BYTES :], len(data), unread
         )
-        assert (got.width, got.height) == (64, 48), name
+        assert (got.width, got.height) == size, name
