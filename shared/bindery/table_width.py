@@ -12,6 +12,7 @@ line is read alone (one inside a fenced code block is counted too; no table has 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from bindery import errors
 
@@ -40,3 +41,12 @@ def refuse_wide_table(line: bytes, number: int) -> None:
             columns=columns,
             limit=MAX_TABLE_COLUMNS,
         )
+
+
+def refuse_wide_tables(lines: Sequence[bytes], first_line: int) -> None:
+    """`refuse_wide_table` for each of `lines`, the first of them line `first_line`: in one count of their
+    pipes when, as in most manuscripts, they hold too few for one such row."""
+    if sum(line.count(b"|") for line in lines) < MAX_TABLE_COLUMNS - 1:
+        return
+    for number, line in enumerate(lines, start=first_line):
+        refuse_wide_table(line, number)

@@ -37,7 +37,7 @@ from bindery.engine.typeset import (
     chapter_source,
 )
 from bindery.manuscript import cut_text
-from bindery.table_width import MAX_TABLE_COLUMNS, refuse_wide_table
+from bindery.table_width import MAX_TABLE_COLUMNS, refuse_wide_table, refuse_wide_tables
 from tests.books.hostile import FAMILIES, PROSE
 from tests.validators import Word, pdfinfo, pdftotext, placed_words, qpdf_check, structure_problems
 
@@ -355,17 +355,25 @@ def test_a_paragraph_dense_with_breaks_is_still_justified(tmp_path: Path) -> Non
         assert max(ends) - min(ends) < 1, ends  # every full line ends at the right edge
 
 
-def _lines_checked(manuscript: str) -> None:
-    for number, line in enumerate(manuscript.encode().splitlines(keepends=True), start=1):
-        refuse_wide_table(line, number)
+def _lines_checked(manuscript: str, *, batches: bool = False) -> None:
+    lines = manuscript.encode().splitlines(keepends=True)
+    if batches:  # as a manuscript's lines are checked for their characters
+        for first in range(0, len(lines), 512):
+            refuse_wide_tables(lines[first : first + 512], first + 1)
+    else:
+        for number, line in enumerate(lines, start=1):
+            refuse_wide_table(line, number)
 
 
+@pytest.mark.parametrize("batches", [False, True])
 @pytest.mark.parametrize("size", [10_000, 100_000, 1_000_000])
-def test_a_table_of_more_columns_than_the_bound_is_refused_at_its_delimiter_row(size: int) -> None:
+def test_a_table_of_more_columns_than_the_bound_is_refused_at_its_delimiter_row(
+    size: int, batches: bool
+) -> None:
     # Set in bands, a table of thousands of one-character columns is linear in the pdf, but its cells cost
     # many times what as much prose does: the manuscript is refused before any build, naming the line.
     with pytest.raises(errors.Unprocessable) as refused:
-        _lines_checked(FAMILIES["a table of many columns"](size))
+        _lines_checked(FAMILIES["a table of many columns"](size), batches=batches)
     assert refused.value.code == "table_too_wide"
     assert refused.value.details == {"line": 4, "columns": max(1, size // 6), "limit": MAX_TABLE_COLUMNS}
     assert "line 4 " in refused.value.message
@@ -375,6 +383,7 @@ def test_every_other_family_and_a_table_of_the_bound_pass_the_width_check() -> N
     for family, make in FAMILIES.items():
         if family != "a table of many columns":
             _lines_checked(make(SIZE))
+            _lines_checked(make(SIZE), batches=True)
     _lines_checked(PROSE(SIZE))
     widest = MAX_TABLE_COLUMNS
     for row in (
