@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bindery.characters import check_lines
+from bindery.table_width import refuse_wide_tables
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -48,8 +49,8 @@ class Normalised:
     LF (CRLF and lone CR become LF), no blank lines before the first text or after the last, and a final
     newline. Nothing here changes what the markdown means: trailing spaces stay, since two of them are a
     hard line break, and blank lines inside the text stay as they are (they may be code). A manuscript
-    that holds a character no book may hold is refused, by the line and column it has in the input
-    (`bindery.characters.check_lines`).
+    that holds a character no book may hold, or a table wider than any page, is refused, by the line (and
+    column) it has in the input (`_check`).
 
     Iterate it once; afterwards `size` is the normalised length, and `changed` says whether any byte
     differs from the input, i.e. whether the input could be kept as it is.
@@ -72,7 +73,7 @@ class Normalised:
                     line, self.changed = line[len(BOM) :], True
             unchecked.append(line)
             if len(unchecked) == CHECK_LINES:
-                check_lines(unchecked, checked + 1)
+                _check(unchecked, checked + 1)
                 checked += CHECK_LINES
                 unchecked.clear()
             if line.endswith(b"\n") and not line.endswith(b"\r\n"):
@@ -94,9 +95,16 @@ class Normalised:
                 blanks.clear()
             self.size += len(kept)
             yield kept
-        check_lines(unchecked, checked + 1)
+        _check(unchecked, checked + 1)
         if blanks:
             self.changed = True  # trailing blank lines go
+
+
+def _check(lines: list[bytes], first_line: int) -> None:
+    """Refuse a batch of a manuscript's lines, as the caller gave them, holding what no book may: a
+    character XML 1.0 forbids, or a table wider than any page (`bindery.table_width`)."""
+    check_lines(lines, first_line)
+    refuse_wide_tables(lines, first_line)
 
 
 def normalise(data: bytes) -> bytes:

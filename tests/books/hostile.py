@@ -44,6 +44,11 @@ def _table(size: int) -> str:
     return _chapter("|a" * columns + "|\n" + "|-" * columns + "|\n" + "|b" * columns + "|")
 
 
+def _wide_rows(size: int) -> str:
+    """A table as wide as a table may be (bindery.table_width), of as many rows as fill the size."""
+    return _chapter("|a" * 256 + "|\n" + "|-" * 256 + "|\n" + _repeat("|b" * 256 + "|\n", size))
+
+
 def _images(size: int) -> str:
     return _chapter("".join(f"![figure {n}](img{n}.png)\n\n" for n in range(max(1, size // 24))))
 
@@ -88,7 +93,8 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     # Many definitions, wide tables, long lines, many images.
     "link reference definitions": _references,
     "footnotes": _footnotes,
-    "a table of many columns": _table,
+    "a table of many columns": _table,  # refused past 256 (table_too_wide), before any build
+    "a table of 256 columns, many rows": _wide_rows,
     "a line of the whole size": lambda n: _chapter(_repeat("word ", n).rstrip()),
     "images named": _images,
 }

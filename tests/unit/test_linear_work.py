@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import bindery.manuscript as manuscript_module
+from bindery import errors
 from bindery.manuscript import cut_text
 from tests.books.hostile import FAMILIES, PROSE
 
@@ -45,7 +46,10 @@ def _characters_parsed(manuscript: str, monkeypatch: pytest.MonkeyPatch) -> int:
         return counted[-1].parser
 
     monkeypatch.setattr(manuscript_module, "_parser", parser)
-    cut_text(manuscript)
+    try:
+        cut_text(manuscript)
+    except errors.Unprocessable as refused:
+        assert refused.code == "table_too_wide"  # refused as it is read, before the cut parses its line
     return sum(c.characters for c in counted)
 
 
@@ -92,3 +96,11 @@ def test_prose_is_parsed_only_where_a_heading_may_be(monkeypatch: pytest.MonkeyP
     # A window with no candidate line is never parsed: prose costs the cut its headings, not its text.
     manuscript = PROSE(SIZE)
     assert _characters_parsed(manuscript, monkeypatch) <= len(manuscript) // 100
+
+
+def test_a_table_wider_than_any_page_is_refused_at_its_line_before_anything_is_built() -> None:
+    wide = "|" + "a|" * 300 + "\n|" + "-|" * 300 + "\n"
+    with pytest.raises(errors.Unprocessable) as refused:
+        cut_text("# T\n\ntext\n\n" + wide)
+    assert (refused.value.code, refused.value.details["line"]) == ("table_too_wide", 6)
+    assert len(cut_text("# T\n\n" + "|a" * 256 + "|\n" + "|-" * 256 + "|\n")) == 1  # the widest allowed
