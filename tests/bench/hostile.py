@@ -23,8 +23,9 @@ TIMEOUT_SECONDS = 120
 BUDGET = 2.0
 
 
-def _seconds(reader: str, family: str) -> dict[int, float] | None:
-    """{size in bytes: seconds} of one family through one reader, or None if it ran past the timeout."""
+def _seconds(reader: str, family: str) -> dict[int, float] | str | None:
+    """{size in bytes: seconds} of one family through one reader, the code it is refused with before any
+    build, or None if it ran past the timeout."""
     probe = [PY, "-m", "tests.bench.hostile_probe", reader, family, str(SMALL), str(LARGE)]
     try:
         out = subprocess.run(probe, capture_output=True, text=True, cwd=ROOT, timeout=TIMEOUT_SECONDS)
@@ -32,7 +33,10 @@ def _seconds(reader: str, family: str) -> dict[int, float] | None:
         return None
     if out.returncode:
         raise RuntimeError(f"{reader} of {family}: {out.stderr[-2000:]}")
-    return {int(size): seconds for size, seconds in json.loads(out.stdout.strip().splitlines()[-1]).items()}
+    answer = json.loads(out.stdout.strip().splitlines()[-1])
+    if "refused" in answer:
+        return str(answer["refused"])
+    return {int(size): seconds for size, seconds in answer.items()}
 
 
 def measure() -> None:
@@ -41,12 +45,15 @@ def measure() -> None:
     )
     for reader in READERS:
         prose = _seconds(reader, "prose")
-        assert prose is not None, f"{reader} of prose ran past {TIMEOUT_SECONDS} s"
+        assert isinstance(prose, dict), f"{reader} of prose: {prose or 'ran past the timeout'}"
         prose_large = prose[max(prose)] / max(prose) * LARGE
         for family in FAMILIES:
             seconds = _seconds(reader, family)
             if seconds is None:
                 record(SECTION, f"{reader}: {family}", f"> {TIMEOUT_SECONDS} s", f"≤ {BUDGET}", False)
+                continue
+            if isinstance(seconds, str):
+                record(SECTION, f"{reader}: {family}", f"refused: {seconds}", "before any build", True)
                 continue
             (small, small_s), (large, large_s) = sorted(seconds.items())
             ratio = (large_s / large) / (small_s / small)

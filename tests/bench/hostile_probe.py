@@ -1,13 +1,15 @@
 """One family of hostile input (tests/books/hostile.py) through one reader, in a fresh process: the cut a
 POST /books makes (normalising and cutting the manuscript), or one format's build of the book it cut into.
 Prints {size: seconds} as JSON for each size given: the least of three runs at the smaller sizes, one at the
-largest, each after a warm-up at the smallest, so that imports and first-use costs are no size's."""
+largest, each after a warm-up at the smallest, so that imports and first-use costs are no size's; or
+{"refused": code} for a family the cut refuses before anything is built."""
 
 import io
 import json
 import sys
 import time
 
+from bindery import errors
 from bindery.engine import FORMATS, Source, Text, renderer_for
 from bindery.images import Asset
 from bindery.manuscript import cut_text
@@ -34,7 +36,11 @@ def once(manuscript: str) -> float:
 
 
 assert reader == "cut" or reader in FORMATS
-once(make(min(sizes)))
+try:
+    once(make(min(sizes)))
+except errors.Unprocessable as refused:
+    print(json.dumps({"refused": refused.code}))
+    sys.exit(0)
 seconds = {}
 for size in sizes:
     manuscript = make(size)
