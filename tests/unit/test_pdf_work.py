@@ -396,3 +396,23 @@ def test_every_other_family_and_a_table_of_the_bound_pass_the_width_check() -> N
     for row in ("|:-" * (widest + 1) + "|", "> 1. " + "| --- " * (widest + 1), "-|" * widest + "-"):
         with pytest.raises(errors.Unprocessable):
             _lines_checked(f"# T\n\n{row}\n")
+
+
+def test_the_join_finds_each_page_of_a_piece_without_listing_them_all_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pikepdf finds a page by its index by listing every page: the join laid each page's folio over the
+    # page it found so, and a run of 5,000 pages of headings spent most of its join there.
+    pages = type(pikepdf.new().pages)
+    found: list[int] = []
+    by_index = pages.__getitem__
+
+    def counted(self: object, index: int) -> object:
+        found.append(index)
+        return by_index(self, index)
+
+    monkeypatch.setattr(pages, "__getitem__", counted)
+    path = _built("# Long\n\n" + "Words and more words to fill a page.\n\n" * 1500, tmp_path)
+    with pikepdf.open(path) as pdf:
+        assert len(pdf.pages) > 40
+    assert len(found) <= 8  # a piece's first page, read for its size, and these counted
