@@ -281,8 +281,8 @@ def _write_piece(
                 first["ids"] = pdf.trailer.ID.unparse(resolved=True)
         # Keys and IDs move into the piece's span. (The pages are listed once: pikepdf finds a page by its
         # index by listing them all.)
-        pages = list(pdf.pages)
-        for page in pages:
+        own = list(pdf.pages)
+        for page in own:
             page.obj.Parent = placeholder(PAGES)
             if "/StructParents" in page.obj:
                 page.obj.StructParents = int(page.obj.StructParents) + keys
@@ -291,7 +291,7 @@ def _write_piece(
                     annot.StructParent = int(annot.StructParent) + keys
         before, after = (placeholder(number) for number in STAMP) if folios else (None, None)
         for index, form in folios.items():
-            laid = pages[index].obj
+            laid = own[index].obj
             contents = laid.Contents
             parts = list(contents) if isinstance(contents, Array) else [contents]
             laid.Contents = Array([before, *parts, after])
