@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from bindery.engine import Source, Text, renderer_for
-from bindery.manuscript import cut_text
 from tests.books.hostile import FAMILIES, HEAD, PROSE
 
 SIZE = 2_000  # bytes; each family is counted at this size and at GROWTH times it
@@ -46,15 +45,15 @@ SHAPES = {**FAMILIES, **RENDER_FAMILIES}
 
 
 def _texts(manuscript: str) -> tuple[Source, list[Text]]:
-    sections = cut_text(manuscript)
-    source = Source("abcdef0123456789abcd", "Work", 1, tuple(s.title for s, _ in sections))
-    return source, [Text(n, s.title, text) for n, (s, text) in enumerate(sections, start=1)]
+    return Source("abcdef0123456789abcd", "Work", 1, ("T",)), [Text(1, "T", manuscript)]
 
 
 def _work(manuscript: str, fmt: str) -> int:
-    """The lines and calls of Python the format's renderer runs to build `manuscript` (its cut is not
-    counted). It is built once before it is counted, so that what a renderer makes once and keeps (the
-    parser's tables of rules) is not counted against the shape that happens to come first."""
+    """The lines and calls of Python the format's renderer runs to build `manuscript`, handed to it as
+    one chapter, as the cut hands each of these (the cut's work, and what it refuses before any build, as a
+    table past 256 columns, are tests/unit/test_linear_work.py's). It is built once before it is counted,
+    so that what a renderer makes once and keeps (the parser's tables of rules) is not counted against the
+    shape that happens to come first."""
     renderer = renderer_for(fmt)
     source, texts = _texts(manuscript)
     renderer.render(source, texts, io.BytesIO())
