@@ -41,7 +41,7 @@ def _seconds(reader: str, family: str) -> dict[int, float] | str | None:
 
 def measure() -> None:
     say(
-        "\n8. Hostile input: each family's seconds per MB at 1 MB ÷ at 10 KB, through the cut and each format"
+        "\n9. Hostile input: each family's seconds per MB at 1 MB ÷ at 10 KB, through the cut and each format"
     )
     for reader in READERS:
         prose = _seconds(reader, "prose")
