@@ -177,9 +177,12 @@ class _Scanner:
             while i < len(s) and s[i] == "[":
                 i = self._apart(i + 1, depth + 1)  # a note's body: set at the page's foot
         else:  # a block: it ends the paragraph, and its bodies are flows of their own
-            if name == "book-table":
+            if name == "book-table":  # its cells: content blocks, and strings (a cell of text alone)
                 columns = int(s[begun : begun + 40].split("columns: ")[1].split(",")[0])
-                self.work.tables.append((columns, cells // columns))
+                self.work.tables.append((columns, (cells + len(arguments)) // columns))
+                for text in arguments:
+                    self._begin()
+                    self._text(text)
             while i < len(s) and s[i] == "[":
                 i = self._apart(i + 1, depth + 1)
             self._begin()
@@ -215,9 +218,12 @@ def family_written(family: str, size: int) -> tuple[str, Work]:
 def written(manuscript: str) -> tuple[str, Work]:
     """The Typst source the pdf's writer makes of every chapter of `manuscript`, and its work."""
     parse = markup.parser().parse
+    # A family of one chapter is that chapter, whatever the cut refuses (a table wider than a book may hold
+    # is refused before any build: written alone here, the pdf's writer still sets it in bands).
+    one = manuscript.startswith("# T\n")
+    chapters = [manuscript] if one else [text for _, text in cut_text(manuscript)]
     source = "".join(
-        chapter_source(parse, text, f"ch{n}", BLOCK, None).source
-        for n, (_, text) in enumerate(cut_text(manuscript), start=1)
+        chapter_source(parse, text, f"ch{n}", BLOCK, None).source for n, text in enumerate(chapters, start=1)
     )
     scanner = _Scanner(source)
     end = scanner.flow(0, 0)

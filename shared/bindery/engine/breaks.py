@@ -177,8 +177,10 @@ def fitted(
     run = run if run is not None else Run()
     measure = max(measure, 1.0)  # a cell of a table with many columns may have next to nothing
     top = _BASMALA_EM if BASMALA in value else _ANY_EM  # the widest any one of its characters may be
-    if not run.width and value and len(value) * top * size <= measure:
-        # The whole of it fits, and nothing before goes on into it (the usual short piece of text).
+    bound = widest(value, size, mono=code) if value.isascii() else len(value) * top * size
+    if not run.width and value and bound <= measure:
+        # The whole of it fits, and nothing before goes on into it (the usual short piece of text, or a
+        # narrow table's cell of a few characters).
         trailing = len(value.rstrip(_SPACE_CHARS))
         run.width = widest(value[:trailing], size, mono=code)
         run.last, run.spaced = value[trailing - 1] if trailing else run.last, trailing < len(value)

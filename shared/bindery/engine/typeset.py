@@ -28,6 +28,7 @@ other widths, is set by book.typ's `code`, which measures.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -65,6 +66,7 @@ from bindery.engine.token_tree import close_of, list_items, plain_text
 from bindery.images import Asset
 
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")  # a link that leaves the book; the rest stay text
+_LITERAL = re.compile(r'#("(?:[^"\\]|\\.)*")')  # one string literal set as text (`literals.text`)
 
 
 @dataclass
@@ -304,7 +306,11 @@ class Writer:
         body = [cells for is_head, cells in rows if not is_head]
 
         def cells(row: list[str]) -> str:
-            return ", ".join(f"[{content}]" for content in row)
+            # A cell of text alone is given as its string: Typst sets a content block's cell at about twice
+            # the cost.
+            return ", ".join(
+                m[1] if (m := _LITERAL.fullmatch(content)) else f"[{content}]" for content in row
+            )
 
         header = f"table.header({', '.join(cells(r) for r in head)}), " if head else ""
         rest = ", ".join(cells(r) for r in body)
