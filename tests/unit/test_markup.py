@@ -15,14 +15,14 @@ from markdown_it import MarkdownIt
 from markdown_it.helpers import parseLinkDestination
 from mdit_py_plugins.footnote import footnote_plugin
 
-from bindery.engine import markup
+from bindery.engine import block_rules, inline_rules, markup
 
 
 def _markdown_it() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "xhtmlOut": False, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.use(footnote_plugin)
-    md.block.tokenize = MethodType(markup._tokenize_bounded, md.block)  # type: ignore[method-assign]
+    md.block.tokenize = MethodType(block_rules._tokenize_bounded, md.block)  # type: ignore[method-assign]
     return md
 
 
@@ -81,7 +81,7 @@ def test_each_link_destination_is_read_as_markdown_it_reads_it(
     # One reader for the whole text, as a paragraph's links share one: a walk it keeps must never answer
     # for a destination it does not hold. Read from each position in turn, as a paragraph's links are,
     # then from others, some to a nearer end.
-    ours = markup._Destinations()
+    ours = inline_rules._Destinations()
     for pos, to_end in [(pos, True) for pos in range(len(text) + 1)] + calls:
         maximum = len(text) if to_end else min(len(text), pos + 40)
         mine, theirs = ours(text, pos, maximum), parseLinkDestination(text, pos, maximum)
@@ -92,7 +92,7 @@ def test_each_link_destination_is_read_as_markdown_it_reads_it(
 
 def test_a_destination_resumed_inside_a_walk_that_failed_on_parentheses_is_read_as_markdown_it_does() -> None:
     text = "[a](b" * 80 + ")" * 5 + " [c](d(e)f)"
-    ours = markup._Destinations()
+    ours = inline_rules._Destinations()
     resumed = 0
     for pos in range(len(text)):
         kept = ours._deepest

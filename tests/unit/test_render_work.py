@@ -84,7 +84,7 @@ def _prose_work(fmt: str, size: int) -> int:
 def test_rendering_a_hostile_manuscript_grows_linearly_and_costs_at_most_ten_times_as_much_prose(
     family: str, fmt: str
 ) -> None:
-    # Before markup.py read labels, destinations and notes' references once: nested brackets cost 21
+    # Before inline_rules.py read labels, destinations and notes' references once: nested brackets cost 21
     # times prose, link openers with no closers 28, unclosed link destinations 20, the shapes above 29
     # to 55, and references to a note left open 220 times at 2 KB and 50 times more at 8 times the size.
     make = SHAPES[family]
