@@ -487,7 +487,7 @@ class _Paragraph:
         """Write an element, or `text` set, in the next paragraph if this one is due to end."""
         if self.due or self.elements >= 2 * MAX_PARAGRAPH_ELEMENTS:
             self.out.append("]" * self.depth + ("\n\n" if self.continued else "\n\n#continued["))
-            self.out.extend(markup for markup in self.opened if markup is not None)
+            self.out.extend(opener for opener in self.opened if opener is not None)
             self.elements, self.due, self.continued = self.depth, False, True
             self.writer.run = Run()  # a paragraph's end is a break
         if text:
