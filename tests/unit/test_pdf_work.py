@@ -24,18 +24,17 @@ import pikepdf
 import pytest
 
 from bindery import errors
-from bindery.engine import Source, Text, markup, renderer_for, typeset
+from bindery.engine import Source, Text, markup, paragraphs, renderer_for, typeset
 from bindery.engine.measures import columns_held
-from bindery.engine.pdf_source import PAGE_SIZES
-from bindery.engine.typeset import (
+from bindery.engine.paragraphs import (
     DENSE_BREAKS,
     DENSE_FROM,
     GREEDY_FROM,
     MAX_INLINE_DEPTH,
     MAX_PARAGRAPH_ELEMENTS,
-    MAX_TABLE_ROWS,
-    chapter_source,
 )
+from bindery.engine.pdf_source import PAGE_SIZES
+from bindery.engine.typeset import MAX_TABLE_ROWS, chapter_source
 from bindery.manuscript import cut_text
 from bindery.table_width import MAX_TABLE_COLUMNS, refuse_wide_table, refuse_wide_tables
 from tests.books.hostile import FAMILIES, PROSE
@@ -309,7 +308,7 @@ def test_a_paragraph_cut_for_its_elements_keeps_its_words_emphasis_and_links(
 ) -> None:
     # Given a bound of 8 elements, a paragraph of 120 goes on as paragraphs of at most 16, each opening the
     # emphasis left open by the one before.
-    monkeypatch.setattr(typeset, "MAX_PARAGRAPH_ELEMENTS", 8)
+    monkeypatch.setattr(paragraphs, "MAX_PARAGRAPH_ELEMENTS", 8)
     words = " ".join(f"w{n} *e{n}* [l{n}](https://example.org/{n})" for n in range(30))
     shown = " ".join(f"w{n} e{n} l{n}" for n in range(30))
     manuscript = f"# Cut\n\n**Strong {words} end.**\n"

@@ -11,11 +11,9 @@ Nesting is bounded before Typst sees it: the Markdown parser stops nesting block
 of calls; block quotes nest at most MAX_QUOTE_DEPTH deep here, emphasis and links MAX_INLINE_DEPTH, and a
 footnote cited inside a footnote is cited by its number and set after it, not nested.
 
-So is what each costs Typst, which grows faster than a paragraph's or a table's size in three ways: a
-paragraph of more than MAX_PARAGRAPH_ELEMENTS elements goes on as several, each without a first-line indent
-(`_Paragraph`); a long one, or one dense with breaks, is broken greedily (GREEDY_FROM), still justified; a
-table of more columns than its measure holds (each less than a character wide) is set in bands of as many,
-and one of more than MAX_TABLE_ROWS rows in tables of as many, one under another, each under the header.
+So is what each costs Typst, which grows faster than a paragraph's or a table's size: a paragraph is written
+in elements whose cost is bounded (`engine.paragraphs`); a table of more columns than its measure holds is set
+in bands of as many, and one of more than MAX_TABLE_ROWS rows in tables of as many, each under the header.
 
 Nothing is set past the page's edge. The writer keeps the measure each block is set in, at least (the text
 block, less what the quotes and lists around it indent; a table cell's share; a note's, the whole block),
@@ -62,6 +60,7 @@ from bindery.engine.measures import (
     image_size,
     points,
 )
+from bindery.engine.paragraphs import WRAPS, Paragraph
 from bindery.engine.token_tree import close_of, list_items, plain_text
 from bindery.images import Asset
 
@@ -77,29 +76,8 @@ class Chapter:
     images: dict[str, Asset] = field(default_factory=dict)
 
 
-# Typst applies a few show rules at each quote and stops at 64 nested ones; Markdown may nest 20.
-MAX_QUOTE_DEPTH = 8
-
-# Emphasis, strong, strike and links nest without a bound in Markdown; Typst's parser stops at 256 deep.
-MAX_INLINE_DEPTH = 32
-
-# For every glyph of a paragraph, Typst finds the element it came from by walking the paragraph's elements
-# from its first (typst-layout's `SpanMapper::span_at`): a paragraph costs its characters times its
-# elements. A paragraph of more is set as several (`_Paragraph`), so each costs at most this a character.
-MAX_PARAGRAPH_ELEMENTS = 1000
-
-# Typst's justified line breaking (Knuth-Plass) weighs each break of a line against the others a line may
-# take, and over a long paragraph grows faster than its length, the more so the more breaks its lines hold:
-# `a a a`, or backslashes (Unicode lets a line break between two). A paragraph of GREEDY_FROM characters or
-# more, or of DENSE_FROM with at least DENSE_BREAKS of them breaks, is broken greedily (book.typ's
-# `greedy`): still justified, each line filled in turn. Prose has a break in five or six characters, and
-# few paragraphs of more than a few thousand.
-GREEDY_FROM = 20_000
-DENSE_FROM = 2000
-DENSE_BREAKS = 0.3
-
-# Typst's layout of a table grows faster than its rows: a table of more is set as several, one under another.
-MAX_TABLE_ROWS = 200
+MAX_QUOTE_DEPTH = 8  # Typst applies a few show rules at each quote and stops at 64 nested; Markdown nests 20
+MAX_TABLE_ROWS = 200  # Typst lays a table out in work that grows faster than its rows: more are several
 
 
 def image_file(asset: Asset) -> str:
@@ -323,12 +301,16 @@ class Writer:
         finally:
             self.run = outer
 
+    def _broken(self) -> None:
+        """A paragraph was cut in two: the next line starts afresh."""
+        self.run = Run()
+
     def _set(self, value: str, *, code: bool = False) -> str:
         size = CODE_PT if code else self.size
         return fitted(value, self.measure, size, literal, code=code, run=self.run)
 
     def _inline(self, children: list[Token]) -> str:
-        paragraph = _Paragraph(self)
+        paragraph = Paragraph(lambda text, code: self._set(text, code=code), self._broken)
         for child in children:
             kind = child.type
             if kind in ("text", "text_special", "html_inline"):
@@ -337,8 +319,8 @@ class Writer:
                 paragraph.text(" ")
             elif kind == "code_inline":
                 paragraph.code(child.content)
-            elif kind in _WRAPS:
-                paragraph.open(_WRAPS[kind])
+            elif kind in WRAPS:
+                paragraph.open(WRAPS[kind])
             elif kind == "link_open":
                 href = str(child.attrGet("href") or "")
                 paragraph.open(f"#link({literal(href)})[" if href.startswith(_SAFE_SCHEMES) else "#[")
@@ -405,98 +387,6 @@ class Writer:
         label = self._set(f"[{alt or found or 'image'}]")
         # Not one of the book's (a link to it, never a fetch), or one it does not have (named in the notes).
         return f"#link({literal(src)})[{label}]" if found is None and src.startswith(_SAFE_SCHEMES) else label
-
-
-_WRAPS = {"em_open": "#emph[", "strong_open": "#strong[", "s_open": "#strike["}
-
-
-class _Paragraph:
-    """A paragraph's inline content as Typst markup, in as few elements as it can be, and as several
-    paragraphs where one would hold more than MAX_PARAGRAPH_ELEMENTS.
-
-    Adjacent text is one literal, across emphasis nested past MAX_INLINE_DEPTH (which is not written). Past
-    MAX_PARAGRAPH_ELEMENTS, the paragraph ends after the next space in its text (or, with none, past twice
-    the bound): the emphasis and links open there are closed, and opened again in the next paragraph, which
-    book.typ's `continued` sets on without a first-line indent. A long paragraph, or one dense with breaks,
-    is broken greedily (GREEDY_FROM)."""
-
-    def __init__(self, writer: Writer):
-        self.writer = writer
-        self.out: list[str] = []
-        self.run: list[str] = []  # adjacent text, not yet set
-        self.opened: list[str | None] = []  # each wrapper open: its markup, or None if past the depth
-        self.depth = 0  # how many of them are written
-        self.elements = 0  # in the paragraph being written
-        self.due = False  # whether it ends before the next element
-        self.continued = False  # whether it was cut, and `continued` is open
-        self.characters = 0  # of text, and how many of them a line may break at (about)
-        self.breaks = 0
-
-    def text(self, value: str) -> None:
-        self.run.append(value)
-
-    def element(self, markup: str) -> None:
-        """An element that is not text, made after `flush` (it may go on from the text before)."""
-        self.flush()
-        self._write(markup)
-
-    def code(self, value: str) -> None:
-        self.flush()
-        self._write(text=value, code=True)
-
-    def open(self, markup: str) -> None:
-        if self.depth >= MAX_INLINE_DEPTH:
-            self.opened.append(None)  # nested deeper than Typst parses: the words, without this emphasis
-            return
-        self.flush()
-        self._write(markup)
-        self.opened.append(markup)
-        self.depth += 1
-
-    def close(self) -> None:
-        if not self.opened or self.opened[-1] is None:
-            self.opened[-1:] = []
-            return
-        self.flush()  # first: the text before it may end the paragraph, and this one open it again
-        self.opened.pop()
-        self.out.append("]")
-        self.depth -= 1
-        self.elements += 1
-
-    def flush(self) -> None:
-        """Set the text so far."""
-        if not self.run:
-            return
-        value = "".join(self.run)
-        self.run.clear()
-        if self.elements >= MAX_PARAGRAPH_ELEMENTS and not self.due and (space := value.rfind(" ") + 1):
-            self._write(text=value[:space])
-            self.due, value = True, value[space:]
-        if value:
-            self._write(text=value)
-
-    def written(self) -> str:
-        self.flush()
-        written = "".join(self.out) + ("]" if self.continued else "")
-        dense = self.characters >= DENSE_FROM and self.breaks >= DENSE_BREAKS * self.characters
-        if dense or self.characters >= GREEDY_FROM:
-            return f"#greedy[{written}]"
-        return written
-
-    def _write(self, markup: str = "", *, text: str = "", code: bool = False) -> None:
-        """Write an element, or `text` set, in the next paragraph if this one is due to end."""
-        if self.due or self.elements >= 2 * MAX_PARAGRAPH_ELEMENTS:
-            self.out.append("]" * self.depth + ("\n\n" if self.continued else "\n\n#continued["))
-            self.out.extend(opener for opener in self.opened if opener is not None)
-            self.elements, self.due, self.continued = self.depth, False, True
-            self.writer.run = Run()  # a paragraph's end is a break
-        if text:
-            markup = self.writer._set(text, code=code)
-            self.characters += len(text)
-            # a run marked for `long` may break anywhere (zero-width spaces, or Unicode's own breaks)
-            self.breaks += len(text) if "#long(" in markup else text.count(" ")
-        self.out.append(markup)
-        self.elements += 1
 
 
 Parse = Callable[[str, dict[str, Any]], list[Token]]
