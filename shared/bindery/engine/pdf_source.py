@@ -260,7 +260,10 @@ def imprint(source: Source, meta: Metadata) -> list[str]:
 def parse_code() -> str:
     """The hash of the code that writes a chapter's Typst source: a run's parse is reused only by the same."""
     digest = hashlib.sha256()
-    code = ("typeset", "breaks", "measures", "literals", "markup", "figures", "token_tree", "pdf_source")
+    code = (
+        *("typeset", "paragraphs", "breaks", "measures", "literals", "figures", "token_tree", "pdf_source"),
+        *("markup", "block_rules", "inline_rules"),  # the parser, whose tokens they write
+    )
     for module in code:
         digest.update((HERE / f"{module}.py").read_bytes())
     return digest.hexdigest()
