@@ -222,10 +222,10 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
     Lines gather in a window from the last point where nothing was open: a line in column 0 after a blank
     one (`_starts_afresh`), a heading in column 0, or the line after a top-level fenced code block closes.
     A line that could open a level-1 heading or a fenced code block is a candidate. A window that holds one
-    is read by markdown-it as a whole when it ends, and before that once READ_AFTER candidates wait in it and
-    at least half its bytes are unread; a window without one is never parsed. Parsing from such a point reads
-    the lines after it as a whole-document parse does, so the two agree, whatever the length of a list or a
-    quote. Each read is paid for by as many new bytes, so the work is linear in the manuscript, up to one
+    is read by markdown-it as a whole when it ends, and before that once READ_AFTER candidates wait in it
+    and three quarters of its bytes are unread; a window without one is never parsed. Parsing from such a
+    point reads the lines after it as a whole-document parse does, so the two agree, whatever the length of
+    a list or a quote. Each read is paid for by new bytes, so the work is linear in the manuscript, up to one
     bound: a window is read when it grows past MAX_CONTEXT_BYTES, and carries on with at most half of that
     as context (the lines after its last heading), so only a single list item or block quote longer than
     that, with a candidate inside, could be read differently."""
@@ -323,10 +323,10 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
                 if fence is None:
                     drop(len(window), 0)
                     read_up_to = 0
-            elif candidates >= READ_AFTER and 2 * unread_bytes >= window_bytes:
-                # Many candidates wait, and at least half the window is unread: read it now, so that a long
-                # run of headings is cut as it comes (a book of too many is refused at its first one too
-                # many), and each read is paid for by as many new bytes as it reads again.
+            elif candidates >= READ_AFTER and 4 * unread_bytes >= 3 * window_bytes:
+                # Many candidates wait, and three quarters of the window are unread: read it now, so that a
+                # long run of headings is cut as it comes (a book of too many is refused at its first one too
+                # many). A window read again has grown fourfold since: a third more parsing, at most.
                 yield from read()
         if window_bytes > MAX_CONTEXT_BYTES:
             if candidates:
