@@ -34,7 +34,7 @@ from bindery.engine.paragraphs import (
     MAX_PARAGRAPH_ELEMENTS,
 )
 from bindery.engine.pdf_source import PAGE_SIZES
-from bindery.engine.typeset import MAX_TABLE_ROWS, chapter_source
+from bindery.engine.typeset import MAX_QUOTE_BLOCKS, MAX_TABLE_ROWS, chapter_source
 from bindery.manuscript import cut_text
 from bindery.table_width import MAX_TABLE_COLUMNS, refuse_wide_table, refuse_wide_tables
 from tests.books.hostile import FAMILIES, PROSE
@@ -64,6 +64,7 @@ class Work:
 
     paragraphs: list[Paragraph] = field(default_factory=list)
     tables: list[tuple[int, int]] = field(default_factory=list)  # columns, rows
+    quotes: list[int] = field(default_factory=list)  # the paragraphs each quote's own flow begins
     depth: int = 0  # the deepest nesting of content blocks
 
     @property
@@ -112,6 +113,8 @@ class _Scanner:
     def __init__(self, source: str):
         self.source, self.work = source, Work()
         self.greedy = 0  # `greedy` calls open around what is read
+        self.begun = [0]  # the paragraphs each flow being read has begun, itself (not the flows inside)
+        self.flows = 0  # the paragraphs the flow read last began
         self.paragraph = self._begin()
 
     def flow(self, i: int, depth: int) -> int:
@@ -132,6 +135,7 @@ class _Scanner:
         return i
 
     def _begin(self) -> Paragraph:
+        self.begun[-1] += 1
         self.paragraph = Paragraph(greedy=self.greedy > 0)
         self.work.paragraphs.append(self.paragraph)
         return self.paragraph
@@ -145,9 +149,10 @@ class _Scanner:
         """A content block set apart from the paragraph around it (a note's body, a list's item, a table's
         cell): a flow of its own. Return where it ends, past its `]`."""
         around = self.paragraph
+        self.begun.append(0)
         self._begin()
         i = self.flow(i, depth) + 1
-        self.paragraph = around
+        self.paragraph, self.flows = around, self.begun.pop()
         return i
 
     def _call(self, i: int, depth: int) -> int:
@@ -184,6 +189,8 @@ class _Scanner:
                     self._text(text)
             while i < len(s) and s[i] == "[":
                 i = self._apart(i + 1, depth + 1)
+                if name == "quote":
+                    self.work.quotes.append(self.flows)
             self._begin()
         if i < len(s) and s[i] == "<":  # a label
             i = s.index(">", i) + 1
@@ -263,6 +270,14 @@ def test_no_table_is_wider_than_the_page_holds_or_longer_than_the_bound(family: 
     for size in (SIZE, 8 * SIZE):
         tables = family_written(family, size)[1].tables
         assert all(columns <= held and rows <= MAX_TABLE_ROWS + 1 for columns, rows in tables)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_no_quote_holds_more_blocks_than_the_bound(family: str) -> None:
+    # `> # a` over 16 KB was one quote of 2,666 headings, which cost Typst more a heading than several.
+    for size in (SIZE, 8 * SIZE):
+        quotes = family_written(family, size)[1].quotes
+        assert all(begun <= 2 * MAX_QUOTE_BLOCKS + 2 for begun in quotes)  # a block, and the break after it
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -421,3 +436,16 @@ def test_the_join_finds_each_page_of_a_piece_without_listing_them_all_again(
     with pikepdf.open(path) as pdf:
         assert len(pdf.pages) > 40
     assert len(found) <= 8  # a piece's first page, read for its size, and these counted
+
+
+def test_a_quote_of_more_blocks_than_the_bound_is_set_as_quotes_one_under_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(typeset, "MAX_QUOTE_BLOCKS", 3)
+    manuscript = (
+        "# Quoted\n\n" + "".join(f"> ## Heading {n}\n>\n> Paragraph {n}.\n>\n" for n in range(5)) + "\n"
+    )
+    source, work = written(manuscript)
+    assert source.count("#quote(block: true)") == 4 and max(work.quotes) <= 2 * 3 + 2
+    text = _checked(_built(manuscript, tmp_path))
+    assert " ".join(f"Heading {n} Paragraph {n}." for n in range(5)) in text

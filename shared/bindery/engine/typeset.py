@@ -78,6 +78,7 @@ class Chapter:
 
 MAX_QUOTE_DEPTH = 8  # Typst applies a few show rules at each quote and stops at 64 nested; Markdown nests 20
 MAX_TABLE_ROWS = 200  # Typst lays a table out in work that grows faster than its rows: more are several
+MAX_QUOTE_BLOCKS = 200  # a quote of many blocks costs Typst more a block than several: more are several
 
 
 def image_file(asset: Asset) -> str:
@@ -173,7 +174,7 @@ class Writer:
             self.quotes += 1
             try:
                 with self._narrowed(self.measure - QUOTE_INDENT):
-                    return f"#quote(block: true)[{self.blocks(inner)}]\n\n"
+                    return "".join(f"#quote(block: true)[{self.blocks(part)}]\n\n" for part in _parts(inner))
             finally:
                 self.quotes -= 1
         if kind in ("fence", "code_block"):
@@ -387,6 +388,20 @@ class Writer:
         label = self._set(f"[{alt or found or 'image'}]")
         # Not one of the book's (a link to it, never a fetch), or one it does not have (named in the notes).
         return f"#link({literal(src)})[{label}]" if found is None and src.startswith(_SAFE_SCHEMES) else label
+
+
+def _parts(tokens: list[Token]) -> Iterator[list[Token]]:
+    """Blocks' tokens in parts of at most MAX_QUOTE_BLOCKS blocks."""
+    start, count = 0, 0
+    i = 0
+    while i < len(tokens):
+        i = close_of(tokens, i) + 1
+        count += 1
+        if count == MAX_QUOTE_BLOCKS:
+            yield tokens[start:i]
+            start, count = i, 0
+    if start < len(tokens) or not tokens:
+        yield tokens[start:]
 
 
 Parse = Callable[[str, dict[str, Any]], list[Token]]
