@@ -5,6 +5,8 @@ paragraph holds alone."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from markdown_it.token import Token
 
 
@@ -23,6 +25,19 @@ def close_of(tokens: list[Token], i: int) -> int:
         if depth == 0:
             return j
     return len(tokens) - 1
+
+
+def in_runs(tokens: list[Token], most: int) -> Iterator[list[Token]]:
+    """A run of blocks' tokens in runs of at most `most` blocks each (one run, empty, if there are none)."""
+    start, count, i = 0, 0, 0
+    while i < len(tokens):
+        i = close_of(tokens, i) + 1
+        count += 1
+        if count == most:
+            yield tokens[start:i]
+            start, count = i, 0
+    if start < len(tokens) or not tokens:
+        yield tokens[start:]
 
 
 def list_items(inner: list[Token]) -> list[list[Token]]:

@@ -11,9 +11,8 @@ Nesting is bounded before Typst sees it: the Markdown parser stops nesting block
 of calls; block quotes nest at most MAX_QUOTE_DEPTH deep here, emphasis and links MAX_INLINE_DEPTH, and a
 footnote cited inside a footnote is cited by its number and set after it, not nested.
 
-So is what each costs Typst, which grows faster than a paragraph's or a table's size: a paragraph is written
-in elements whose cost is bounded (`engine.paragraphs`); a table of more columns than its measure holds is set
-in bands of as many, and one of more than MAX_TABLE_ROWS rows in tables of as many, each under the header.
+So is what each costs Typst where it grows faster than its input: a paragraph is set in bounded elements
+(`engine.paragraphs`); a quote of many blocks, a table too wide or too long, as several, one under another.
 
 Nothing is set past the page's edge. The writer keeps the measure each block is set in, at least (the text
 block, less what the quotes and lists around it indent; a table cell's share; a note's, the whole block),
@@ -61,7 +60,7 @@ from bindery.engine.measures import (
     points,
 )
 from bindery.engine.paragraphs import WRAPS, Paragraph
-from bindery.engine.token_tree import close_of, list_items, plain_text
+from bindery.engine.token_tree import close_of, in_runs, list_items, plain_text
 from bindery.images import Asset
 
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")  # a link that leaves the book; the rest stay text
@@ -174,7 +173,8 @@ class Writer:
             self.quotes += 1
             try:
                 with self._narrowed(self.measure - QUOTE_INDENT):
-                    return "".join(f"#quote(block: true)[{self.blocks(part)}]\n\n" for part in _parts(inner))
+                    runs = in_runs(inner, MAX_QUOTE_BLOCKS)
+                    return "".join(f"#quote(block: true)[{self.blocks(run)}]\n\n" for run in runs)
             finally:
                 self.quotes -= 1
         if kind in ("fence", "code_block"):
@@ -388,20 +388,6 @@ class Writer:
         label = self._set(f"[{alt or found or 'image'}]")
         # Not one of the book's (a link to it, never a fetch), or one it does not have (named in the notes).
         return f"#link({literal(src)})[{label}]" if found is None and src.startswith(_SAFE_SCHEMES) else label
-
-
-def _parts(tokens: list[Token]) -> Iterator[list[Token]]:
-    """Blocks' tokens in parts of at most MAX_QUOTE_BLOCKS blocks."""
-    start, count = 0, 0
-    i = 0
-    while i < len(tokens):
-        i = close_of(tokens, i) + 1
-        count += 1
-        if count == MAX_QUOTE_BLOCKS:
-            yield tokens[start:i]
-            start, count = i, 0
-    if start < len(tokens) or not tokens:
-        yield tokens[start:]
 
 
 Parse = Callable[[str, dict[str, Any]], list[Token]]
