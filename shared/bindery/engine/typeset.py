@@ -239,7 +239,7 @@ class Writer:
             if token.type == "tr_open":
                 found.append((False, []))
             elif token.type in ("th_open", "td_open"):
-                style = str(token.attrGet("style") or "")
+                style = str(token.attrs.get("style") or "")
                 align = style.removeprefix("text-align:") if style.startswith("text-align:") else "left"
                 found[-1][1].append((align, inner[i + 1].children or []))
                 if token.type == "th_open":
@@ -277,7 +277,7 @@ class Writer:
         self.size = TABLE_PT
         try:
             with self._narrowed(cell_measure):
-                rows = [(head, [self.inline(cell) for _, cell in cells]) for head, cells in found]
+                rows = [(head, [self._cell(cell) for _, cell in cells]) for head, cells in found]
         finally:
             self.size = BODY_PT
         aligns = ", ".join(align for align, _ in found[0][1])
@@ -285,15 +285,21 @@ class Writer:
         body = [cells for is_head, cells in rows if not is_head]
 
         def cells(row: list[str]) -> str:
-            # A cell of text alone is given as its string: Typst sets a content block's cell at about twice
-            # the cost.
-            return ", ".join(
-                m[1] if (m := _LITERAL.fullmatch(content)) else f"[{content}]" for content in row
-            )
+            return ", ".join(row)
 
         header = f"table.header({', '.join(cells(r) for r in head)}), " if head else ""
         rest = ", ".join(cells(r) for r in body)
         return f"#book-table(columns: {columns}, align: ({aligns},), {header}{rest})\n\n"
+
+    def _cell(self, cell: list[Token]) -> str:
+        """A table's cell as Typst's table takes it. Text alone is given as its string (Typst sets a content
+        block's cell at about twice the cost); a word of printable ASCII that fits, the most common cell, is
+        that string at once."""
+        alone = cell[0].content if len(cell) == 1 and cell[0].type == "text" else None
+        if alone is not None and alone.isascii() and widest(alone, self.size) <= self.measure:
+            return literal(alone)
+        content = self.inline(cell)
+        return m[1] if (m := _LITERAL.fullmatch(content)) else f"[{content}]"
 
     def inline(self, children: list[Token]) -> str:
         outer, self.run = self.run, Run()  # a note's body is written in the middle of the text citing it
