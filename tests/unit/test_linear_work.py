@@ -37,7 +37,8 @@ class _Counted:
         parser.parseInline = inline
 
 
-def _characters_parsed(manuscript: str, monkeypatch: pytest.MonkeyPatch) -> int:
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[_Counted]:
+    """Every parser the cut makes from now on, counting what it is handed."""
     counted: list[_Counted] = []
     make = manuscript_module._parser
 
@@ -46,6 +47,11 @@ def _characters_parsed(manuscript: str, monkeypatch: pytest.MonkeyPatch) -> int:
         return counted[-1].parser
 
     monkeypatch.setattr(manuscript_module, "_parser", parser)
+    return counted
+
+
+def _characters_parsed(manuscript: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    counted = _counting(monkeypatch)
     try:
         cut_text(manuscript)
     except errors.Unprocessable as refused:
@@ -78,14 +84,7 @@ def test_a_run_of_headings_is_cut_as_it_comes(monkeypatch: pytest.MonkeyPatch) -
     # 100,000 headings one space in, with no blank line between: the window was read whole before its
     # first chapter came out, so a book refused at its 5,001st chapter had cost the parse of all of them.
     manuscript = " # a\n" * 100_000
-    counted: list[_Counted] = []
-    make = manuscript_module._parser
-
-    def parser() -> Any:
-        counted.append(_Counted(make()))
-        return counted[-1].parser
-
-    monkeypatch.setattr(manuscript_module, "_parser", parser)
+    counted = _counting(monkeypatch)
     sections = manuscript_module.cut(manuscript.encode().splitlines(keepends=True))
     assert [next(sections).title for _ in range(5_001)][-1] == "a"
     assert (
