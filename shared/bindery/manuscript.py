@@ -267,10 +267,10 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
             start, title = starts[first], heading
         fence, candidates, unread_bytes = found.open_fence, 0, 0
         # After a heading nothing is open: the lines after the last one are all the context the next read
-        # needs. At most half the bound of them stay, so that each read of a full window is paid for by as
-        # many new bytes as it keeps.
+        # needs. A window past the bound keeps at most half of it, so that each read of a full window is paid
+        # for by as many new bytes as it keeps; one within it keeps them all (read early, it loses nothing).
         keep_from = found.headings[-1][1] if found.headings else 0
-        drop(keep_from, MAX_CONTEXT_BYTES // 2)
+        drop(keep_from, MAX_CONTEXT_BYTES // 2 if window_bytes > MAX_CONTEXT_BYTES else MAX_CONTEXT_BYTES)
         read_up_to = len(window)
 
     def drop(count: int, most: int) -> None:

@@ -104,3 +104,11 @@ def test_a_table_wider_than_any_page_is_refused_at_its_line_before_anything_is_b
         cut_text("# T\n\ntext\n\n" + wide)
     assert (refused.value.code, refused.value.details["line"]) == ("table_too_wide", 6)
     assert len(cut_text("# T\n\n" + "|a" * 256 + "|\n" + "|-" * 256 + "|\n")) == 1  # the widest allowed
+
+
+def test_a_list_item_within_the_bound_read_early_keeps_its_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Read early (its candidates waiting), a window over half the bound was cut back to half: the list item's
+    # first line was lost, and 1 MB of headings indented in one item made 33,548 chapters, not one.
+    monkeypatch.setattr(manuscript_module, "MAX_CONTEXT_BYTES", 2048)  # read early at about 1,536 bytes
+    manuscript = FAMILIES["indented atx headings in a list item"](2000)
+    assert [section.title for section, _ in cut_text(manuscript)] == [manuscript_module.OPENING_TITLE]

@@ -281,20 +281,14 @@ class Writer:
         finally:
             self.size = BODY_PT
         aligns = ", ".join(align for align, _ in found[0][1])
-        head = [cells for is_head, cells in rows if is_head]
-        body = [cells for is_head, cells in rows if not is_head]
-
-        def cells(row: list[str]) -> str:
-            return ", ".join(row)
-
-        header = f"table.header({', '.join(cells(r) for r in head)}), " if head else ""
-        rest = ", ".join(cells(r) for r in body)
+        head = [", ".join(cells) for is_head, cells in rows if is_head]
+        header = f"table.header({', '.join(head)}), " if head else ""
+        rest = ", ".join(", ".join(cells) for is_head, cells in rows if not is_head)
         return f"#book-table(columns: {columns}, align: ({aligns},), {header}{rest})\n\n"
 
     def _cell(self, cell: list[Token]) -> str:
-        """A table's cell as Typst's table takes it. Text alone is given as its string (Typst sets a content
-        block's cell at about twice the cost); a word of printable ASCII that fits, the most common cell, is
-        that string at once."""
+        """A table's cell as Typst's table takes it: text alone as its string (a content block's cell costs
+        Typst about twice); a word of printable ASCII that fits, the most common cell, at once."""
         alone = cell[0].content if len(cell) == 1 and cell[0].type == "text" else None
         if alone is not None and alone.isascii() and widest(alone, self.size) <= self.measure:
             return literal(alone)
