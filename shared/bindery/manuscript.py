@@ -20,7 +20,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bindery import errors
 from bindery.characters import check_lines
+from bindery.engine.comments import CLOSER, UNCLOSED
 from bindery.table_width import refuse_wide_tables
 
 if TYPE_CHECKING:
@@ -35,7 +37,11 @@ MAX_CONTEXT_BYTES = 1024 * 1024
 _ATX = re.compile(rb"^ {0,3}#(?:[ \t]|\r?\n|$)")
 _SETEXT = re.compile(rb"^ {0,3}=+[ \t]*\r?\n?$")
 _FENCE = re.compile(rb"^ {0,3}(`{3,}|~{3,})")
-_MARKER_STARTS = frozenset((b" ", b"#", b"=", b"`", b"~"))
+_COMMENT = re.compile(rb"^ {0,3}<!--")
+_MARKER_STARTS = frozenset((b" ", b"#", b"=", b"`", b"~", b"<"))
+# What the cut keeps as its open fence while inside a top-level HTML comment (`bindery.engine.comments`),
+# which no fence's markup can be: it ends at the first line that holds `-->`.
+COMMENT = b"<!--"
 
 
 BOM = b"\xef\xbb\xbf"
@@ -171,7 +177,9 @@ def _starts_afresh(line: bytes) -> bool:
 
 def _closes(fence: bytes, line: bytes) -> bool:
     """CommonMark's closing fence: up to three spaces, then at least as many of the same character as
-    the opening, then only spaces or tabs."""
+    the opening, then only spaces or tabs. (A comment's: a line that holds `-->`.)"""
+    if fence == COMMENT:
+        return CLOSER.encode() in line
     text = line.rstrip(b"\r\n")
     rest = text.lstrip(b" ")
     if len(text) - len(rest) > 3:
@@ -188,10 +196,12 @@ _WORDS = {"softbreak": " ", "hardbreak": " "}
 @dataclass(frozen=True)
 class _Read:
     """What markdown-it reads in a window: its top-level h1s, as (first line, line after the last, title),
-    and the markup of a top-level fenced code block still open at its end, if any."""
+    the markup of a top-level fenced code block still open at its end, if any, and the first line of a
+    top-level HTML comment still open there, if any (the h1s after it are inside it)."""
 
     headings: list[tuple[int, int, str]]
     open_fence: bytes | None
+    open_comment: int | None = None
 
 
 def _read(parser: MarkdownIt, window: list[bytes]) -> _Read:
@@ -213,7 +223,7 @@ def _read(parser: MarkdownIt, window: list[bytes]) -> _Read:
             markup = token.markup.encode()
             if token.map[0] == len(window) - 1 or not _closes(markup, window[-1]):
                 open_fence = markup
-    return _Read(headings, open_fence)
+    return _Read(headings, open_fence, env.get(UNCLOSED))
 
 
 def cut(lines: Iterable[bytes]) -> Iterator[Section]:
@@ -238,9 +248,12 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
     unread_bytes = 0  # the bytes of those lines
     fence: bytes | None = None  # the markup of the top-level fenced code block we are inside, if any
     start, title = 0, None  # the open section: where it starts, and its title (None: the opening)
-    first_text: int | None = None  # where the opening's first non-blank line starts
+    first_text: int | None = None  # where the opening's first line of text starts (not blank, no comment)
+    in_comment = False  # inside a comment before the opening's first text
     position = 0
+    numbered = 0  # the lines read so far; the window's last is the last of them
     after_blank = True
+    comment_line = 0  # where the top-level comment we are inside opened, as a line of the manuscript
     hashed = _Hashed()
     waiting = hashed.waiting  # outside a fence the window is its last lines, so the rest is hashable
 
@@ -253,12 +266,14 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
 
     def read() -> Iterator[Section]:
         """Read the window, cut at each top-level h1 from read_up_to on, and note a fence left open."""
-        nonlocal start, title, fence, candidates, unread_bytes, read_up_to
+        nonlocal start, title, fence, candidates, unread_bytes, read_up_to, comment_line
         found = _read(parser, list(window))
         starts = list(offsets)  # indexed once here, not by the deque (whose middle is reached in steps)
         for first, after, heading in found.headings:
             if after <= read_up_to:
                 continue  # read when the window last reached its bound
+            if found.open_comment is not None and first > found.open_comment:
+                break  # inside a comment that goes on past the window
             # `waiting` ends with the window: the lines before the heading's first are the open section's.
             if starts[first] > start or title is not None:
                 closed = close(starts[first], len(waiting) - (len(window) - first))
@@ -266,6 +281,8 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
                     yield closed
             start, title = starts[first], heading
         fence, candidates, unread_bytes = found.open_fence, 0, 0
+        if found.open_comment is not None:
+            fence, comment_line = COMMENT, numbered - len(window) + 1 + found.open_comment
         # After a heading nothing is open: the lines after the last one are all the context the next read
         # needs. A window past the bound keeps at most half of it, so that each read of a full window is paid
         # for by as many new bytes as it keeps; one within it keeps them all (read early, it loses nothing).
@@ -290,8 +307,17 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
                 drop(len(window), 0)
                 read_up_to = 0
         waiting.append(line)
+        numbered += 1
         if title is None and first_text is None and line.strip():
-            first_text = position
+            # An opening of comments alone (an author's note at the top) is no chapter: it shows nothing.
+            found = _COMMENT.match(line)
+            if in_comment or found:
+                closer = line.find(CLOSER.encode(), found.end() if found else 0)
+                in_comment = closer < 0
+                if not in_comment and line[closer + len(CLOSER) :].strip():
+                    first_text = position  # text after the comment, on its line
+            else:
+                first_text = position
         if fence is not None:
             # Nothing inside a top-level fence cuts, and nothing before it matters after it.
             drop(len(window), 0)
@@ -312,6 +338,7 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
         if line[:1] in _MARKER_STARTS and (
             _ATX.match(line)
             or _FENCE.match(line)
+            or _COMMENT.match(line)
             or (_SETEXT.match(line) and len(window) > 1 and window[-2].strip())
         ):
             candidates += 1
@@ -339,6 +366,13 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
         position += len(line)
     if candidates:
         yield from read()
+    if fence == COMMENT:
+        raise errors.Unprocessable(
+            f"line {comment_line:,} opens an HTML comment (<!--) that is never closed (-->), which would "
+            "hide the rest of the book; close it",
+            code="unclosed_comment",
+            line=comment_line,
+        )
     closed = close(position, len(waiting))
     if closed is not None:
         yield closed

@@ -55,7 +55,8 @@ def _characters_parsed(manuscript: str, monkeypatch: pytest.MonkeyPatch) -> int:
     try:
         cut_text(manuscript)
     except errors.Unprocessable as refused:
-        assert refused.code == "table_too_wide"  # refused as it is read, before the cut parses its line
+        # A table refused as it is read, before the cut parses its line; a comment never closed, at the end.
+        assert refused.code in ("table_too_wide", "unclosed_comment")
     return sum(c.characters for c in counted)
 
 
@@ -96,6 +97,20 @@ def test_prose_is_parsed_only_where_a_heading_may_be(monkeypatch: pytest.MonkeyP
     # A window with no candidate line is never parsed: prose costs the cut its headings, not its text.
     manuscript = PROSE(SIZE)
     assert _characters_parsed(manuscript, monkeypatch) <= len(manuscript) // 100
+
+
+@pytest.mark.parametrize(
+    "manuscript",
+    [
+        "# T\n\n" + "<!-- c -->\n\n" * (SIZE // 12),  # each comment a window of its own
+        "# T\n\n- a\n" + "  <!--\n" * (SIZE // 7),  # openers in one list item, never closed
+        "# T\n\n<!--\n" + "# a\n\n" * (SIZE // 5),  # headings inside a comment left open: refused
+    ],
+)
+def test_the_cut_hands_markdown_it_each_line_of_a_manuscript_of_comments_about_once(
+    manuscript: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _characters_parsed(manuscript, monkeypatch) <= 7 / 3 * len(manuscript)
 
 
 def test_a_table_wider_than_any_page_is_refused_at_its_line_before_anything_is_built() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import itertools
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -13,16 +14,21 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 import bindery.manuscript as manuscript_module
-from bindery.engine import markup
+from bindery import errors
+from bindery.engine import comments, markup
 from bindery.manuscript import OPENING_TITLE, Normalised, cut_text, normalise
 from tests.books import BOOKS
 
 
-def _whole_parse(manuscript: str) -> list[tuple[str, str]]:
-    """The oracle: the renderers' markdown-it over the whole normalised text, cut at every top-level h1."""
+def _whole_parse(manuscript: str) -> list[tuple[str, str]] | tuple[str, int]:
+    """The oracle: the renderers' markdown-it over the whole normalised text, cut at every top-level h1; or
+    the refusal of a top-level comment never closed, with its line."""
     manuscript = normalise(manuscript.encode()).decode()
     lines = manuscript.encode().splitlines(keepends=True)
-    tokens = markup.parser().parse(manuscript)
+    env: dict[str, int] = {}
+    tokens = markup.parser().parse(manuscript, env)
+    if comments.UNCLOSED in env:
+        return ("unclosed_comment", env[comments.UNCLOSED] + 1)
     starts = []
     for i, t in enumerate(tokens):
         if t.type == "heading_open" and t.tag == "h1" and t.level == 0 and t.map:
@@ -36,7 +42,7 @@ def _whole_parse(manuscript: str) -> list[tuple[str, str]]:
     out = []
     first = starts[0][0] if starts else len(lines)
     opening = b"".join(lines[:first]).decode()
-    if opening.strip():
+    if re.sub(r"<!--.*?-->", "", opening, flags=re.S).strip():  # an opening of comments alone shows nothing
         out.append((OPENING_TITLE, opening))
     for n, (start, title) in enumerate(starts):
         end = starts[n + 1][0] if n + 1 < len(starts) else len(lines)
@@ -44,8 +50,11 @@ def _whole_parse(manuscript: str) -> list[tuple[str, str]]:
     return out
 
 
-def _streamed(manuscript: str) -> list[tuple[str, str]]:
-    sections = cut_text(manuscript)
+def _streamed(manuscript: str) -> list[tuple[str, str]] | tuple[str, int]:
+    try:
+        sections = cut_text(manuscript)
+    except errors.Unprocessable as refused:
+        return (refused.code, refused.details["line"])
     batched = manuscript_module.HASH_LINES
     try:
         manuscript_module.HASH_LINES = 1  # lines hashed as soon as they may be, not a batch at a time
@@ -127,6 +136,12 @@ _LINES = st.sampled_from(
         "# ",
         "#",
         "\t# tab",
+        "<!--",
+        "-->",
+        "<!-- c -->",
+        "<!-- c --> after",
+        "text <!-- c",
+        "  <!-- c",
     ]
 )
 

@@ -40,6 +40,10 @@ RENDER_FAMILIES: dict[str, Callable[[int], str]] = {
     "images left open": lambda n: _chapter("![" * (n // 2)),
     "nested images": lambda n: _chapter("![" * (n // 4) + "a" + "]" * (n // 4)),
     "link labels each followed by [": lambda n: _chapter("[a][" * (n // 4)),
+    # Comments (bindery.engine.comments): openers with no closer, each of which looks for one.
+    "comment openers in a list item": lambda n: _chapter("- a\n" + "  <!--\n" * (n // 7)),
+    "inline comment openers": lambda n: _chapter("a <!--" * (n // 6)),
+    "comments": lambda n: _chapter("<!-- c --> a <!-- d -->\n" * (n // 24)),
 }
 SHAPES = {**FAMILIES, **RENDER_FAMILIES}
 

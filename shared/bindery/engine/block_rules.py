@@ -21,6 +21,8 @@ from markdown_it.ruler import Ruler
 from markdown_it.rules_block import StateBlock
 from mdit_py_plugins.footnote.index import footnote_def
 
+from bindery.engine.comments import comment_block
+
 
 def install(md: MarkdownIt) -> None:
     """`md`'s block tokenize and its ruler's chains of terminators, replaced by this module's."""
@@ -124,6 +126,7 @@ _BLOCK_MARKERS: dict[Any, str] = {
     rules_block.list_block: "*-+0123456789",
     rules_block.reference: "[",
     rules_block.html_block: "<",
+    comment_block: "<",
     rules_block.heading: "#",
     footnote_def: "[",
 }

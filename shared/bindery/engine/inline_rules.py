@@ -24,6 +24,8 @@ from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 from mdit_py_plugins.footnote.index import _data_from_env
 
+from bindery.engine.comments import comment_inline
+
 
 def install(md: MarkdownIt) -> None:
     """`md`'s inline tokenize, skipToken and parse, its link helpers and its notes' rules (the footnote
@@ -374,6 +376,7 @@ _MARKERS: dict[Any, str] = {
     rules_inline.image: "!",
     rules_inline.autolink: "<",
     rules_inline.html_inline: "<",
+    comment_inline: "<",
     rules_inline.entity: "&",
     _inline_note: "^",
     _note_reference: "[",

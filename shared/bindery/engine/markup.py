@@ -1,7 +1,8 @@
 """The one Markdown dialect every format renders: CommonMark, plus tables, strikethrough and footnotes.
 
 Raw HTML in a manuscript is shown as text, never passed through: an export holds the author's words, and
-an EPUB must stay well-formed XHTML whatever the manuscript says.
+an EPUB must stay well-formed XHTML whatever the manuscript says. HTML comments, the author's notes to
+themselves, are left out (`bindery.engine.comments`).
 
 Two things are the renderer's, through the env of each chapter's render:
 - images, resolved by the build's `Figures` (`bindery.engine.figures`): an asset of the book, shown as the
@@ -24,11 +25,11 @@ from typing import Any
 from markdown_it import MarkdownIt
 from mdit_py_plugins.footnote import footnote_plugin
 
-from bindery.engine import block_rules, inline_rules
+from bindery.engine import block_rules, comments, inline_rules
 from bindery.engine.figures import Figures
 
 # Bump on any change to what this module renders: built pieces of chapters are keyed by it.
-VERSION = 1
+VERSION = 2
 UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
 
 
@@ -49,6 +50,7 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "xhtmlOut": xhtml, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.use(footnote_plugin)
+    comments.install(md)
     block_rules.install(md)
     inline_rules.install(md)
     md.add_render_rule("image", _image)

@@ -262,7 +262,7 @@ def parse_code() -> str:
     digest = hashlib.sha256()
     code = (
         *("typeset", "paragraphs", "breaks", "measures", "literals", "figures", "token_tree", "pdf_source"),
-        *("markup", "block_rules", "inline_rules"),  # the parser, whose tokens they write
+        *("markup", "block_rules", "inline_rules", "comments"),  # the parser, whose tokens they write
     )
     for module in code:
         digest.update((HERE / f"{module}.py").read_bytes())
