@@ -29,6 +29,10 @@ DENSE_BREAKS = 0.3
 
 # The inline wrappers a paragraph opens and closes, by the token that opens each.
 WRAPS = {"em_open": "#emph[", "strong_open": "#strong[", "s_open": "#strike["}
+LINK = "#link("
+# Typst 0.15 fails a pdf whose link holds a soft hyphen ("expected link ancestor in logical tree"): in a
+# link it is left out, which loses a place the link's words may hyphenate and nothing a reader sees.
+SOFT_HYPHEN = "\xad"
 
 
 class Paragraph:
@@ -48,6 +52,7 @@ class Paragraph:
         self.run: list[str] = []  # adjacent text, not yet set
         self.opened: list[str | None] = []  # each wrapper open: its markup, or None if past the depth
         self.depth = 0  # how many of them are written
+        self.links = 0  # how many of those are links
         self.elements = 0  # in the paragraph being written
         self.due = False  # whether it ends before the next element
         self.continued = False  # whether it was cut, and `continued` is open
@@ -74,13 +79,14 @@ class Paragraph:
         self._write(markup)
         self.opened.append(markup)
         self.depth += 1
+        self.links += markup.startswith(LINK)
 
     def close(self) -> None:
         if not self.opened or self.opened[-1] is None:
             self.opened[-1:] = []
             return
         self.flush()  # first: the text before it may end the paragraph, and this one open it again
-        self.opened.pop()
+        self.links -= self.opened.pop().startswith(LINK)  # type: ignore[union-attr]
         self.out.append("]")
         self.depth -= 1
         self.elements += 1
@@ -113,6 +119,7 @@ class Paragraph:
             self.elements, self.due, self.continued = self.depth, False, True
             self.broken()  # a paragraph's end is a break
         if text:
+            text = text.replace(SOFT_HYPHEN, "") if self.links else text
             markup = self.set_text(text, code)
             self.characters += len(text)
             # a run marked for `long` may break anywhere (zero-width spaces, or Unicode's own breaks)
