@@ -501,3 +501,23 @@ def test_every_part_is_dated_the_revisions_time_so_a_revision_is_the_same_bytes(
         dated = {info.date_time for info in docx.infolist()}
         assert any(info.filename.startswith("word/media/") for info in docx.infolist())
     assert dated == {(2027, 1, 15, 8, 0, 0)}  # 1.8e9 s, in UTC
+
+
+def test_a_notes_links_and_pictures_are_the_notes_parts_own_relationships(tmp_path: Path) -> None:
+    # A note's hyperlink named a relationship (rIdL1) of the document's part, which the footnotes part does
+    # not have: pandoc read it back as a link to nowhere.
+    spec = lighthouse()
+    manuscript = (
+        "# Noted\n\nBody [body link](https://example.org/body) and a note.[^1]\n\n"
+        "[^1]: See [the site](https://example.org/in-note) and ![a map](images/map.gif).\n"
+    )
+    build(manuscript, "Noted", tmp_path / "n.docx", replace(spec, manuscript=manuscript))
+    notes = _document(tmp_path / "n.docx", "word/footnotes.xml")
+    rels = _document(tmp_path / "n.docx", "word/_rels/footnotes.xml.rels")
+    used = set(re.findall(r'r:(?:id|embed)="([^"]+)"', notes))
+    defined = dict(re.findall(r'<Relationship Id="([^"]+)" Type="[^"]*" Target="([^"]*)"', rels))
+    assert len(used) == 2 and used <= set(defined), (used, defined)
+    assert "https://example.org/in-note" in defined.values()
+    assert "https://example.org/in-note" not in _document(tmp_path / "n.docx", "word/_rels/document.xml.rels")
+    ast = json.dumps(pandoc_ast(tmp_path / "n.docx", "docx"), separators=(",", ":"))
+    assert '"https://example.org/in-note"' in ast and '"https://example.org/body"' in ast

@@ -187,6 +187,7 @@ class DocxRenderer:
             tempfile.TemporaryFile() as notes,
             tempfile.TemporaryFile() as lists,
             tempfile.TemporaryFile() as links,
+            tempfile.TemporaryFile() as note_links,
         ):
             with zipfile.ZipFile(spool, "w") as book:
                 book.writestr(entry("[Content_Types].xml"), parts.CONTENT_TYPES)
@@ -206,13 +207,8 @@ class DocxRenderer:
                         spooled.write("".join(written.body).encode())
                         notes.write("".join(written.notes).encode())
                         lists.write("".join(parts.numbered_list(*n) for n in written.lists).encode())
-                        links.write(
-                            "".join(
-                                f'<Relationship Id="{rel}" Type="{parts.LINK_RELATIONSHIP}" '
-                                f'Target="{text(target)}" TargetMode="External"/>'
-                                for rel, target in written.links
-                            ).encode()
-                        )
+                        links.write(_relationships(written.links))
+                        note_links.write(_relationships(written.note_links))
                 with book.open(entry("word/document.xml"), "w") as document:
                     document.write(f"{parts.HEAD}<w:document {parts.DOCUMENT_NAMESPACES}><w:body>".encode())
                     document.write((front + _contents(depth, contents)).encode())
@@ -240,6 +236,14 @@ class DocxRenderer:
                     entry("word/_rels/document.xml.rels"),
                     parts.DOCUMENT_RELATIONSHIPS + pictures,
                     links,
+                    "</Relationships>",
+                )
+                # The notes' own: their links, and every picture (a note may show one; at most 500).
+                self._part(
+                    book,
+                    entry("word/_rels/footnotes.xml.rels"),
+                    f'{parts.HEAD}<Relationships xmlns="{parts.PACKAGE_RELS}">{pictures}',
+                    note_links,
                     "</Relationships>",
                 )
                 for _, asset in images.values():
@@ -332,3 +336,12 @@ def _contents(depth: int, headings: list[tuple[int, str]]) -> str:
 
 
 RENDERER = DocxRenderer()
+
+
+def _relationships(links: list[tuple[str, str]]) -> bytes:
+    """External hyperlinks as a part's relationships."""
+    return "".join(
+        f'<Relationship Id="{rel}" Type="{parts.LINK_RELATIONSHIP}" '
+        f'Target="{text(target)}" TargetMode="External"/>'
+        for rel, target in links
+    ).encode()

@@ -40,6 +40,8 @@ class Chapter:
     notes: list[str] = field(default_factory=list)
     lists: list[tuple[int, int, int]] = field(default_factory=list)  # (num id, level, start)
     links: list[tuple[str, str]] = field(default_factory=list)  # (relationship id, target)
+    # The links of its notes: a part's relationships are its own, and the notes are another part.
+    note_links: list[tuple[str, str]] = field(default_factory=list)
     headings: list[tuple[int, str]] = field(default_factory=list)  # (level, text as the body shows it)
 
 
@@ -275,6 +277,7 @@ class Writer:
         state = _Run()
         out: list[str] = []
         opened = 0  # where the link being written began in `out`
+        links = self.out.note_links if note else self.out.links  # the relationships of the part it is in
         for child in token.children or ():
             kind = child.type
             if kind in ("text", "text_special", "html_inline"):
@@ -296,21 +299,21 @@ class Writer:
                 if href.startswith(_SAFE_SCHEMES) and state.link is None:
                     self.counters.link += 1
                     state.link = f"rIdL{self.counters.link}"
-                    self.out.links.append((state.link, href))
+                    links.append((state.link, href))
                     opened = len(out)
             elif kind == "link_close":
                 if state.link is not None and not any(out[opened:]):
                     # A link that shows nothing (`[](...)`) leaves no relationship that nothing uses.
-                    self.out.links.pop()
+                    links.pop()
                     self.counters.link -= 1
                 state.link = None
             elif kind == "image":
-                out.append(self._figure(child, state))
+                out.append(self._figure(child, state, links))
             elif kind == "footnote_ref":
                 out.append(self._note_ref(child, note))
         return "".join(out)
 
-    def _figure(self, token: Token, state: _Run) -> str:
+    def _figure(self, token: Token, state: _Run, links: list[tuple[str, str]]) -> str:
         alt = spoken_text(token)
         src = str(token.attrGet("src") or "")
         found = self.figures.resolve(src, alt)
@@ -321,7 +324,7 @@ class Writer:
         if found is None and src.startswith(_SAFE_SCHEMES) and state.link is None:
             self.counters.link += 1
             rel = f"rIdL{self.counters.link}"
-            self.out.links.append((rel, src))
+            links.append((rel, src))
             linked = _Run(state.bold, state.italic, state.strike, rel)
             return self._styled(f"[{alt or 'image'}]", linked)
         return self._styled(f"[{alt or (found if isinstance(found, str) else '') or 'image'}]", state)
