@@ -687,3 +687,27 @@ def test_a_link_holding_a_soft_hyphen_builds_and_keeps_its_words(label: str, tmp
     words = pdftotext(path)
     assert "See" in words
     assert label.replace("\xad", "").strip("*") in words.replace("\xad", "")
+
+
+def test_the_outline_reaches_every_level_and_the_contents_hold_no_invisible_character(tmp_path: Path) -> None:
+    # The outline stopped at ### (pandoc's guide's #### headings were tagged but not in it), and each line
+    # of the contents ended its title with a U+200E that a reader's copy and paste picked up.
+    levels = "".join(f"{'#' * n} Level {n}\n\ntext\n\n" for n in range(2, 7))
+    manuscript = f"# One\n\n{levels}## Again two\n\n#### Four under two\n\n# שלום\n\nטקסט\n"
+    path = _build(manuscript, tmp_path, "deep", toc_depth=3)
+    with pikepdf.open(path) as pdf, pdf.open_outline() as outline:
+        one = outline.root[0]
+        chain, item = [], one
+        while item.children:
+            item = item.children[0]
+            chain.append(item.title)
+        assert chain == [f"Level {n}" for n in range(2, 7)]
+        assert [c.title for c in one.children] == ["Level 2", "Again two"]
+        assert [c.title for c in one.children[1].children] == ["Four under two"]
+    pages, labels = _pages(path), _labels(path)
+    contents = "".join(p for p, label in zip(pages, labels, strict=True) if re.fullmatch(r"[ivxl]+", label))
+    assert "Level 3" in contents and "Level 4" not in contents  # the contents keep toc_depth
+    # (pdftotext marks an RTL run with U+202A-U+202C of its own; no mark is the book's.)
+    assert "\u200e" not in contents and "\u200f" not in contents
+    # The RTL title before its dots and number.
+    assert re.search(r"שלום\s*(?:\. ?){3,}\s*3", contents.translate(BIDI_CONTROLS))

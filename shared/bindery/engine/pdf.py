@@ -197,7 +197,7 @@ class _Book:
             number = self.first + mark.page
             if mark.level == 1:
                 self.opened.append(Opened(next(chapters)[0].title, number, mark.top))
-            elif mark.level <= 3 and self.opened:
+            elif self.opened:  # every level reaches the outline; the contents keep toc_depth
                 self.opened[-1].headings.append((mark.level, mark.title, number, mark.top))
         piece.blank_after = piece.pages % 2 == 1
         self.runs.append(piece)

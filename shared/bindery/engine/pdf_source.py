@@ -216,15 +216,21 @@ def page_labels(cover: bool, body: int | None) -> list[tuple[int, Dictionary]]:
 
 
 def nested(headings: list[tuple[int, str, int, float]]) -> tuple[Entry, ...]:
-    """## headings as a chapter's children, each ### under the ## before it (or, with none, beside them)."""
-    out: list[Entry] = []
+    """A chapter's headings as its children, each under the last heading before it of a level above its
+    own (or, with none, beside them): ### under ##, #### under ###, and so on to every level."""
+    children: list[tuple[str, int, float, list[Any]]] = []
+    above: list[tuple[int, list[Any]]] = []  # the headings it may stand under: (level, their children)
     for level, title, page, top in headings:
-        if level == 3 and out:
-            last = out[-1]
-            out[-1] = Entry(last.title, last.page, last.top, (*last.children, Entry(title, page, top)))
-        else:
-            out.append(Entry(title, page, top))
-    return tuple(out)
+        while above and above[-1][0] >= level:
+            above.pop()
+        node: tuple[str, int, float, list[Any]] = (title, page, top, [])
+        (above[-1][1] if above else children).append(node)
+        above.append((level, node[3]))
+
+    def entries(nodes: list[tuple[str, int, float, list[Any]]]) -> tuple[Entry, ...]:
+        return tuple(Entry(title, page, top, entries(inner)) for title, page, top, inner in nodes)
+
+    return entries(children)
 
 
 def _array(values: Iterable[str]) -> str:
