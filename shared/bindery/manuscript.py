@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from bindery import errors
 from bindery.characters import check_lines
-from bindery.engine.comments import CLOSER, UNCLOSED
+from bindery.engine.comments import CLOSER, OPENED, UNCLOSED
+from bindery.engine.headings import split_attributes
 from bindery.table_width import refuse_wide_tables
 
 if TYPE_CHECKING:
@@ -197,11 +198,13 @@ _WORDS = {"softbreak": " ", "hardbreak": " "}
 class _Read:
     """What markdown-it reads in a window: its top-level h1s, as (first line, line after the last, title),
     the markup of a top-level fenced code block still open at its end, if any, and the first line of a
-    top-level HTML comment still open there, if any (the h1s after it are inside it)."""
+    top-level HTML comment still open there, if any (the h1s after it are inside it), and of any comment
+    opener with no closer after it in the window (one further on would make the lines after it a comment)."""
 
     headings: list[tuple[int, int, str]]
     open_fence: bytes | None
     open_comment: int | None = None
+    opened_comment: int | None = None
 
 
 def _read(parser: MarkdownIt, window: list[bytes]) -> _Read:
@@ -215,7 +218,7 @@ def _read(parser: MarkdownIt, window: list[bytes]) -> _Read:
         if token.level != 0 or not token.map:
             continue
         if token.type == "heading_open" and token.tag == "h1":
-            inline = parser.parseInline(tokens[i + 1].content, env)[0]
+            inline = parser.parseInline(split_attributes(tokens[i + 1].content)[0], env)[0]
             words = [_WORDS.get(c.type, c.content) for c in inline.children or [] if c.type in _TITLE_PARTS]
             headings.append((token.map[0], token.map[1], "".join(words).strip() or "Untitled"))
         elif token.type == "fence" and token.map[1] == len(window):
@@ -223,7 +226,7 @@ def _read(parser: MarkdownIt, window: list[bytes]) -> _Read:
             markup = token.markup.encode()
             if token.map[0] == len(window) - 1 or not _closes(markup, window[-1]):
                 open_fence = markup
-    return _Read(headings, open_fence, env.get(UNCLOSED))
+    return _Read(headings, open_fence, env.get(UNCLOSED), env.get(OPENED))
 
 
 def cut(lines: Iterable[bytes]) -> Iterator[Section]:
@@ -238,7 +241,13 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
     a list or a quote. Each read is paid for by new bytes, so the work is linear in the manuscript, up to one
     bound: a window is read when it grows past MAX_CONTEXT_BYTES, and carries on with at most half of that
     as context (the lines after its last heading), so only a single list item or block quote longer than
-    that, with a candidate inside, could be read differently."""
+    that, with a candidate inside, could be read differently.
+
+    An HTML comment opener (`bindery.engine.comments`) is a candidate too: one that opens a top-level
+    comment with no closer yet is followed as a fence is, to its closer (and refused if it never comes); one
+    that a closer further on might still make a comment of (inside a container, or ending a paragraph)
+    holds the window whole, cutting nothing after it, until a line holding `-->` comes and it is read again
+    (or, past MAX_CONTEXT_BYTES or at the end, it is read as the text it then is)."""
     parser = _parser()
     window: deque[bytes] = deque()  # the lines since the last fresh start
     offsets: deque[int] = deque()  # where each of them starts in the manuscript
@@ -254,6 +263,7 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
     numbered = 0  # the lines read so far; the window's last is the last of them
     after_blank = True
     comment_line = 0  # where the top-level comment we are inside opened, as a line of the manuscript
+    held = False  # the window waits for a closer: a comment opener in it has none yet
     hashed = _Hashed()
     waiting = hashed.waiting  # outside a fence the window is its last lines, so the rest is hashable
 
@@ -264,31 +274,45 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
             return None  # an opening of blank lines is no chapter
         return Section(title or OPENING_TITLE, start, end - start, digest)
 
-    def read() -> Iterator[Section]:
-        """Read the window, cut at each top-level h1 from read_up_to on, and note a fence left open."""
-        nonlocal start, title, fence, candidates, unread_bytes, read_up_to, comment_line
+    def read(final: bool = False) -> Iterator[Section]:
+        """Read the window, cut at each top-level h1 from read_up_to on, and note a fence left open. After a
+        comment opener with no closer yet, nothing is cut: the window is `held` until a line with one comes
+        (or, `final`, no more will), and read again then; a top-level comment left open is a fence."""
+        nonlocal start, title, fence, candidates, unread_bytes, read_up_to, comment_line, held
         found = _read(parser, list(window))
         starts = list(offsets)  # indexed once here, not by the deque (whose middle is reached in steps)
+        opened = None if final else found.opened_comment
+        unclosed = found.open_comment
+        if unclosed is not None and opened is not None and opened < unclosed:
+            unclosed = None  # an opener before it, inside a container, may yet be closed: held
+        if unclosed is not None:
+            opened = None  # the first opener is a top-level comment left open: a fence, exactly
+        stop = unclosed if unclosed is not None else opened
+        keep_from = 0
         for first, after, heading in found.headings:
+            if stop is not None and after > stop:
+                break  # inside a comment that goes on past the window, or may (or its opener read as text)
+            keep_from = after
             if after <= read_up_to:
                 continue  # read when the window last reached its bound
-            if found.open_comment is not None and first > found.open_comment:
-                break  # inside a comment that goes on past the window
             # `waiting` ends with the window: the lines before the heading's first are the open section's.
             if starts[first] > start or title is not None:
                 closed = close(starts[first], len(waiting) - (len(window) - first))
                 if closed is not None:
                     yield closed
             start, title = starts[first], heading
-        fence, candidates, unread_bytes = found.open_fence, 0, 0
-        if found.open_comment is not None:
-            fence, comment_line = COMMENT, numbered - len(window) + 1 + found.open_comment
+        candidates, unread_bytes, held = 0, 0, opened is not None
+        fence = found.open_fence if not held else None  # (a fence after the opener may be in the comment)
+        if unclosed is not None:
+            fence, comment_line = COMMENT, numbered - len(window) + 1 + unclosed
         # After a heading nothing is open: the lines after the last one are all the context the next read
         # needs. A window past the bound keeps at most half of it, so that each read of a full window is paid
         # for by as many new bytes as it keeps; one within it keeps them all (read early, it loses nothing).
-        keep_from = found.headings[-1][1] if found.headings else 0
+        # A window held is read again from its opener.
+        read_up_to = opened if opened is not None else len(window)
         drop(keep_from, MAX_CONTEXT_BYTES // 2 if window_bytes > MAX_CONTEXT_BYTES else MAX_CONTEXT_BYTES)
-        read_up_to = len(window)
+        if not held:
+            read_up_to = len(window)
 
     def drop(count: int, most: int) -> None:
         """Drop the window's first `count` lines, then its oldest until it holds at most `most` bytes."""
@@ -300,10 +324,10 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
             read_up_to = max(0, read_up_to - 1)
 
     for line in lines:
-        if fence is None and after_blank and _starts_afresh(line):
+        if fence is None and not held and after_blank and _starts_afresh(line):
             if candidates:
                 yield from read()
-            if fence is None:
+            if fence is None and not held:
                 drop(len(window), 0)
                 read_up_to = 0
         waiting.append(line)
@@ -347,7 +371,7 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
                 # the window ends here: after a heading nothing is open. So a window holds at most one such
                 # heading, and a book of headings one line apart is read a line at a time.
                 yield from read()
-                if fence is None:
+                if fence is None and not held:
                     drop(len(window), 0)
                     read_up_to = 0
             elif candidates >= READ_AFTER and 4 * unread_bytes >= 3 * window_bytes:
@@ -355,8 +379,12 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
                 # long run of headings is cut as it comes (a book of too many is refused at its first one too
                 # many). A window read again has grown fourfold since: a third more parsing, at most.
                 yield from read()
+        if held and CLOSER.encode() in line:
+            yield from read()  # the closer a held window waits for, perhaps
         if window_bytes > MAX_CONTEXT_BYTES:
-            if candidates:
+            if held:
+                yield from read(final=True)  # an opener a MiB before its closer, inside a list item: text
+            elif candidates:
                 yield from read()
             else:
                 drop(0, MAX_CONTEXT_BYTES // 2)
@@ -364,8 +392,8 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
             hashed.hash(len(waiting) - len(window))  # a section starts only at a line of the window
         after_blank = not line.strip()
         position += len(line)
-    if candidates:
-        yield from read()
+    if candidates or held:
+        yield from read(final=True)
     if fence == COMMENT:
         raise errors.Unprocessable(
             f"line {comment_line:,} opens an HTML comment (<!--) that is never closed (-->), which would "

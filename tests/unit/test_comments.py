@@ -98,16 +98,27 @@ def test_a_comment_never_closed_inside_a_container_is_text_as_pandoc_prints_it()
     assert "&lt;!-- open" in html and "<h1>Heading in the item</h1>" in html
 
 
+def test_an_opener_never_closed_after_a_paragraph_or_in_a_list_is_its_text() -> None:
+    # It would have ended the paragraph (or the list) as a comment; with no closer it is the text it is.
+    for manuscript in ("# One\n\ntext\n<!--\n# Two\n", "# One\n\n- item\n<!-- x\n# Two\n"):
+        cut = cut_text(manuscript)
+        assert [section.title for section, _ in cut] == ["One", "Two"]
+        assert "<!--" in cut[0][1]
+
+
 def test_a_heading_inside_a_comment_cuts_no_chapter_and_an_opening_of_comments_is_none() -> None:
     manuscript = "<!-- a note\n\n# Draft title\n-->\n\n# One\n\ntext\n\n<!--\n\n# Cut?\n\n-->\n\n# Two\n"
     assert [section.title for section, _ in cut_text(manuscript)] == ["One", "Two"]
+    # An opener in a list item or after a paragraph, closed further on, hides what lies between too.
+    for opened in ("- item\n<!-- x\n", "text\n<!--\n", "> quote\n<!--\n"):
+        manuscript = f"# One\n\n{opened}# Hidden\n\nmore\n\n# Hidden too\n-->\n\n# Two\n"
+        assert [section.title for section, _ in cut_text(manuscript)] == ["One", "Two"], opened
 
 
 @pytest.mark.parametrize(
     ("manuscript", "line"),
     [
         ("# One\n\n<!-- never closed\n\n# Two\n\ntext\n", 3),
-        ("# One\n\ntext\n<!--\n# Two\n", 4),  # the comment ends the paragraph it follows
         ("<!--\n" + "# a\n" * 2000, 1),  # each heading inside it cut nothing, and the cut read them once
     ],
 )

@@ -146,7 +146,7 @@ _LINES = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(st.lists(_LINES, max_size=30))
 def test_any_manuscript_is_cut_as_a_whole_parse_would_cut_it(lines: list[str]) -> None:
     manuscript = "\n".join(lines)

@@ -24,8 +24,10 @@ from markdown_it.rules_block import StateBlock
 from markdown_it.rules_inline import StateInline
 
 OPENER, CLOSER = "<!--", "-->"
-# The env's key for the first line of a top-level comment that a parse found no closer for (the cut's).
+# The env's keys for the first line of a top-level comment that a parse found no closer for, and of any
+# opener it found none for (inside a container, or where it would end a paragraph): the cut's.
 UNCLOSED = "unclosed_comment"
+OPENED = "comment_opened"
 
 
 def install(md: MarkdownIt) -> None:
@@ -69,9 +71,12 @@ def comment_block(state: StateBlock, start: int, end: int, silent: bool) -> bool
     # The line that holds it: the first to end after it (a closer never spans a line's end).
     line = bisect_right(state.eMarks, closer, start, end) if closer >= 0 else end
     if line >= end or closer < state.bMarks[line]:
-        # No closer in this block's lines: not a comment. A top-level one is the cut's to refuse.
-        if state.level == 0 and state.blkIndent == 0:  # (not parentType: markdown-it leaves it "paragraph")
-            state.env.setdefault(UNCLOSED, start)
+        # No closer in this block's lines: not a comment. A top-level one is the cut's to refuse; any is one
+        # that a closer further on may make a comment of, which the cut waits for.
+        env = state.env
+        env[OPENED] = min(env.get(OPENED, start), start)
+        if not silent and state.level == 0 and state.blkIndent == 0:  # (not parentType: markdown-it's stale)
+            env.setdefault(UNCLOSED, start)
         return False
     if silent:
         return True

@@ -25,11 +25,11 @@ from typing import Any
 from markdown_it import MarkdownIt
 from mdit_py_plugins.footnote import footnote_plugin
 
-from bindery.engine import block_rules, comments, inline_rules
+from bindery.engine import block_rules, comments, headings, inline_rules
 from bindery.engine.figures import Figures
 
 # Bump on any change to what this module renders: built pieces of chapters are keyed by it.
-VERSION = 2
+VERSION = 3
 UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
 
 
@@ -51,6 +51,7 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md.enable(["table", "strikethrough"])
     md.use(footnote_plugin)
     comments.install(md)
+    headings.install(md)
     block_rules.install(md)
     inline_rules.install(md)
     md.add_render_rule("image", _image)
@@ -132,9 +133,9 @@ def contents(chapters: list[tuple[str, str, list[Heading]]], depth: int, page: C
     its ## and ### headings, linked as `page(chapter href)#anchor` (a ### before any ## stands at the ##
     level)."""
     items = []
-    for href, title, headings in chapters:
+    for href, title, below in chapters:
         groups: list[tuple[Heading, list[Heading]]] = []
-        for heading in (h for h in headings if h.level <= depth):
+        for heading in (h for h in below if h.level <= depth):
             if heading.level == 3 and groups:
                 groups[-1][1].append(heading)
             else:

@@ -268,7 +268,13 @@ def parse_code() -> str:
     digest = hashlib.sha256()
     code = (
         *("typeset", "paragraphs", "breaks", "measures", "literals", "figures", "token_tree", "pdf_source"),
-        *("markup", "block_rules", "inline_rules", "comments"),  # the parser, whose tokens they write
+        *(
+            "markup",
+            "block_rules",
+            "inline_rules",
+            "comments",
+            "headings",
+        ),  # the parser, whose tokens they write
     )
     for module in code:
         digest.update((HERE / f"{module}.py").read_bytes())
