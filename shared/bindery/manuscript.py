@@ -34,6 +34,11 @@ OPENING_TITLE = "Opening"
 # The most lines a window gathers before it is read (see `cut`): a list item or block quote longer than this,
 # with a candidate heading inside it, is the one case where the cut could differ from a whole-document parse.
 MAX_CONTEXT_BYTES = 1024 * 1024
+# The most tokens markdown-it may make in all the cut's reads of one manuscript. The cut runs in the API's
+# request (30 s): prose costs it no parse, but a list item or quote full of lines shaped like headings,
+# fences or comments is read, at about 5 us a token (a MB of `- x` / `  # a` items is 800,000 of them, read
+# about twice). A manuscript past this is refused where it gets there (422 `manuscript_too_complex`).
+MAX_CUT_TOKENS = 2_000_000
 
 _ATX = re.compile(rb"^ {0,3}#(?:[ \t]|\r?\n|$)")
 _SETEXT = re.compile(rb"^ {0,3}=+[ \t]*\r?\n?$")
@@ -205,6 +210,7 @@ class _Read:
     open_fence: bytes | None
     open_comment: int | None = None
     opened_comment: int | None = None
+    tokens: int = 0  # how many markdown-it made
 
 
 def _read(parser: MarkdownIt, window: list[bytes]) -> _Read:
@@ -226,7 +232,7 @@ def _read(parser: MarkdownIt, window: list[bytes]) -> _Read:
             markup = token.markup.encode()
             if token.map[0] == len(window) - 1 or not _closes(markup, window[-1]):
                 open_fence = markup
-    return _Read(headings, open_fence, env.get(UNCLOSED), env.get(OPENED))
+    return _Read(headings, open_fence, env.get(UNCLOSED), env.get(OPENED), len(tokens))
 
 
 def cut(lines: Iterable[bytes]) -> Iterator[Section]:
@@ -264,6 +270,7 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
     after_blank = True
     comment_line = 0  # where the top-level comment we are inside opened, as a line of the manuscript
     held = False  # the window waits for a closer: a comment opener in it has none yet
+    tokens = 0  # made by the reads so far
     hashed = _Hashed()
     waiting = hashed.waiting  # outside a fence the window is its last lines, so the rest is hashable
 
@@ -278,8 +285,19 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
         """Read the window, cut at each top-level h1 from read_up_to on, and note a fence left open. After a
         comment opener with no closer yet, nothing is cut: the window is `held` until a line with one comes
         (or, `final`, no more will), and read again then; a top-level comment left open is a fence."""
-        nonlocal start, title, fence, candidates, unread_bytes, read_up_to, comment_line, held
+        nonlocal start, title, fence, candidates, unread_bytes, read_up_to, comment_line, held, tokens
         found = _read(parser, list(window))
+        tokens += found.tokens
+        if tokens > MAX_CUT_TOKENS:
+            raise errors.Unprocessable(
+                f"by line {numbered:,}, the manuscript's lists and block quotes hold so many lines shaped "
+                "like headings, fences or comments that finding its chapters would take over "
+                f"{MAX_CUT_TOKENS:,} of markdown's tokens, the most a manuscript may take; split it into "
+                "books, or put such text in fewer list items and quotes",
+                code="manuscript_too_complex",
+                line=numbered,
+                limit=MAX_CUT_TOKENS,
+            )
         starts = list(offsets)  # indexed once here, not by the deque (whose middle is reached in steps)
         opened = None if final else found.opened_comment
         unclosed = found.open_comment

@@ -34,8 +34,8 @@ def refuse_wide_table(line: bytes, number: int) -> None:
     columns = sum(1 for cell in line[start:].strip().strip(b"|").split(b"|") if b"-" in cell)
     if columns > MAX_TABLE_COLUMNS:
         raise errors.Unprocessable(
-            f"line {number:,} starts a table of {columns:,} columns; a table may have at most "
-            f"{MAX_TABLE_COLUMNS:,}",
+            f"line {number:,} is the delimiter row of a table of {columns:,} columns; a table may have at "
+            f"most {MAX_TABLE_COLUMNS:,} (a line of that shape is refused in a code block too)",
             code="table_too_wide",
             line=number,
             columns=columns,

@@ -127,3 +127,37 @@ def test_a_list_item_within_the_bound_read_early_keeps_its_context(monkeypatch: 
     monkeypatch.setattr(manuscript_module, "MAX_CONTEXT_BYTES", 2048)  # read early at about 1,536 bytes
     manuscript = FAMILIES["indented atx headings in a list item"](2000)
     assert [section.title for section, _ in cut_text(manuscript)] == [manuscript_module.OPENING_TITLE]
+
+
+def test_a_manuscript_that_would_cost_the_cut_too_much_is_refused_where_it_gets_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 4.9 MB of `- x` / `  # a` items, each a list item holding a heading-shaped line, took the cut 40 s (an
+    # outside test): linear, but 70 times prose's cost, in the API's request.
+    monkeypatch.setattr(manuscript_module, "MAX_CUT_TOKENS", 50_000)
+    with pytest.raises(errors.Unprocessable) as refused:
+        cut_text("# T\n\n" + "- x\n  # a\n" * 20_000)
+    assert refused.value.code == "manuscript_too_complex"
+    assert 3 < refused.value.details["line"] < 2 * 20_000 and refused.value.details["limit"] == 50_000
+    assert len(cut_text(PROSE(200_000) + "# U\n\n- x\n  ```\n  code\n  ```\n" * 500)) == 501  # within it
+
+
+def test_every_hostile_family_at_a_megabyte_is_within_the_cuts_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The bench builds each family at 1 MB: none of them is refused for what it would cost the cut.
+    read, made = manuscript_module._read, [0]
+
+    def counting(parser: Any, window: list[bytes]) -> Any:
+        found = read(parser, window)
+        made[0] += found.tokens
+        return found
+
+    monkeypatch.setattr(manuscript_module, "_read", counting)
+    for family in FAMILIES:
+        made[0] = 0
+        try:
+            cut_text(FAMILIES[family](1_000_000))
+        except errors.Unprocessable as refused:
+            assert refused.code == "table_too_wide", family
+        assert made[0] <= manuscript_module.MAX_CUT_TOKENS, family
