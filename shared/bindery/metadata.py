@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import date
@@ -107,10 +108,11 @@ def _text(value: Any, name: str, limit: int) -> str | None:
     if not value or len(value) > limit:
         raise _bad(name, f"must be 1 to {limit:,} characters")
     # Line breaks (LF) and tabs are a free text's: a description of paragraphs, as pandoc's dc:description.
-    # Any other C0 control XML 1.0 allows (a CR) is refused by name, rather than made an LF behind the caller.
-    # Counted in the value as given: its ends, trimmed, are not kept, and hold no refusal.
+    # Any other control character XML 1.0 allows (a CR, DEL, the C1 controls) is refused by name, rather than
+    # made an LF or dropped behind the caller. Counted in the value as given: its ends, trimmed, are not
+    # kept, and hold no refusal.
     start = len(given) - len(given.lstrip())
-    index = next((start + n for n, c in enumerate(value) if ord(c) < 32 and c not in "\n\t"), None)
+    index = next((start + n for n, c in enumerate(value) if _control(c) and c not in "\n\t"), None)
     if index is not None:
         code_point = f"U+{ord(given[index]):04X}"
         raise _bad(
@@ -130,8 +132,8 @@ def _names(value: Any, name: str, most: int, limit: int) -> tuple[str, ...]:
     if len(value) > most:
         raise _bad(name, f"may hold at most {most} entries")
     out = tuple(_text(v, f"{name}[{n}]", limit) or "" for n, v in enumerate(value))
-    if any("\n" in v for v in out):
-        raise _bad(name, "entries must be one line each")
+    if any(not set(v).isdisjoint("\n\u2028\u2029") for v in out):
+        raise _bad(name, "entries must be one line each (no LF, U+2028 or U+2029)")
     return out
 
 
@@ -161,7 +163,17 @@ def _isbn(value: Any) -> str | None:
         return None
     if not isinstance(value, str) or len(value) > 20:
         raise _bad("identifier", "must be an ISBN-10 or ISBN-13 of at most 20 characters")
-    digits = re.sub(r"[\s-]", "", value).upper()
+    # Digits, an X, and hyphens or spaces between them: anything else is refused by name, never dropped.
+    index = next((n for n, c in enumerate(value) if c not in "0123456789Xx -"), None)
+    if index is not None:
+        code_point = f"U+{ord(value[index]):04X}"
+        raise _bad(
+            "identifier",
+            f"at character {index + 1}: {code_point} is not part of an ISBN (digits, the last of ten may be X, "
+            "with hyphens or spaces between)",
+            code_point=code_point,
+        )
+    digits = value.replace(" ", "").replace("-", "").upper()
     if re.fullmatch(r"\d{9}[\dX]", digits):
         total = sum((10 - i) * (10 if c == "X" else int(c)) for i, c in enumerate(digits))
         if total % 11:
@@ -185,3 +197,8 @@ def package_identifier(book_id: str, metadata: Metadata) -> str:
     if metadata.identifier is not None:
         return f"urn:isbn:{metadata.identifier}"
     return f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'bindery:book:{book_id}')}"
+
+
+def _control(char: str) -> bool:
+    """A control character: C0, DEL or C1 (Unicode's general category Cc)."""
+    return unicodedata.category(char) == "Cc"
