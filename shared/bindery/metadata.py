@@ -169,8 +169,8 @@ def _isbn(value: Any) -> str | None:
         code_point = f"U+{ord(value[index]):04X}"
         raise _bad(
             "identifier",
-            f"at character {index + 1}: {code_point} is not part of an ISBN (digits, the last of ten may be X, "
-            "with hyphens or spaces between)",
+            f"at character {index + 1}: {code_point} is not part of an ISBN (digits, the last of ten may "
+            "be X, with hyphens or spaces between)",
             code_point=code_point,
         )
     digits = value.replace(" ", "").replace("-", "").upper()
