@@ -16,9 +16,15 @@ PAGE_DEFAULT, PAGE_MAX = 20, 100
 
 
 def page_size(limit: Any, largest: int = PAGE_MAX) -> int:
-    try:
-        size = PAGE_DEFAULT if limit is None else int(limit)
-    except ValueError:
+    """The page size `limit` asks for: ASCII digits and nothing else (Python's int() also takes `1_0`,
+    `+1`, ` 1`, `1\n` and other scripts' digits, which no caller means as a number here)."""
+    if limit is None:
+        size = PAGE_DEFAULT
+    elif isinstance(limit, int) and not isinstance(limit, bool):
+        size = limit
+    elif isinstance(limit, str) and limit.isascii() and limit.isdigit() and len(limit) <= 4:
+        size = int(limit)
+    else:
         size = 0
     if not 1 <= size <= largest:
         raise errors.BadRequest(f"limit must be a whole number from 1 to {largest}", code="invalid_limit")

@@ -218,6 +218,12 @@ def test_exports_list_newest_first_in_pages_with_an_opaque_cursor(stack: Stack) 
         ({"limit": "-1"}, "invalid_limit"),
         ({"limit": "x"}, "invalid_limit"),
         ({"limit": "101"}, "invalid_limit"),
+        # Read by int() these were numbers (an outside test's): a limit is ASCII digits alone.
+        ({"limit": "1_0"}, "invalid_limit"),
+        ({"limit": "+1"}, "invalid_limit"),
+        ({"limit": " 1"}, "invalid_limit"),
+        ({"limit": "1\n"}, "invalid_limit"),
+        ({"limit": "\uff11"}, "invalid_limit"),
         ({"cursor": "garbage!"}, "invalid_cursor"),
         ({"cursor": "eyJhZnRlciI6IC4uLn0"}, "invalid_cursor"),
     ],
