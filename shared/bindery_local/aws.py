@@ -292,7 +292,11 @@ def owner_only(app: WsgiApp, port: Callable[[], int]) -> WsgiApp:
 
     def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         refusal = hosts.refusal_for(
-            environ.get("HTTP_HOST"), environ.get("HTTP_ORIGIN"), environ.get("HTTP_SEC_FETCH_SITE"), port()
+            environ.get("HTTP_HOST"),
+            environ.get("HTTP_ORIGIN"),
+            environ.get("HTTP_SEC_FETCH_SITE"),
+            port(),
+            environ.get("RAW_URI") or environ.get("REQUEST_URI"),  # the request line's target, as sent
         )
         if refusal is None:
             return app(environ, start_response)

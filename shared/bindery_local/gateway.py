@@ -98,7 +98,7 @@ class Gateway:
         self, method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str
     ) -> tuple[int, dict[str, str], bytes]:
         refusal = hosts.refusal_for(
-            headers.get("host"), headers.get("origin"), headers.get("sec-fetch-site"), self.port
+            headers.get("host"), headers.get("origin"), headers.get("sec-fetch-site"), self.port, target
         )
         if refusal is not None:
             # A page that rebound its own name to 127.0.0.1, or another site's page sending to 127.0.0.1

@@ -23,8 +23,10 @@ handlers, or moto.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from http import HTTPStatus
+from urllib.parse import urlsplit
 
 HOST_NOT_ALLOWED = "host_not_allowed"
 ORIGIN_NOT_ALLOWED = "origin_not_allowed"
@@ -34,6 +36,8 @@ MISDIRECTED = int(HTTPStatus.MISDIRECTED_REQUEST)
 FORBIDDEN = int(HTTPStatus.FORBIDDEN)
 # Sec-Fetch-Site's value for a request made by a page of another site (Fetch Metadata).
 CROSS_SITE = "cross-site"
+# A request target in absolute form: a scheme, then `://` (RFC 9112 §3.2.2).
+_ABSOLUTE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 @dataclass(frozen=True)
@@ -76,8 +80,14 @@ def is_another_pages(origin: str | None, fetch_site: str | None, port: int) -> b
     return origin is not None and origin.strip().lower() not in own_origins(port)
 
 
-def refusal_for(host: str | None, origin: str | None, fetch_site: str | None, port: int) -> Refusal | None:
-    """Why the server at 127.0.0.1:`port` answers no more than a refusal to this request, if it does."""
+def refusal_for(
+    host: str | None, origin: str | None, fetch_site: str | None, port: int, target: str | None = None
+) -> Refusal | None:
+    """Why the server at 127.0.0.1:`port` answers no more than a refusal to this request, if it does. A
+    request `target` in absolute form (`http://name:port/path`, which proxies are sent) names the server it
+    is for by its authority, and a server must go by that rather than the Host header (RFC 9112 §3.2.2)."""
+    if target is not None and _ABSOLUTE.match(target):
+        host = urlsplit(target).netloc  # (an absolute form's authority; one without is no one's)
     if not is_own(host, port):
         message = (
             f"this server answers only requests addressed to 127.0.0.1:{port} or localhost:{port} "

@@ -83,6 +83,30 @@ def test_the_stacks_own_names_reach_the_handler_with_a_token_of_its_secret(
     assert len(called) == 1
 
 
+@pytest.mark.parametrize(
+    ("target", "status"),
+    [
+        ("http://evil.example:3000/me", 421),  # absolute form: its authority, not Host, names the server
+        ("http://127.0.0.1:3001/me", 421),
+        ("http:///me", 421),
+        ("http://localhost:3000/me", 200),
+        ("/me", 200),
+    ],
+)
+def test_an_absolute_form_target_is_addressed_to_its_authority(
+    gateway: tuple[Gateway, list[str]], target: str, status: int
+) -> None:
+    # An outside test's: `GET http://evil.example:3000/me` with `Host: 127.0.0.1:3000` was answered 200.
+    given, called = gateway
+    headers = {"host": "127.0.0.1:3000", "authorization": f"Bearer {tokens.mint('alice', key=KEY)}"}
+    assert given.handle("GET", target, headers, b"", "127.0.0.1")[0] == status
+    assert len(called) == (status == 200)
+    app, answered = owner_only(lambda environ, start: start("200 OK", []) or [b"{}"], lambda: 5000), []
+    environ = {"HTTP_HOST": "127.0.0.1:5000", "RAW_URI": target.replace(":3000", ":5000")}
+    b"".join(app(environ, lambda line, headers: answered.append(line)))
+    assert answered[0][:3] == str(status)
+
+
 def test_port_80_is_also_named_without_its_port() -> None:
     assert hosts.is_own("localhost", 80) and hosts.is_own("127.0.0.1:80", 80)
     assert not hosts.is_own("localhost", 3000)
