@@ -136,7 +136,8 @@ def serve(gateway: Gateway, port: int) -> ThreadingHTTPServer:
             started = time.monotonic()
             headers: dict[str, str] = {}
             for key, value in self.headers.items():
-                key = key.lower()
+                # A field's value has no whitespace at its ends (RFC 9110 5.5); the parser trims the start.
+                key, value = key.lower(), value.strip(" \t")
                 headers[key] = f"{headers[key]},{value}" if key in headers else value
             length = int(headers.get("content-length") or 0)
             try:

@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ import pytest
 
 from bindery_local import hosts, tokens
 from bindery_local.aws import owner_only
-from bindery_local.gateway import Gateway
+from bindery_local.gateway import Gateway, serve
 from bindery_local.template import routes
 from tests.servers import ROOT
 
@@ -341,3 +343,27 @@ def test_a_file_left_by_a_stack_that_is_gone_is_not_used_and_is_swept_at_the_nex
         tokens.secret()  # its stack was killed (kill -9): a token signed with it would be refused
     kept = tokens.keep_for_owner(4000, "http://127.0.0.1:4000", KEY)
     assert list(runtime_dir.iterdir()) == [kept]
+
+
+def test_a_header_value_reaches_the_handler_without_whitespace_at_its_ends() -> None:
+    # An outside test's: an Idempotency-Key with a leading space was trimmed (by the HTTP parser) and
+    # replayed, one with a trailing space refused; a field's value has no whitespace at its ends (RFC 9110).
+    seen: list[dict[str, str]] = []
+
+    class Recording(Gateway):
+        def handle(self, method: str, target: str, headers: dict[str, str], body: bytes, ip: str) -> Any:
+            seen.append(headers)
+            return 200, {"Content-Type": "application/json"}, b"{}"
+
+    server = serve(Recording(routes(), lambda f, e: {}, lambda line: None, key=KEY, port=PORT), 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with socket.create_connection(server.server_address[:2], timeout=5) as client:
+            client.sendall(
+                b"GET /me HTTP/1.1\r\nHost: x\r\nIdempotency-Key:  key-1 \t\r\nConnection: close\r\n\r\n"
+            )
+            assert client.recv(100).startswith(b"HTTP/1.1 200")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen[0]["idempotency-key"] == "key-1"
