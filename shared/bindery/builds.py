@@ -17,8 +17,10 @@ from bindery import engine
 from bindery.chapter_lists import read_chapter_list
 from bindery.clock import Clock
 from bindery.config import Settings
+from bindery.engine.anchors import Anchors
 from bindery.faults import translated
 from bindery.limits import CallerClass
+from bindery.manuscript import cut
 from bindery.objects import READ_CHUNK, SKIP_BYTES, Objects, artifact_key, asset_key, cut_key
 from bindery.observability import logger, metrics, state_change
 from bindery.piece_cache import BuildPieces
@@ -129,7 +131,7 @@ class Builds:
         copies = export.format in engine.COPIES_MANUSCRIPT and not book.assets
         # The chapter list is read before the renderer is imported: parsing it is the build's peak of memory
         # outside the engine, and it peaks lower in the smaller process (10 MiB at 5,000 chapters).
-        chapters = [] if copies else self._chapters(book)
+        chapters, anchors = ([], None) if copies else self._chapters(book)
         renderer = engine.renderer_for(export.format)
         limit = getattr(renderer, "max_manuscript_bytes", None)
         if export.format == "pdf":
@@ -159,6 +161,7 @@ class Builds:
                     options=export.options,
                     read_asset=lambda asset: self.objects.chunks(asset_key(book.id, asset.object_id)),
                     pieces=pieces,
+                    anchors=anchors,
                 )
                 progress = _Progress(self, export, len(chapters))
                 report = renderer.render(source, self._chapter_texts(book, chapters, progress), writer)
@@ -255,10 +258,17 @@ class Builds:
         state_change(bundle.id, bundle.book_id, "bundle ready", size_bytes=size, files=len(files))
         return BuildOutcome.READY
 
-    def _chapters(self, book: Book) -> list[Chapter]:
-        """The cut's chapters: its list, one GET (bindery.chapter_lists), or else its items."""
-        listed = read_chapter_list(self.objects, book.id, book.cut, book.chapter_count)
-        return listed if listed is not None else self.book_rows.read_chapters(book.id, book.cut)
+    def _chapters(self, book: Book) -> tuple[list[Chapter], Anchors]:
+        """The cut's chapters and anchors: its list, one GET (bindery.chapter_lists), or else its items;
+        and, when the list holds no anchors (written before they were kept, or not whole), the anchors of
+        its manuscript cut again, so that the book built is the one its anchors make."""
+        listed, anchors = read_chapter_list(self.objects, book.id, book.cut, book.chapter_count)
+        chapters = listed if listed is not None else self.book_rows.read_chapters(book.id, book.cut)
+        if anchors is None:
+            anchors = Anchors()
+            for _ in cut(self.objects.lines(cut_key(book.id, book.cut)), anchors):
+                pass
+        return chapters, anchors
 
     def _chapter_texts(
         self, book: Book, chapters: list[Chapter], progress: _Progress

@@ -20,11 +20,13 @@ from bindery.chapter_lists import write_chapter_list
 from bindery.characters import describe, first_forbidden
 from bindery.clock import Clock, iso
 from bindery.config import Settings
+from bindery.engine.anchors import Anchors
 from bindery.errors import not_found
 from bindery.idempotency import idempotency_for, key_reused
 from bindery.ids import new_cut, valid_id
-from bindery.manuscript import Normalised, cut, normalise
+from bindery.manuscript import cut
 from bindery.metadata import Metadata, merged, package_identifier
+from bindery.normalising import Normalised, normalise
 from bindery.objects import Objects, cut_key, upload_key
 from bindery.observability import logger
 from bindery.paging import decode_cursor, encode_cursor, page_size
@@ -303,8 +305,8 @@ class Library:
         return key
 
     def _stage(self, book_id: str, cut_id: str, lines: Iterable[bytes], now: float) -> list[Chapter]:
-        chapters = []
-        for n, section in enumerate(cut(lines), start=1):
+        chapters, anchors = [], Anchors()
+        for n, section in enumerate(cut(lines, anchors), start=1):
             if n > MAX_CHAPTERS:
                 raise errors.Unprocessable(
                     f"the manuscript has more than {MAX_CHAPTERS:,} chapters (level-1 headings), the most "
@@ -322,7 +324,9 @@ class Library:
                 )
             chapters.append(Chapter(n, section.title, section.offset, section.length, section.sha256))
         self.book_rows.stage_cut(book_id, cut_id, chapters, retire_at=now + STAGE_GRACE_SECONDS)
-        write_chapter_list(self.objects, book_id, cut_id, chapters)  # after the marker that retires it
+        write_chapter_list(
+            self.objects, book_id, cut_id, chapters, anchors
+        )  # after the marker that retires it
         return chapters
 
 

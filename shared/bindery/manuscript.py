@@ -1,7 +1,7 @@
 """Cutting a manuscript into chapters at its level-1 headings, in one streaming pass.
 
-A manuscript is first *normalised* (`Normalised`), so that what Bindery keeps of a revision is already the
-markdown export: the export is then a server-side copy, never a download and a re-upload.
+A manuscript is first *normalised* (`bindery.normalising`), so that what Bindery keeps of a revision is
+already the markdown export: the export is then a server-side copy, never a download and a re-upload.
 
 A manuscript may be 500 MB, so it is never parsed whole. Lines stream through, gathered from the last point
 where nothing was open; a line that could open a level-1 heading (ATX `# ...`, or a setext `===` underline)
@@ -17,14 +17,14 @@ import hashlib
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bindery import errors
-from bindery.characters import check_lines
+from bindery.engine.anchors import Anchors
 from bindery.engine.comments import CLOSER, OPENED, UNCLOSED
-from bindery.engine.headings import split_attributes
-from bindery.table_width import refuse_wide_tables
+from bindery.engine.headings import parse_attributes, split_attributes, words
+from bindery.normalising import normalise
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -40,88 +40,19 @@ MAX_CONTEXT_BYTES = 1024 * 1024
 # about twice). A manuscript past this is refused where it gets there (422 `manuscript_too_complex`).
 MAX_CUT_TOKENS = 2_000_000
 
-_ATX = re.compile(rb"^ {0,3}#(?:[ \t]|\r?\n|$)")
-_SETEXT = re.compile(rb"^ {0,3}=+[ \t]*\r?\n?$")
+# A line that may be a heading of any level, after any block quotes' and list items' markers (the book's
+# anchors are every heading's, `bindery.engine.anchors`), and a setext underline of either level.
+# Each marker takes the blanks after it, and only those, so that a run of them is read one way: with two
+# ways to read each blank, a line of 1,000 `> ` took 2^1,000 steps to fail.
+_CONTAINERS = rb"[ \t]*(?:(?:>|[-+*](?=[ \t])|[0-9]{1,9}[.)](?=[ \t]))[ \t]*)*"
+_ATX = re.compile(_CONTAINERS + rb"#{1,6}(?:[ \t]|\r?\n|$)")
+_SETEXT = re.compile(rb"[ \t]*(?:>[ \t]*)*(?:=+|-+)[ \t]*\r?\n?$")
 _FENCE = re.compile(rb"^ {0,3}(`{3,}|~{3,})")
 _COMMENT = re.compile(rb"^ {0,3}<!--")
-_MARKER_STARTS = frozenset((b" ", b"#", b"=", b"`", b"~", b"<"))
+_MARKER_STARTS = frozenset(bytes([c]) for c in b" \t#=`~<>-+*0123456789")
 # What the cut keeps as its open fence while inside a top-level HTML comment (`bindery.engine.comments`),
 # which no fence's markup can be: it ends at the first line that holds `-->`.
 COMMENT = b"<!--"
-
-
-BOM = b"\xef\xbb\xbf"
-# Lines are checked for characters no book may hold (`bindery.characters`) this many at a time: a call a
-# line would cost a 500 MB manuscript's millions of lines more than the check itself.
-CHECK_LINES = 512
-
-
-class Normalised:
-    """The lines of a manuscript as Bindery keeps it: UTF-8 with no byte-order mark, every line ending in
-    LF (CRLF and lone CR become LF), no blank lines before the first text or after the last, and a final
-    newline. Nothing here changes what the markdown means: trailing spaces stay, since two of them are a
-    hard line break, and blank lines inside the text stay as they are (they may be code). A manuscript
-    that holds a character no book may hold, or a table wider than any page, is refused, by the line (and
-    column) it has in the input (`_check`).
-
-    Iterate it once; afterwards `size` is the normalised length, and `changed` says whether any byte
-    differs from the input, i.e. whether the input could be kept as it is.
-    """
-
-    def __init__(self, lines: Iterable[bytes]):
-        self._lines = lines
-        self.size = 0
-        self.changed = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        blanks: list[bytes] = []  # blank lines held back until text follows them (trailing ones go)
-        started = first = False
-        unchecked: list[bytes] = []  # every line as given, so that a refusal names the caller's line
-        checked = 0
-        for line in self._lines:
-            if not first:
-                first = True
-                if line.startswith(BOM):
-                    line, self.changed = line[len(BOM) :], True
-            unchecked.append(line)
-            if len(unchecked) == CHECK_LINES:
-                _check(unchecked, checked + 1)
-                checked += CHECK_LINES
-                unchecked.clear()
-            if line.endswith(b"\n") and not line.endswith(b"\r\n"):
-                kept = line  # the usual line: kept as it is, no copy
-            else:
-                kept = line.rstrip(b"\r\n") + b"\n"
-                self.changed = True
-            if not kept.strip():
-                if started:
-                    blanks.append(kept)
-                else:
-                    self.changed = True  # a leading blank line goes
-                continue
-            started = True
-            if blanks:
-                for blank in blanks:
-                    self.size += len(blank)
-                    yield blank
-                blanks.clear()
-            self.size += len(kept)
-            yield kept
-        _check(unchecked, checked + 1)
-        if blanks:
-            self.changed = True  # trailing blank lines go
-
-
-def _check(lines: list[bytes], first_line: int) -> None:
-    """Refuse a batch of a manuscript's lines, as the caller gave them, holding what no book may: a
-    character XML 1.0 forbids, or a table wider than any page (`bindery.table_width`)."""
-    check_lines(lines, first_line)
-    refuse_wide_tables(lines, first_line)
-
-
-def normalise(data: bytes) -> bytes:
-    """A manuscript held in memory, normalised (see `Normalised`)."""
-    return b"".join(Normalised(data.splitlines(keepends=True)))
 
 
 @dataclass(frozen=True)
@@ -208,35 +139,58 @@ class _Read:
 
     headings: list[tuple[int, int, str]]
     open_fence: bytes | None
+    # Every heading, of every level and depth, in order: (first line, line after the last, level, whether
+    # it is a top-level h1 (one of `headings`), its explicit id, its words).
+    marks: list[tuple[int, int, int, bool, str | None, str]] = field(default_factory=list)
     open_comment: int | None = None
     opened_comment: int | None = None
     tokens: int = 0  # how many markdown-it made
 
 
-def _read(parser: MarkdownIt, window: list[bytes]) -> _Read:
+def _read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> _Read:
     """The window's blocks, as a whole-document parse of it reads them. Blocks only: a heading's inline
-    content alone is parsed, for its title."""
+    content alone is parsed, for its title and id, unless it ends before line `reported` (an earlier read
+    of the window reported it)."""
     tokens: list[Token] = []
     env: dict[str, Any] = {}  # the window's link reference definitions, which a title may use
     parser.block.parse(b"".join(window).decode("utf-8", errors="replace"), parser, env, tokens)
-    headings, open_fence = [], None
+    headings: list[tuple[int, int, str]] = []
+    marks: list[tuple[int, int, int, bool, str | None, str]] = []
+    open_fence = None
     for i, token in enumerate(tokens):
-        if token.level != 0 or not token.map:
+        if not token.map:
             continue
-        if token.type == "heading_open" and token.tag == "h1":
-            inline = parser.parseInline(split_attributes(tokens[i + 1].content)[0], env)[0]
-            words = [_WORDS.get(c.type, c.content) for c in inline.children or [] if c.type in _TITLE_PARTS]
-            headings.append((token.map[0], token.map[1], "".join(words).strip() or "Untitled"))
+        if token.type == "heading_open":
+            if token.map[1] <= reported:
+                top = token.level == 0 and token.tag == "h1"
+                marks.append((token.map[0], token.map[1], int(token.tag[1]), top, None, ""))
+                if top:
+                    headings.append((token.map[0], token.map[1], ""))
+                continue
+            content, attributes = split_attributes(tokens[i + 1].content)
+            inline = parser.parseInline(content, env)[0]
+            explicit = parse_attributes(attributes).id if attributes else None
+            top = token.level == 0 and token.tag == "h1"
+            said = words(inline.children or [])
+            marks.append((token.map[0], token.map[1], int(token.tag[1]), top, explicit, said))
+            if top:
+                shown = [
+                    _WORDS.get(c.type, c.content) for c in inline.children or [] if c.type in _TITLE_PARTS
+                ]
+                headings.append((token.map[0], token.map[1], "".join(shown).strip() or "Untitled"))
+        elif token.level != 0:
+            continue
         elif token.type == "fence" and token.map[1] == len(window):
             # A fence that runs to the window's end is open there, unless its last line is its closer.
             markup = token.markup.encode()
             if token.map[0] == len(window) - 1 or not _closes(markup, window[-1]):
                 open_fence = markup
-    return _Read(headings, open_fence, env.get(UNCLOSED), env.get(OPENED), len(tokens))
+    return _Read(headings, open_fence, marks, env.get(UNCLOSED), env.get(OPENED), len(tokens))
 
 
-def cut(lines: Iterable[bytes]) -> Iterator[Section]:
-    """Sections of a UTF-8 manuscript given as lines (each with its line ending), in order.
+def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Section]:
+    """Sections of a UTF-8 manuscript given as lines (each with its line ending), in order; and, into
+    `anchors`, every heading of every level as it comes, with the ordinal of the section it is in.
 
     Lines gather in a window from the last point where nothing was open: a line in column 0 after a blank
     one (`_starts_afresh`), a heading in column 0, or the line after a top-level fenced code block closes.
@@ -271,14 +225,17 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
     comment_line = 0  # where the top-level comment we are inside opened, as a line of the manuscript
     held = False  # the window waits for a closer: a comment opener in it has none yet
     tokens = 0  # made by the reads so far
+    yielded = 0  # sections so far: the open one, if it is one, is the next
     hashed = _Hashed()
     waiting = hashed.waiting  # outside a fence the window is its last lines, so the rest is hashable
 
     def close(end: int, lines_in: int) -> Section | None:
         """The open section, ending at `end`, after its last line waiting (`lines_in` of them are its)."""
+        nonlocal yielded
         digest = hashed.cut(lines_in)
         if title is None and (first_text is None or first_text >= end):
             return None  # an opening of blank lines is no chapter
+        yielded += 1
         return Section(title or OPENING_TITLE, start, end - start, digest)
 
     def read(final: bool = False) -> Iterator[Section]:
@@ -286,7 +243,7 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
         comment opener with no closer yet, nothing is cut: the window is `held` until a line with one comes
         (or, `final`, no more will), and read again then; a top-level comment left open is a fence."""
         nonlocal start, title, fence, candidates, unread_bytes, read_up_to, comment_line, held, tokens
-        found = _read(parser, list(window))
+        found = _read(parser, list(window), read_up_to)
         tokens += found.tokens
         if tokens > MAX_CUT_TOKENS:
             raise errors.Unprocessable(
@@ -307,18 +264,24 @@ def cut(lines: Iterable[bytes]) -> Iterator[Section]:
             opened = None  # the first opener is a top-level comment left open: a fence, exactly
         stop = unclosed if unclosed is not None else opened
         keep_from = 0
-        for first, after, heading in found.headings:
+        titles = iter(found.headings)
+        for first, after, level, top, explicit, said in found.marks:
             if stop is not None and after > stop:
                 break  # inside a comment that goes on past the window, or may (or its opener read as text)
-            keep_from = after
+            heading = next(titles)[2] if top else ""
+            if top:
+                keep_from = after
             if after <= read_up_to:
                 continue  # read when the window last reached its bound
             # `waiting` ends with the window: the lines before the heading's first are the open section's.
-            if starts[first] > start or title is not None:
+            if top and (starts[first] > start or title is not None):
                 closed = close(starts[first], len(waiting) - (len(window) - first))
                 if closed is not None:
                     yield closed
-            start, title = starts[first], heading
+            if top:
+                start, title = starts[first], heading
+            if anchors is not None:
+                anchors.add(yielded + 1, level, explicit, said)
         candidates, unread_bytes, held = 0, 0, opened is not None
         fence = found.open_fence if not held else None  # (a fence after the opener may be in the comment)
         if unclosed is not None:

@@ -43,8 +43,15 @@ def test_a_cut_keeps_its_chapter_list_and_a_build_reads_it_not_the_items(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     book = stack.create_book(BOOK)
-    listed = json.loads(stack.objects.read_or_none(chapters_key(book, _cut(stack, book))) or b"null")
+    kept = json.loads(stack.objects.read_or_none(chapters_key(book, _cut(stack, book))) or b"null")
+    listed = kept["chapters"]
     assert [row[:2] for row in listed] == [[1, "One"], [2, "Two"], [3, "Three"]]
+    # and the cut's anchors: every heading's chapter, level, id and words (bindery.engine.anchors)
+    assert kept["anchors"]["headings"] == [
+        [1, 1, "one", "One"],
+        [2, 1, "two", "Two"],
+        [3, 1, "three", "Three"],
+    ]
     items = [
         (c.ordinal, c.title, c.offset, c.size_bytes)
         for c in stack.store.books.read_chapters(book, _cut(stack, book))
@@ -90,12 +97,26 @@ def test_without_a_whole_list_a_build_reads_the_items_and_builds_the_same(
     assert _artifact(stack, book) == cold
 
 
+@pytest.mark.parametrize(
+    "anchors", [{"version": 0, "headings": []}, {"version": 1, "headings": [[9, 1, "x", "X"]]}]
+)
+def test_anchors_of_another_version_or_not_the_cuts_are_found_again_and_build_the_same(
+    stack: Stack, anchors: dict[str, Any]
+) -> None:
+    book = stack.create_book(BOOK)
+    cold = _artifact(stack, book)
+    key = chapters_key(book, _cut(stack, book))
+    kept = json.loads(stack.objects.read_or_none(key) or b"null")
+    stack.objects.put_bytes(key, json.dumps({**kept, "anchors": anchors}).encode(), "application/json")
+    assert _artifact(stack, book) == cold
+
+
 def test_a_list_written_before_it_held_digests_is_read_and_the_texts_hashed_as_they_are_read(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     book = stack.create_book(BOOK)
     key = chapters_key(book, _cut(stack, book))
-    rows = json.loads(stack.objects.read_or_none(key) or b"null")
+    rows = json.loads(stack.objects.read_or_none(key) or b"null")["chapters"]
     cold = _artifact(stack, book)  # fills the cache, its pieces found by the list's digests
     stack.objects.put_bytes(key, json.dumps([row[:4] for row in rows]).encode(), "application/json")
 
@@ -124,7 +145,7 @@ def test_a_replaced_manuscript_writes_its_own_list_and_the_old_one_retires_with_
     )
     new = chapters_key(book, _cut(stack, book))
     only = hashlib.sha256(b"# Only\n\nnew\n").hexdigest()
-    assert json.loads(stack.objects.read_or_none(new) or b"null") == [[1, "Only", 0, 12, only]]
+    assert json.loads(stack.objects.read_or_none(new) or b"null")["chapters"] == [[1, "Only", 0, 12, only]]
     stack.clock.advance(stack.services.settings.lease_seconds + 1)
     assert stack.gc()["cuts_retired"] == 1
     assert stack.objects.read_or_none(old) is None and stack.objects.read_or_none(new) is not None

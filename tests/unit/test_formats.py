@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from bindery.engine import FORMATS, Source, Text, renderer_for
-from bindery.manuscript import cut_text, normalise
+from bindery.manuscript import cut_text
+from bindery.normalising import normalise
 from bindery.spools import RollingSpool
 from tests.books import BOOKS, SAMPLES
 from tests.docx_checks import document_text

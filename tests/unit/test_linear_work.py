@@ -148,8 +148,8 @@ def test_every_hostile_family_at_a_megabyte_is_within_the_cuts_budget(
     # The bench builds each family at 1 MB: none of them is refused for what it would cost the cut.
     read, made = manuscript_module._read, [0]
 
-    def counting(parser: Any, window: list[bytes]) -> Any:
-        found = read(parser, window)
+    def counting(parser: Any, window: list[bytes], reported: int = 0) -> Any:
+        found = read(parser, window, reported)
         made[0] += found.tokens
         return found
 

@@ -15,8 +15,10 @@ from markdown_it import MarkdownIt
 
 import bindery.manuscript as manuscript_module
 from bindery import errors
-from bindery.engine import comments, markup
-from bindery.manuscript import OPENING_TITLE, Normalised, cut_text, normalise
+from bindery.engine import comments, headings, markup
+from bindery.engine.anchors import Anchors
+from bindery.manuscript import OPENING_TITLE, cut, cut_text
+from bindery.normalising import Normalised, normalise
 from tests.books import BOOKS
 
 
@@ -48,6 +50,35 @@ def _whole_parse(manuscript: str) -> list[tuple[str, str]] | tuple[str, int]:
         end = starts[n + 1][0] if n + 1 < len(starts) else len(lines)
         out.append((title, b"".join(lines[start:end]).decode()))
     return out
+
+
+def _whole_anchors(manuscript: str) -> list[tuple[int, int, str, str]]:
+    """The oracle's anchors: every heading of the whole parse, in order, as (chapter, level, id, words)."""
+    sections = _whole_parse(manuscript)
+    if isinstance(sections, tuple):
+        return []
+    data = normalise(manuscript.encode()).decode()
+    tokens = markup.parser().parse(data)
+    top = [t for t in tokens if t.type == "heading_open" and t.tag == "h1" and t.level == 0 and t.map]
+    opening = len(sections) - len(top)  # 1 if the text before the first h1 is a section
+    given, found, h1s = headings.Identifiers(), [], 0
+    for i, t in enumerate(tokens):
+        if t.type != "heading_open" or not t.map:
+            continue
+        if t.tag == "h1" and t.level == 0:
+            h1s += 1
+        explicit, said = headings.heading_text(tokens, i)
+        found.append((max(1, h1s + opening), int(t.tag[1]), given.claim(explicit, said), said))
+    return found
+
+
+def _streamed_anchors(manuscript: str) -> list[tuple[int, int, str, str]]:
+    anchors = Anchors()
+    try:
+        list(cut(normalise(manuscript.encode()).splitlines(keepends=True), anchors))
+    except errors.Unprocessable:
+        return []
+    return [(a.chapter, a.level, a.id, a.title) for a in anchors.anchors]
 
 
 def _streamed(manuscript: str) -> list[tuple[str, str]] | tuple[str, int]:
@@ -142,6 +173,11 @@ _LINES = st.sampled_from(
         "<!-- c --> after",
         "text <!-- c",
         "  <!-- c",
+        "- ## listed",
+        "> ## quoted two",
+        "### Three {#three}",
+        "1. ## numbered",
+        "Sub",
     ]
 )
 
@@ -151,6 +187,7 @@ _LINES = st.sampled_from(
 def test_any_manuscript_is_cut_as_a_whole_parse_would_cut_it(lines: list[str]) -> None:
     manuscript = "\n".join(lines)
     assert _streamed(manuscript) == _whole_parse(manuscript)
+    assert _streamed_anchors(manuscript) == _whole_anchors(manuscript)
 
 
 # Blocks that run long: a list item, a block quote or a fence of many lines, so that a candidate can sit
@@ -167,6 +204,7 @@ _LONG = st.tuples(
 def test_a_manuscript_of_long_blocks_is_cut_as_a_whole_parse_would_cut_it(blocks: list[list[str]]) -> None:
     manuscript = "\n".join(line for block in blocks for line in block)
     assert _streamed(manuscript) == _whole_parse(manuscript)
+    assert _streamed_anchors(manuscript) == _whole_anchors(manuscript)
 
 
 @pytest.mark.parametrize("continued", [5, 45, 500])

@@ -22,6 +22,7 @@ def _markdown_it() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "xhtmlOut": False, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.use(footnote_plugin)
+    markup.dialect(md)  # what the dialect reads besides CommonMark's: the same rules on both sides
     md.block.tokenize = MethodType(block_rules._tokenize_bounded, md.block)  # type: ignore[method-assign]
     return md
 

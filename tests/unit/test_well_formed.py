@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 from bindery import errors
 from bindery.engine import FORMATS, Source, Text, renderer_for
 from bindery.library import check_title
-from bindery.manuscript import cut, normalise
+from bindery.manuscript import cut
 from bindery.metadata import Metadata, merged
+from bindery.normalising import normalise
 
 # XML 1.0's Char production, as the standard writes it.
 _XML_CHAR = re.compile("[\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -157,7 +158,7 @@ class Accepted:
 
 def _accepted(book: Book) -> Accepted:
     """What the API makes of the book: its body's check (a lone surrogate in a string is invalid_unicode),
-    the title's, the metadata's and the manuscript's (`bindery.manuscript.Normalised`), in that order;
+    the title's, the metadata's and the manuscript's (`bindery.normalising.Normalised`), in that order;
     a refusal raises."""
     for name, value in [("title", book.title), ("manuscript", book.manuscript)]:
         if not book.uploaded or name == "title":
@@ -198,8 +199,10 @@ def _assert_refusal_is_justified(book: Book, refusal: errors.BinderyError) -> No
         ):  # or a control character: XML 1.0 allows tab, CR and C1, a title not
             assert _forbidden(named) or unicodedata.category(named) == "Cc", refusal.message
             assert named in book.title
-        else:  # or metadata's control character XML 1.0 allows but LF and tab: a CR
-            assert _forbidden(named) or named == "\r", refusal.message
+        else:  # or metadata's control character XML 1.0 allows but LF and tab: a CR, DEL, a C1 control
+            assert _forbidden(named) or (unicodedata.category(named) == "Cc" and named not in "\n\t"), (
+                refusal.message
+            )
     else:  # a name of more than one line
         assert refusal.code == "invalid_metadata", refusal.message
         values: list[str] = []

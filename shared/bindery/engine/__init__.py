@@ -13,11 +13,14 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bindery import errors
 from bindery.images import Asset, Notes
 from bindery.metadata import Metadata
+
+if TYPE_CHECKING:
+    from bindery.engine.anchors import Anchors  # (markdown-it's, loaded by a build, not a cold poll)
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,9 @@ class Source:
     read_asset: Callable[[Asset], Iterator[bytes]] = lambda asset: iter(())
     # The book's built pieces, for a renderer that reuses them (REUSES_PIECES); None: everything cold.
     pieces: Pieces | None = None
+    # Every heading's id and chapter (`engine.anchors`), found as the book was cut; None: a cut made before
+    # they were kept, whose chapters give their headings ids of their own.
+    anchors: Anchors | None = None
 
     @property
     def language(self) -> str:

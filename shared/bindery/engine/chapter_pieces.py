@@ -9,8 +9,10 @@ when the manuscript was cut: a build that reuses a chapter's piece never reads i
 version, the markdown dialect's version and the metadata the renderer reads into it. It is used only if
 its *key* still holds: the lookup and, for every image name the chapter resolved, that image as the revision
 has it now (its object id, which names bytes that are never rewritten, its type, size and dimensions; or
-its absence). So a piece is keyed by everything it depends on, and an image added, replaced or deleted
-misses exactly the chapters that name it.
+its absence); and, for every heading id it linked to (`#id`), the chapter that heading is in now (or its
+absence). Its own headings' ids, which the book gives (`bindery.engine.anchors`), are in its lookup. So a
+piece is keyed by everything it depends on: an image added, replaced or deleted, or a heading renamed,
+moved or added, misses exactly the chapters that name it.
 
 A piece carries what rendering the chapter did besides its bytes: a value of the renderer's (html and epub:
 its headings, for the table of contents; pdf: the images its source places), the images it used and its
@@ -30,6 +32,7 @@ from markdown_it import __version__ as markdown_it_version
 from mdit_py_plugins import __version__ as plugins_version
 
 from bindery.engine import Pieces, Report, Text, markup
+from bindery.engine.anchors import Anchor, Anchors, Links
 from bindery.engine.figures import Figures
 from bindery.images import Asset
 
@@ -86,10 +89,21 @@ class Made:
     data: bytes
 
 
-def key_of(lookup: str, names: Sequence[str], assets: dict[str, Asset]) -> str:
+def key_of(
+    lookup: str, names: Sequence[str], assets: dict[str, Asset], anchors: Anchors | None = None
+) -> str:
+    """The key of a piece found under `lookup` that resolved `names`: image names (their assets now) and
+    `#id`s (the chapter of that heading now; no asset's name starts with `#`)."""
     if not names:  # most chapters: the JSON below, written out (a lookup is hex)
         return hashlib.sha256(f'["{lookup}",[]]'.encode()).hexdigest()
-    return _digest([lookup, [[name, _asset(assets.get(name))] for name in names]])
+    return _digest([lookup, [[name, _resolved(name, assets, anchors)] for name in names]])
+
+
+def _resolved(name: str, assets: dict[str, Asset], anchors: Anchors | None) -> Any:
+    if name.startswith("#"):
+        found = anchors.find(name[1:]) if anchors is not None else None
+        return found.chapter if found is not None else None
+    return _asset(assets.get(name))
 
 
 def render_chapter(
@@ -103,20 +117,33 @@ def render_chapter(
     made: Callable[[str], bytes],
     reads: Sequence[Any] = (),
     compressed: bool = False,
+    anchors: Anchors | None = None,
+    href: Callable[[Anchor], str] = lambda anchor: f"#{anchor.id}",
 ) -> Made:
     """The chapter's rendering (epub and html), reused when `pieces` holds it, else rendered and kept.
     `made` turns the chapter's HTML into the bytes the renderer writes; it may read only the text's ordinal
-    and title and what `reads` names. `compressed`: what it makes is compressed already."""
+    and title and what `reads` names. `compressed`: what it makes is compressed already. With the book's
+    `anchors`, its headings have their ids in the book and its internal links go where `href` says."""
+
+    def links() -> Links | None:
+        return Links(anchors, text.ordinal, href) if anchors is not None else None
+
     if pieces is None:
-        rendered = markup.render_chapter(md, text, report.skipped, figures)
+        rendered = markup.render_chapter(md, text, report.skipped, figures, links())
         return Made(rendered.headings, made(rendered.html))
 
     def make(own: Figures, missed: list[Any]) -> tuple[Any, bytes]:
-        rendered = markup.render_chapter(md, text, missed, own)
+        asked = links()
+        rendered = markup.render_chapter(md, text, missed, own, asked)
+        if asked is not None:
+            own.named.update(f"#{anchor_id}" for anchor_id in asked.asked)
         return [[h.level, h.title, h.anchor] for h in rendered.headings], made(rendered.html)
 
-    head = [version, DIALECT, list(reads)]
-    headings, data = reused(text, report, figures, pieces, head=head, make=make, compressed=compressed)
+    own_ids = [a.id for a in anchors.of_chapter(text.ordinal)] if anchors is not None else None
+    head = [version, DIALECT, list(reads), own_ids]
+    headings, data = reused(
+        text, report, figures, pieces, head=head, make=make, compressed=compressed, anchors=anchors
+    )
     return Made([markup.Heading(level, title, anchor) for level, title, anchor in headings], data)
 
 
@@ -129,13 +156,14 @@ def reused(
     head: list[Any],
     make: Callable[[Figures, list[Any]], tuple[Any, bytes]],
     compressed: bool = False,
+    anchors: Anchors | None = None,
 ) -> tuple[Any, bytes]:
     """A chapter's piece: found in `pieces` under its lookup and key, or made and kept. `make` renders the
     chapter into figures and a skipped list of its own and returns what the build keeps of it: a value
     (JSON) and bytes. `head` is everything besides the chapter's ordinal, title and text that they depend
     on. Found or made, the chapter's account is added to the build's as a cold render adds it."""
     lookup = _lookup([*head, text.ordinal, text.title], text.digest)
-    found = pieces.find(lookup, lambda names: key_of(lookup, names, figures.assets))
+    found = pieces.find(lookup, lambda names: key_of(lookup, names, figures.assets, anchors))
     if found is not None:
         piece = _loaded(found)
         if piece is not None:
@@ -156,7 +184,7 @@ def reused(
     }
     # The account as JSON, then a NUL (JSON never holds a raw one), then the made bytes as they are.
     kept = _account_json(account) + b"\0" + data
-    pieces.keep(lookup, key_of(lookup, names, figures.assets), names, kept, compressed=compressed)
+    pieces.keep(lookup, key_of(lookup, names, figures.assets, anchors), names, kept, compressed=compressed)
     _replayed(account, text, report, figures)
     return value, data
 

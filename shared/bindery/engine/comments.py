@@ -17,11 +17,12 @@ the positions of all of them, found once, so no run of openers costs more than o
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from markdown_it import MarkdownIt
-from markdown_it.rules_block import StateBlock
-from markdown_it.rules_inline import StateInline
+if TYPE_CHECKING:  # the cut imports this module's names at a cold start; markdown-it loads when it cuts
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_block import StateBlock
+    from markdown_it.rules_inline import StateInline
 
 OPENER, CLOSER = "<!--", "-->"
 # The env's keys for the first line of a top-level comment that a parse found no closer for, and of any

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from html import escape
 
 from bindery.engine import Report, Sink, Source, Text, chapter_pieces, markup
+from bindery.engine.anchors import Anchor
 from bindery.engine.figures import Figures, image_bytes
 from bindery.engine.zipped import Deflated, ZipWriter
 from bindery.images import Asset
@@ -47,6 +48,17 @@ blockquote{margin-inline-start:1em;padding-inline-start:1em;border-inline-start:
 .title-page{text-align:center;margin-top:20%}.authors{font-size:1.2em}
 .footnotes{font-size:.9em}
 """
+
+
+def _page_of(ordinal: int) -> Callable[[Anchor], str]:
+    """Where a link in chapter `ordinal` to a heading goes: its id on this page, or on its chapter's."""
+    return lambda anchor: (
+        f"#{anchor.id}" if anchor.chapter == ordinal else f"{_file(anchor.chapter)}#{anchor.id}"
+    )
+
+
+def _file(ordinal: int) -> str:
+    return f"chapter-{ordinal:06d}.xhtml"
 
 
 def _page(title: str, body: str, source: Source) -> str:
@@ -144,6 +156,7 @@ class EpubRenderer:
                 made = chapter_pieces.render_chapter(
                     self._md, text, report, figures, source.pieces, version=PIECE_VERSION,
                     made=_chapter_page(text, source), reads=reads, compressed=True,
+                    anchors=source.anchors, href=_page_of(text.ordinal),
                 )  # fmt: skip
                 contents.append((text.ordinal, text.title, made.headings))
                 book.deflated(f"OEBPS/chapter-{text.ordinal:06d}.xhtml", Deflated.from_kept(made.data))

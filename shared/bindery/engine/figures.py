@@ -38,6 +38,12 @@ class Figures:
             return f'<span class="missing-image">[{alt_html or escape(found)}]</span>'
         return self.tag(found, alt_html)
 
+    def unlanded(self, href: str, text: str, line: int | None) -> None:
+        """A link to an id no heading of the book has, left as its text: a warning with where it is."""
+        ordinal, title = self.chapter
+        note = {"code": "link_unlanded", "chapter": ordinal, "chapter_title": title, "href": href[:200]}
+        self.notes.warn({**note, "line": line, "text": " ".join(text.split())[:200]})
+
     def resolve(self, src: str, alt: str) -> Asset | str | None:
         """The asset `src` shows (used, and warned of when its alt text is empty); or the name of one the
         book does not have (missing, in the notes); or None for anything that is not a path in the book."""

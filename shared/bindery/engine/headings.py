@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from markdown_it import MarkdownIt
-from markdown_it.rules_core import StateCore
-from markdown_it.token import Token
+if TYPE_CHECKING:  # the cut and a build's anchors import this module; markdown-it loads when one parses
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_core import StateCore
+    from markdown_it.token import Token
 
 # pandoc's attributes: `{#id .class key=value key="a value"}`, at the end of the heading's text.
 _ATTRIBUTE = r'(?:#[^\s{}#.="]+|\.[^\s{}#.="]+|[A-Za-z_][\w.-]*=(?:"[^"]*"|[^\s{}"]*)|-)'
@@ -53,19 +55,36 @@ def split_attributes(content: str) -> tuple[str, str | None]:
 
 
 def _set(token: Token, attributes: str) -> None:
-    classes = []
+    given = parse_attributes(attributes)
+    if given.id:
+        token.attrSet("id", given.id)
+    if given.classes:
+        token.attrSet("class", " ".join(given.classes))
+    if given.values:
+        token.meta["attributes"] = given.values
+
+
+@dataclass(frozen=True)
+class Attributes:
+    id: str | None = None
+    classes: tuple[str, ...] = ()
+    values: dict[str, str] = field(default_factory=dict)
+
+
+def parse_attributes(attributes: str) -> Attributes:
+    """`#id .class key=value` as pandoc reads them (the last id given is the one kept)."""
+    found, classes, values = None, [], {}
     for attribute in _ONE.findall(attributes):
         if attribute.startswith("#"):
-            token.attrSet("id", attribute[1:])
+            found = attribute[1:]
         elif attribute.startswith("."):
             classes.append(attribute[1:])
         elif attribute == "-":
             classes.append(UNNUMBERED)
         else:
             key, value = attribute.split("=", 1)
-            token.meta.setdefault("attributes", {})[key] = value.strip('"')
-    if classes:
-        token.attrSet("class", " ".join(classes))
+            values[key] = value.strip('"')
+    return Attributes(found, tuple(classes), values)
 
 
 # pandoc reads markdown with `smart` on: these are dashes and an ellipsis in its text (so not in an id).

@@ -60,7 +60,14 @@ class HtmlRenderer:
         try:
             for text in chapters:
                 made = chapter_pieces.render_chapter(
-                    self._md, text, report, figures, source.pieces, version=PIECE_VERSION, made=_section(text)
+                    self._md,
+                    text,
+                    report,
+                    figures,
+                    source.pieces,
+                    version=PIECE_VERSION,
+                    made=_section(text),
+                    anchors=source.anchors,
                 )
                 contents.append((text.ordinal, text.title, made.headings))
                 spool.write(made.data)

@@ -1,4 +1,4 @@
-"""markdown: the manuscript of the built revision, normalised (see `bindery.manuscript.Normalised`).
+"""markdown: the manuscript of the built revision, normalised (see `bindery.normalising.Normalised`).
 
 Every revision is kept normalised, and its chapters are byte ranges that tile it, so a book without images
 has nothing to render: a build copies the revision's manuscript object server-side (`COPIES_MANUSCRIPT`),

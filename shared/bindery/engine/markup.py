@@ -4,11 +4,14 @@ Raw HTML in a manuscript is shown as text, never passed through: an export holds
 an EPUB must stay well-formed XHTML whatever the manuscript says. HTML comments, the author's notes to
 themselves, are left out (`bindery.engine.comments`).
 
-Two things are the renderer's, through the env of each chapter's render:
+Three things are the renderer's, through the env of each chapter's render:
 - images, resolved by the build's `Figures` (`bindery.engine.figures`): an asset of the book, shown as the
   format shows it, or a missing one, named in the build's notes;
-- headings below the chapter's own (## and ###), each given an id, `<doc_id>-h<n>`, and listed in
-  `env["headings"]`, so a table of contents can reach them.
+- headings: each given its id in the book (`bindery.engine.anchors`' `Links`: pandoc's, as the cut found
+  them), or in a book without anchors each below the chapter's own an id of its own, `<doc_id>-h<n>`; those
+  at ## and ### listed in `env["headings"]`, so a table of contents can reach them;
+- internal links (`#id`): written as the format reaches the heading (`Links.target`), or, to an id no
+  heading of the book has, left as their text and named in the build's notes (`link_unlanded`).
 
 It is read in work linear in the manuscript, at most a few times what as much prose costs, whatever the
 manuscript's shape, and into the tokens markdown-it gives: `parser` installs the rules that make it so,
@@ -26,10 +29,11 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.footnote import footnote_plugin
 
 from bindery.engine import block_rules, comments, headings, inline_rules
+from bindery.engine.anchors import Links
 from bindery.engine.figures import Figures
 
 # Bump on any change to what this module renders: built pieces of chapters are keyed by it.
-VERSION = 3
+VERSION = 4
 UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
 
 
@@ -50,13 +54,23 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "xhtmlOut": xhtml, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.use(footnote_plugin)
-    comments.install(md)
-    headings.install(md)
+    dialect(md)
     block_rules.install(md)
     inline_rules.install(md)
     md.add_render_rule("image", _image)
     md.add_render_rule("heading_open", _heading_open)
+    md.add_render_rule("link_open", _link_open)
+    md.add_render_rule("link_close", _link_close)
     return md
+
+
+def dialect(md: MarkdownIt) -> None:
+    """The rules that make what the dialect reads differ from CommonMark's (the block and inline rules
+    `parser` installs after them read the same, in linear work): comments left out, headings' attributes,
+    and each internal link's line."""
+    comments.install(md)
+    headings.install(md)
+    md.core.ruler.after("inline", "link_lines", _link_lines)
 
 
 def _image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
@@ -73,24 +87,81 @@ def _image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
 def _heading_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
     token = tokens[idx]
     level = int(token.tag[1])
+    links: Links | None = env.get("links")
+    given = links.next_id() if links is not None else None
+    if given is not None:
+        token.attrSet("id", given)
     if level in (2, 3):
         headings: list[Heading] = env.setdefault("headings", [])
-        anchor = f"{env.get('docId', 'doc')}-h{len(headings) + 1}"
+        anchor = given or f"{env.get('docId', 'doc')}-h{len(headings) + 1}"
         title = self.renderInlineAsText(tokens[idx + 1].children or [], options, env)
         headings.append(Heading(level, title, anchor))
         token.attrSet("id", anchor)
     return str(self.renderToken(tokens, idx, options, env))
 
 
-def render(md: MarkdownIt, text: str, doc_id: str, figures: Figures | None = None) -> Rendered:
-    """HTML for one chapter. `doc_id` prefixes footnote and heading ids, so chapters in one page never
-    collide."""
-    env: dict[str, Any] = {"docId": doc_id, "figures": figures}
+def _link_lines(state: Any) -> None:
+    """Each internal link's line in the chapter (its paragraph's first, and the line breaks before it), for
+    the note a link that lands nowhere gets."""
+    for token in state.tokens:
+        if token.type != "inline" or not token.map or "#" not in token.content:
+            continue
+        line = token.map[0] + 1
+        for child in token.children or ():
+            if child.type in ("softbreak", "hardbreak"):
+                line += 1
+            elif child.type == "link_open":
+                child.meta["line"] = line
+
+
+def _link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    token = tokens[idx]
+    href = str(token.attrGet("href") or "")
+    links: Links | None = env.get("links")
+    if links is not None and href.startswith("#"):
+        target = links.target(href[1:])
+        if target is None:
+            # No heading of the book has the id: the link is its text, and named in the build's notes.
+            env["unlanded"] = True
+            figures: Figures | None = env.get("figures")
+            if figures is not None:
+                figures.unlanded(href, _link_text(tokens, idx), token.meta.get("line"))
+            return ""
+        token.attrSet("href", target)
+    return str(self.renderToken(tokens, idx, options, env))
+
+
+def _link_close(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    if env.pop("unlanded", False):
+        return ""
+    return str(self.renderToken(tokens, idx, options, env))
+
+
+def _link_text(tokens: Any, idx: int) -> str:
+    """A link's words: its tokens' text up to its close (links do not nest)."""
+    out = []
+    for token in tokens[idx + 1 :]:
+        if token.type == "link_close":
+            break
+        out.append(
+            token.content if token.type in ("text", "code_inline") else " " if "break" in token.type else ""
+        )
+    return "".join(out)
+
+
+def render(
+    md: MarkdownIt, text: str, doc_id: str, figures: Figures | None = None, links: Links | None = None
+) -> Rendered:
+    """HTML for one chapter. `doc_id` prefixes footnote ids (and, in a book without anchors, heading ids),
+    so chapters in one page never collide."""
+    env: dict[str, Any] = {"docId": doc_id, "figures": figures, "links": links}
     html = md.render(text, env)
     return Rendered(html, env.get("headings", []))
 
 
-def render_chapter(md: MarkdownIt, text: Any, missed: list[Any], figures: Figures | None = None) -> Rendered:
+def render_chapter(
+    md: MarkdownIt, text: Any, missed: list[Any], figures: Figures | None = None, links: Links | None = None
+) -> Rendered:
     """A chapter's HTML; or, when it cannot be rendered, a note in its place and its name in `missed`.
     One bad chapter must not sink the book."""
     from bindery.engine import skipped
@@ -99,7 +170,7 @@ def render_chapter(md: MarkdownIt, text: Any, missed: list[Any], figures: Figure
         figures.chapter = (text.ordinal, text.title)
     markdown = text.markdown  # read here, outside the skip: a failed read of the text fails the build
     try:
-        return render(md, markdown, f"ch{text.ordinal}", figures)
+        return render(md, markdown, f"ch{text.ordinal}", figures, links)
     except Exception as exc:
         missed.append(skipped(text, exc))
         return Rendered(UNRENDERED)

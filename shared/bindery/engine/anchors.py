@@ -1,0 +1,107 @@
+"""The book's anchors: every heading of every level, in the order the book holds them, each with the id
+pandoc gives it (`bindery.engine.headings`) and the chapter it is in.
+
+They are found as the book is cut (`bindery.manuscript.cut`, which reads every heading's lines once), kept
+in the cut's chapter list (`bindery.chapter_lists`), and read by each build before its first chapter,
+so that a chapter renders against the whole book: a heading's id is the one it has in the book (the third
+"Introduction" is `introduction-2` wherever it is set), and a link to a heading lands, in a chapter already
+written or one still to come. A renderer given none (`None`: a test's, say) gives each chapter's headings
+ids of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bindery.engine.headings import Identifiers
+
+# Bump on any change to what the anchors hold or how an id is made: a list's anchors of another version are
+# read as none, and the build finds them again.
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Anchor:
+    chapter: int  # the ordinal of the chapter it is in
+    level: int  # 1 to 6, as written (a chapter's own title is 1)
+    id: str
+    title: str  # its words, as its id is made of them
+
+
+@dataclass
+class Anchors:
+    """The book's headings as they come, each given its id as it is added."""
+
+    anchors: list[Anchor] = field(default_factory=list)
+    _ids: Identifiers = field(default_factory=Identifiers, repr=False)
+    _by_id: dict[str, Anchor] = field(default_factory=dict, repr=False)
+    _by_chapter: dict[int, list[Anchor]] = field(default_factory=dict, repr=False)
+
+    def add(self, chapter: int, level: int, explicit: str | None, title: str) -> Anchor:
+        anchor = Anchor(chapter, level, self._ids.claim(explicit, title), title)
+        self._keep(anchor)
+        return anchor
+
+    def _keep(self, anchor: Anchor) -> None:
+        self.anchors.append(anchor)
+        self._by_id.setdefault(anchor.id, anchor)  # an explicit id given twice: the first lands
+        self._by_chapter.setdefault(anchor.chapter, []).append(anchor)
+
+    def find(self, anchor_id: str) -> Anchor | None:
+        return self._by_id.get(anchor_id)
+
+    def of_chapter(self, chapter: int) -> list[Anchor]:
+        """The chapter's headings, in order."""
+        return self._by_chapter.get(chapter, [])
+
+    def rows(self) -> dict[str, Any]:
+        """The anchors as the cut's chapter list keeps them (`bindery.chapter_lists`)."""
+        return {"version": VERSION, "headings": [[a.chapter, a.level, a.id, a.title] for a in self.anchors]}
+
+    @classmethod
+    def from_rows(cls, said: Any, chapters: int) -> Anchors | None:
+        """The anchors `rows` gave, or None for what is not (another version's, or not of the book's
+        `chapters`)."""
+        try:
+            if said.get("version") != VERSION:
+                return None
+            made = cls.of(Anchor(int(c), int(lv), str(i), str(t)) for c, lv, i, t in said["headings"])
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+        return made if all(1 <= a.chapter <= chapters for a in made.anchors) else None
+
+    @classmethod
+    def of(cls, anchors: Iterable[Anchor]) -> Anchors:
+        made = cls()
+        for anchor in anchors:
+            made._keep(anchor)
+        return made
+
+
+class Links:
+    """What a chapter, as it renders, asks of the book's anchors: its own headings' ids in order, and where
+    an internal link (`#id`) goes, as the format writes it (`href`: html `#id`, epub the chapter's page and
+    the id). A link to an id no heading of the book has is left as its text, and listed (`unlanded`). Each
+    id it asks for is `asked`, so that the chapter's built piece is keyed by where those ids are."""
+
+    def __init__(self, anchors: Anchors, chapter: int, href: Callable[[Anchor], str]) -> None:
+        self.anchors, self.chapter, self.href = anchors, chapter, href
+        self._own = iter(anchors.of_chapter(chapter))
+        self.asked: set[str] = set()
+
+    def next_id(self) -> str | None:
+        """The id of the chapter's next heading, or None past the last the cut found (it cannot be)."""
+        return next((a.id for a in self._own), None)
+
+    def target(self, anchor_id: str) -> str | None:
+        """Where a link to `#anchor_id` goes, or None when no heading of the book has that id."""
+        self.asked.add(anchor_id)
+        found = self.anchors.find(anchor_id)
+        return self.href(found) if found is not None else None
+
+    def where(self, anchor_id: str) -> int | None:
+        """The chapter of the heading `anchor_id` names, or None (a piece's key holds this of each id)."""
+        found = self.anchors.find(anchor_id)
+        return found.chapter if found is not None else None

@@ -1,0 +1,183 @@
+"""Links inside the book land (bindery.engine.anchors): every heading has the id pandoc gives it in the whole
+book, found as the book is cut and kept beside its chapter list, and a link to one (`[see](#id)`) reaches
+it in html and epub, from any chapter to any other; a link to an id the book does not have is its text, and
+a warning with its chapter, line and text."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bindery.chapter_lists import chapters_key
+from bindery.engine.anchors import Anchors
+from bindery.piece_cache import BuildPieces, CacheCounts
+from tests.unit.conftest import Stack
+from tests.unit.test_headings import _pandoc
+from tests.validators import epubcheck
+
+BOOK = """# Getting started {#start}
+
+Read [the options](#general-options) first, then [the end](#the-end), or [back here](#start).
+A [link to nowhere](#no-such-section) stays words.
+
+## Introduction
+
+text
+
+## Introduction
+
+again
+
+# Options
+
+## General options
+
+See [Introduction](#introduction-1) and [the first](#introduction).
+
+## Introduction
+
+third
+
+# The end
+
+Back to [options](#options) and [general](#general-options).
+"""
+
+
+def _artifact(stack: Stack, book: str, fmt: str) -> tuple[bytes, dict[str, Any]]:
+    export_id = stack.submit(book, fmt).body["id"]
+    assert stack.services.builds.build(book, export_id) == "ready"
+    found = stack.store.exports.read_export_for_owner(book, export_id, "user-alice", stack.clock())
+    assert found is not None
+    body = stack.objects.client.get_object(Bucket=stack.objects.settings.bucket, Key=found[0].path)["Body"]
+    return bytes(body.read()), stack.poll(book, export_id).body
+
+
+def _ids_and_hrefs(html: str) -> tuple[list[str], list[str]]:
+    return re.findall(r'\bid="([^"]+)"', html), re.findall(r'\bhref="([^"]*#[^"]*)"', html)
+
+
+def _pandoc_heading_ids(manuscript: str) -> list[str]:
+    html = subprocess.run(
+        [_pandoc(), "-f", "markdown", "-t", "html"],
+        input=manuscript,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return re.findall(r'<h[1-6] id="([^"]+)"', html)
+
+
+def test_the_cut_keeps_every_headings_id_as_pandoc_gives_it(stack: Stack) -> None:
+    book = stack.create_book(BOOK)
+    found = stack.store.books.read_book(book)
+    assert found is not None
+    kept = json.loads(stack.objects.read_or_none(chapters_key(book, found.cut)) or b"null")
+    anchors = Anchors.from_rows(kept["anchors"], 3)
+    assert anchors is not None
+    assert [a.id for a in anchors.anchors] == _pandoc_heading_ids(BOOK)
+    assert [(a.chapter, a.id) for a in anchors.anchors][:4] == [
+        (1, "start"), (1, "introduction"), (1, "introduction-1"), (2, "options"),
+    ]  # fmt: skip
+
+
+def test_every_internal_link_of_the_html_lands_and_one_to_nowhere_is_a_warning(stack: Stack) -> None:
+    book = stack.create_book(BOOK)
+    data, polled = _artifact(stack, book, "html")
+    html = data.decode()
+    ids, hrefs = _ids_and_hrefs(html)
+    headings = re.findall(r'<h[1-6] id="([^"]+)"', html)
+    assert headings == _pandoc_heading_ids(BOOK)
+    internal = [h for h in hrefs if h.startswith("#") and not h.startswith(("#ch-", "#fn"))]
+    assert set(internal) == {
+        "#general-options",
+        "#the-end",
+        "#start",
+        "#introduction-1",
+        "#introduction",
+        "#options",
+    }
+    assert all(h[1:] in ids for h in hrefs if h.startswith("#")), [h for h in hrefs if h[1:] not in ids]
+    assert "no-such-section" not in html and "A link to nowhere stays words." in html
+    assert polled["warnings"] == [
+        {
+            "code": "link_unlanded", "chapter": 1, "chapter_title": "Getting started",
+            "href": "#no-such-section", "line": 4, "text": "link to nowhere",
+        }
+    ]  # fmt: skip
+
+
+def test_every_internal_link_of_the_epub_reaches_its_chapters_page_and_epubcheck_passes(
+    stack: Stack, tmp_path: Path
+) -> None:
+    book = stack.create_book(BOOK)
+    data, _ = _artifact(stack, book, "epub")
+    with zipfile.ZipFile(io.BytesIO(data)) as package:
+        pages = {
+            n.removeprefix("OEBPS/"): package.read(n).decode()
+            for n in package.namelist()
+            if n.endswith(".xhtml")
+        }
+    ids = {(name, i) for name, page in pages.items() for i in _ids_and_hrefs(page)[0]}
+    links = [(name, h) for name, page in pages.items() for h in _ids_and_hrefs(page)[1]]
+    for name, href in links:
+        page, _, anchor = href.partition("#")
+        assert (page or name, anchor) in ids, (name, href)
+    chapter_one = pages["chapter-000001.xhtml"]
+    assert 'href="chapter-000002.xhtml#general-options"' in chapter_one and 'href="#start"' in chapter_one
+    assert 'href="chapter-000003.xhtml#the-end"' in chapter_one
+    path = tmp_path / "links.epub"
+    path.write_bytes(data)
+    report = epubcheck(path)
+    assert "0 fatals / 0 errors / 0 warnings" in report, report[-2000:]
+
+
+@pytest.mark.parametrize("fmt", ["html", "epub"])
+def test_a_list_without_anchors_is_built_as_its_anchors_make_it_found_again(stack: Stack, fmt: str) -> None:
+    # A cut made before anchors were kept: its list holds the chapters alone, and the build cuts the
+    # manuscript again for them, so that the book is the same as one with them.
+    book = stack.create_book(BOOK)
+    cold, _ = _artifact(stack, book, fmt)
+    found = stack.store.books.read_book(book)
+    assert found is not None
+    key = chapters_key(book, found.cut)
+    rows = json.loads(stack.objects.read_or_none(key) or b"null")["chapters"]
+    stack.objects.put_bytes(key, json.dumps(rows).encode(), "application/json")
+    again, polled = _artifact(stack, book, fmt)
+    assert polled["state"] == "ready" and polled["warnings"][0]["href"] == "#no-such-section"
+    assert again == cold
+
+
+@pytest.mark.parametrize("fmt", ["html", "epub"])
+def test_renaming_a_linked_heading_sets_again_the_chapters_that_link_to_it_and_no_others(
+    stack: Stack, fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chapters = [f"# Chapter {n}\n\nText of chapter {n}.\n" for n in range(1, 7)]
+    chapters[1] += "\nSee [the map](#the-map).\n"
+    chapters[3] += "\nAnd [the map](#the-map) again.\n"
+    chapters[5] += "\n## The map\n\nA map.\n"
+    book = stack.create_book("\n".join(chapters))
+    counted: list[CacheCounts] = []
+    finish = BuildPieces.finish
+
+    def counting(pieces: BuildPieces) -> None:
+        counted.append(pieces.counts)
+        finish(pieces)
+
+    monkeypatch.setattr(BuildPieces, "finish", counting)
+    _artifact(stack, book, fmt)
+    renamed = "\n".join([*chapters[:5], chapters[5].replace("## The map", "## The chart")])
+    assert stack.http("PUT", f"/books/{book}/manuscript", body={"manuscript": renamed}).status == 200
+    data, polled = _artifact(stack, book, fmt)
+    # Chapters 2 and 4 link to it (now to nowhere), and chapter 6 holds it; 1, 3 and 5 are reused.
+    assert counted[-1] == CacheCounts(hits=3, misses=3)
+    assert [w["chapter"] for w in polled["warnings"]] == [2, 4]
+    again, _ = _artifact(stack, book, fmt)
+    assert counted[-1] == CacheCounts(hits=6) and again == data
