@@ -181,3 +181,26 @@ def test_renaming_a_linked_heading_sets_again_the_chapters_that_link_to_it_and_n
     assert [w["chapter"] for w in polled["warnings"]] == [2, 4]
     again, _ = _artifact(stack, book, fmt)
     assert counted[-1] == CacheCounts(hits=6) and again == data
+
+
+def test_every_internal_link_of_the_docx_goes_to_its_headings_bookmark_as_pandoc_reads_it(
+    stack: Stack, tmp_path: Path
+) -> None:
+    book = stack.create_book(BOOK)
+    data, polled = _artifact(stack, book, "docx")
+    with zipfile.ZipFile(io.BytesIO(data)) as package:
+        document = package.read("word/document.xml").decode()
+    marks = re.findall(r'<w:bookmarkStart w:id="(\d+)" w:name="([^"]+)"/>', document)
+    assert [name for _, name in marks] == _pandoc_heading_ids(BOOK)
+    assert len({number for number, _ in marks}) == len(marks)  # each bookmark's id its own
+    anchors = re.findall(r'<w:hyperlink w:anchor="([^"]+)">', document)
+    assert set(anchors) == {"general-options", "the-end", "start", "introduction-1", "introduction", "options"}
+    assert "no-such-section" not in document and polled["warnings"][0]["href"] == "#no-such-section"
+    path = tmp_path / "links.docx"
+    path.write_bytes(data)
+    read = subprocess.run(
+        [_pandoc(), "-f", "docx", "-t", "json", str(path)], capture_output=True, text=True, check=True
+    ).stdout
+    targets = set(re.findall(r'"#([^"]+)"', read))
+    named = set(re.findall(r'\[\s*"([^"]+)"\s*,\s*\[', read))  # every element's id, as pandoc reads them
+    assert targets and targets <= named, targets - named

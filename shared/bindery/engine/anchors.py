@@ -11,8 +11,9 @@ ids of their own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from bindery.engine.headings import Identifiers
@@ -105,3 +106,16 @@ class Links:
         """The chapter of the heading `anchor_id` names, or None (a piece's key holds this of each id)."""
         found = self.anchors.find(anchor_id)
         return found.chapter if found is not None else None
+
+
+def link_words(tokens: Sequence[Any], index: int) -> str:
+    """The words of the link opened at `tokens[index]`: its tokens' text up to its close (links do not nest;
+    read forward from it, never copied)."""
+    out = []
+    for token in islice(tokens, index + 1, None):
+        if token.type == "link_close":
+            break
+        out.append(
+            token.content if token.type in ("text", "code_inline") else " " if "break" in token.type else ""
+        )
+    return "".join(out)

@@ -36,6 +36,7 @@ from typing import IO
 
 from bindery.engine import Report, Sink, Source, Text, markup, skipped
 from bindery.engine import docx_parts as parts
+from bindery.engine.anchors import Anchors, Links
 from bindery.engine.figures import Figures, image_bytes
 from bindery.engine.ooxml import paragraph, run, text
 from bindery.engine.wordml import Chapter, Counters, Image, Writer
@@ -202,7 +203,9 @@ class DocxRenderer:
                 front = self._front(source, cover, image_run)
                 with gzip.GzipFile(fileobj=body, mode="wb", compresslevel=1) as spooled:
                     for chapter in chapters:
-                        written = self._chapter(chapter, figures, counters, image_run, rtl, primary, report)
+                        written = self._chapter(
+                            chapter, figures, counters, image_run, rtl, primary, report, source.anchors
+                        )
                         contents += [(level, shown) for level, shown in written.headings if level <= depth]
                         spooled.write("".join(written.body).encode())
                         notes.write("".join(written.notes).encode())
@@ -274,9 +277,12 @@ class DocxRenderer:
         rtl: bool,
         primary: str,
         report: Report,
+        anchors: Anchors | None = None,
     ) -> Chapter:
         """One chapter as WordprocessingML; or, when it cannot be rendered, a note in its place and its name
-        in the report. One bad chapter must not sink the book, nor leave half its XML in the document."""
+        in the report. One bad chapter must not sink the book, nor leave half its XML in the document.
+        With the book's `anchors`, each heading is a bookmark named as its id, and a link to one goes
+        there."""
         figures.chapter = (chapter.ordinal, chapter.title)
         language = chapter_language(chapter.markdown, primary)
         saved = Counters(**vars(counters))
@@ -284,9 +290,11 @@ class DocxRenderer:
         try:
             tokens = self._md.parse(chapter.markdown, {})
             lang = _lang(language) if language else ""
+            links = Links(anchors, chapter.ordinal, lambda anchor: f"#{anchor.id}") if anchors else None
             writer = Writer(
-                written, counters, figures, image_run, base_rtl=rtl, lang=lang, title=chapter.title
-            )
+                written, counters, figures, image_run, base_rtl=rtl, lang=lang, title=chapter.title,
+                anchors=links,
+            )  # fmt: skip
             if not tokens or tokens[0].type != "heading_open" or tokens[0].tag != "h1":
                 # A chapter with no title of its own (the text before the first) still starts a page.
                 written.body.append('<w:p><w:r><w:br w:type="page"/></w:r></w:p>')

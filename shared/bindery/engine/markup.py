@@ -29,7 +29,7 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.footnote import footnote_plugin
 
 from bindery.engine import block_rules, comments, headings, inline_rules
-from bindery.engine.anchors import Links
+from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
 
 # Bump on any change to what this module renders: built pieces of chapters are keyed by it.
@@ -125,7 +125,7 @@ def _link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
             env["unlanded"] = True
             figures: Figures | None = env.get("figures")
             if figures is not None:
-                figures.unlanded(href, _link_text(tokens, idx), token.meta.get("line"))
+                figures.unlanded(href, link_words(tokens, idx), token.meta.get("line"))
             return ""
         token.attrSet("href", target)
     return str(self.renderToken(tokens, idx, options, env))
@@ -135,18 +135,6 @@ def _link_close(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str
     if env.pop("unlanded", False):
         return ""
     return str(self.renderToken(tokens, idx, options, env))
-
-
-def _link_text(tokens: Any, idx: int) -> str:
-    """A link's words: its tokens' text up to its close (links do not nest)."""
-    out = []
-    for token in tokens[idx + 1 :]:
-        if token.type == "link_close":
-            break
-        out.append(
-            token.content if token.type in ("text", "code_inline") else " " if "break" in token.type else ""
-        )
-    return "".join(out)
 
 
 def render(

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 
 from markdown_it.token import Token
 
+from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
-from bindery.engine.ooxml import LIST_INDENT, alignment, indentation, paragraph, run, table_xml
+from bindery.engine.ooxml import LIST_INDENT, alignment, indentation, paragraph, run, table_xml, text
 from bindery.engine.token_tree import heading_text, image_alone, spoken_text
 from bindery.images import Asset
 from bindery.language import text_direction
@@ -53,6 +54,7 @@ class Counters:
     num: int = 2  # 1 is the bullet list's; each ordered list gets its own, to start at its own number
     link: int = 0
     picture: int = 1
+    bookmark: int = 0  # each heading's, where an internal link lands (`anchors`)
 
 
 @dataclass
@@ -81,8 +83,10 @@ class Writer:
         base_rtl: bool,
         lang: str = "",
         title: str = UNTITLED,
+        anchors: Links | None = None,
     ) -> None:
         self.out = chapter
+        self.anchors = anchors  # the book's headings' ids: a heading's bookmark, an internal link's target
         self.title = title  # what an empty chapter heading shows (the chapter's title, as the TOC lists it)
         self.counters = counters
         self.figures = figures
@@ -152,6 +156,13 @@ class Writer:
                     runs = self._text(shown) + runs
                 if not note and shown:  # (Word's contents list no empty heading, nor one in a note)
                     self.out.headings.append((level, shown))
+                given = self.anchors.next_id() if self.anchors is not None else None
+                if given is not None:
+                    # A bookmark named as the heading's id, where a link to it lands (as pandoc's docx).
+                    self.counters.bookmark += 1
+                    mark = self.counters.bookmark
+                    opening = f'<w:bookmarkStart w:id="{mark}" w:name="{text(given)}"/>'
+                    runs = f'{opening}{runs}<w:bookmarkEnd w:id="{mark}"/>'
                 out.append(self._para(f"Heading{level}", runs, tokens[i + 1].content))
                 self._first = True
                 i += 3
@@ -278,7 +289,8 @@ class Writer:
         out: list[str] = []
         opened = 0  # where the link being written began in `out`
         links = self.out.note_links if note else self.out.links  # the relationships of the part it is in
-        for child in token.children or ():
+        children = token.children or []
+        for index, child in enumerate(children):
             kind = child.type
             if kind in ("text", "text_special", "html_inline"):
                 out.append(self._styled(child.content, state))
@@ -296,13 +308,20 @@ class Writer:
                 state.strike += 1 if kind.endswith("open") else -1
             elif kind == "link_open":
                 href = str(child.attrGet("href") or "")
-                if href.startswith(_SAFE_SCHEMES) and state.link is None:
+                if href.startswith("#") and self.anchors is not None and state.link is None:
+                    # Inside the book: to the heading's bookmark; to an id none has, its words, and a note.
+                    if self.anchors.target(href[1:]) is not None:
+                        state.link = href
+                        opened = len(out)
+                    else:
+                        self.figures.unlanded(href, link_words(children, index), None)
+                elif href.startswith(_SAFE_SCHEMES) and state.link is None:
                     self.counters.link += 1
                     state.link = f"rIdL{self.counters.link}"
                     links.append((state.link, href))
                     opened = len(out)
             elif kind == "link_close":
-                if state.link is not None and not any(out[opened:]):
+                if state.link is not None and not state.link.startswith("#") and not any(out[opened:]):
                     # A link that shows nothing (`[](...)`) leaves no relationship that nothing uses.
                     links.pop()
                     self.counters.link -= 1
@@ -366,6 +385,8 @@ class Writer:
     def _wrap(runs: str, state: _Run) -> str:
         if state.link is None or not runs:
             return runs
+        if state.link.startswith("#"):
+            return f'<w:hyperlink w:anchor="{text(state.link[1:])}">{runs}</w:hyperlink>'
         return f'<w:hyperlink r:id="{state.link}">{runs}</w:hyperlink>'
 
     def _para(
