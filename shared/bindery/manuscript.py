@@ -49,7 +49,9 @@ _ATX = re.compile(_CONTAINERS + rb"#{1,6}(?:[ \t]|\r?\n|$)")
 _SETEXT = re.compile(rb"[ \t]*(?:>[ \t]*)*(?:=+|-+)[ \t]*\r?\n?$")
 _FENCE = re.compile(rb"^ {0,3}(`{3,}|~{3,})")
 _COMMENT = re.compile(rb"^ {0,3}<!--")
-_MARKER_STARTS = frozenset(bytes([c]) for c in b" \t#=`~<>-+*0123456789")
+_MARKER_STARTS = frozenset(bytes([c]) for c in b" \t#=`~<>-+*0123456789[")
+# A line that may be a link reference definition, after any markers (the book's anchors keep every one).
+_DEFINITION = re.compile(_CONTAINERS + rb"\[")
 # What the cut keeps as its open fence while inside a top-level HTML comment (`bindery.engine.comments`),
 # which no fence's markup can be: it ends at the first line that holds `-->`.
 COMMENT = b"<!--"
@@ -145,6 +147,7 @@ class _Read:
     open_comment: int | None = None
     opened_comment: int | None = None
     tokens: int = 0  # how many markdown-it made
+    definitions: dict[str, Any] = field(default_factory=dict)  # its link reference definitions
 
 
 def _read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> _Read:
@@ -185,7 +188,15 @@ def _read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> _Read:
             markup = token.markup.encode()
             if token.map[0] == len(window) - 1 or not _closes(markup, window[-1]):
                 open_fence = markup
-    return _Read(headings, open_fence, marks, env.get(UNCLOSED), env.get(OPENED), len(tokens))
+    return _Read(
+        headings,
+        open_fence,
+        marks,
+        env.get(UNCLOSED),
+        env.get(OPENED),
+        len(tokens),
+        env.get("references", {}),
+    )
 
 
 def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Section]:
@@ -245,6 +256,8 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
         nonlocal start, title, fence, candidates, unread_bytes, read_up_to, comment_line, held, tokens
         found = _read(parser, list(window), read_up_to)
         tokens += found.tokens
+        if anchors is not None and found.definitions:
+            anchors.define(found.definitions)
         if tokens > MAX_CUT_TOKENS:
             raise errors.Unprocessable(
                 f"by line {numbered:,}, the manuscript's lists and block quotes hold so many lines shaped "
@@ -344,6 +357,7 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
             _ATX.match(line)
             or _FENCE.match(line)
             or _COMMENT.match(line)
+            or _DEFINITION.match(line)
             or (_SETEXT.match(line) and len(window) > 1 and window[-2].strip())
         ):
             candidates += 1

@@ -51,6 +51,10 @@ Back to [options](#options) and [general](#general-options).
 """
 
 
+# The ids BOOK's links name that a heading has.
+INTERNAL = {"general-options", "the-end", "start", "introduction-1", "introduction", "options"}
+
+
 def _artifact(stack: Stack, book: str, fmt: str) -> tuple[bytes, dict[str, Any]]:
     export_id = stack.submit(book, fmt).body["id"]
     assert stack.services.builds.build(book, export_id) == "ready"
@@ -194,7 +198,7 @@ def test_every_internal_link_of_the_docx_goes_to_its_headings_bookmark_as_pandoc
     assert [name for _, name in marks] == _pandoc_heading_ids(BOOK)
     assert len({number for number, _ in marks}) == len(marks)  # each bookmark's id its own
     anchors = re.findall(r'<w:hyperlink w:anchor="([^"]+)">', document)
-    assert set(anchors) == {"general-options", "the-end", "start", "introduction-1", "introduction", "options"}
+    assert set(anchors) == INTERNAL
     assert "no-such-section" not in document and polled["warnings"][0]["href"] == "#no-such-section"
     path = tmp_path / "links.docx"
     path.write_bytes(data)
@@ -204,3 +208,85 @@ def test_every_internal_link_of_the_docx_goes_to_its_headings_bookmark_as_pandoc
     targets = set(re.findall(r'"#([^"]+)"', read))
     named = set(re.findall(r'\[\s*"([^"]+)"\s*,\s*\[', read))  # every element's id, as pandoc reads them
     assert targets and targets <= named, targets - named
+
+
+REFERENCES = """# One
+
+See [Two things], [the site][site], [Haskell] and [the second *one*][Two things].
+[Not defined] stays as it is written.
+
+# Two things
+
+[Haskell]: https://www.haskell.org
+
+# Three
+
+[site]: https://example.org "Example"
+"""
+
+
+def _pandoc_links(manuscript: str) -> list[str]:
+    html = subprocess.run(
+        [_pandoc(), "-f", "markdown", "-t", "html", "--wrap=none"],
+        input=manuscript,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return re.findall(r'<a href="([^"]+)"', html)
+
+
+@pytest.mark.parametrize("fmt", ["html", "epub", "docx"])
+def test_a_label_names_a_definition_or_a_heading_anywhere_in_the_book_as_pandoc_reads_it(
+    stack: Stack, fmt: str
+) -> None:
+    # pandoc's guide: 40 reference links whose definition sits in another chapter, and 68 implicit header
+    # references (`[Some section]`), were printed as their brackets.
+    book = stack.create_book(REFERENCES)
+    data, polled = _artifact(stack, book, fmt)
+    if fmt == "epub":
+        data = zipfile.ZipFile(io.BytesIO(data)).read("OEBPS/chapter-000001.xhtml")
+        hrefs = re.findall(r'<a href="([^"]+)"', data.decode())
+        expected = ["chapter-000002.xhtml#two-things", "https://example.org", "https://www.haskell.org"]
+    elif fmt == "docx":
+        document = zipfile.ZipFile(io.BytesIO(data)).read("word/document.xml").decode()
+        rels = zipfile.ZipFile(io.BytesIO(data)).read("word/_rels/document.xml.rels").decode()
+        targets = dict(re.findall(r'Id="(rIdL\d+)"[^>]*Target="([^"]+)"', rels))
+        hrefs = [
+            f"#{a}" if a else targets[r]
+            for a, r in re.findall(r'<w:hyperlink (?:w:anchor="([^"]+)"|r:id="([^"]+)")', document)
+        ]
+        hrefs = [h for n, h in enumerate(hrefs) if n == 0 or hrefs[n - 1] != h]  # (a hyperlink a styled run)
+        expected = ["#two-things", "https://example.org", "https://www.haskell.org"]
+    else:
+        hrefs = [h for h in re.findall(r'<a href="([^"]+)"', data.decode()) if not h.startswith("#ch-")]
+        expected = ["#two-things", "https://example.org", "https://www.haskell.org"]
+        assert hrefs == _pandoc_links(REFERENCES)
+    assert hrefs == [*expected, expected[0]], hrefs
+    assert "[Not defined]" in (data.decode() if fmt != "docx" else document)
+    assert "warnings" not in polled
+
+
+def test_a_definition_changed_in_one_chapter_sets_again_the_chapters_that_use_its_label(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    book = stack.create_book(REFERENCES + "\n# Four\n\nNo labels here.\n")
+    counted: list[CacheCounts] = []
+    finish = BuildPieces.finish
+
+    def counting(pieces: BuildPieces) -> None:
+        counted.append(pieces.counts)
+        finish(pieces)
+
+    monkeypatch.setattr(BuildPieces, "finish", counting)
+    _artifact(stack, book, "html")
+    moved = (
+        REFERENCES.replace('https://example.org "Example"', "https://example.net")
+        + "\n# Four\n\nNo labels here.\n"
+    )
+    assert stack.http("PUT", f"/books/{book}/manuscript", body={"manuscript": moved}).status == 200
+    data, _ = _artifact(stack, book, "html")
+    assert counted[-1] == CacheCounts(
+        hits=2, misses=2
+    )  # One (which uses [site]) and Three (which defines it)
+    assert b'<a href="https://example.net">the site</a>' in data

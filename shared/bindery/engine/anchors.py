@@ -36,6 +36,9 @@ class Anchors:
     """The book's headings as they come, each given its id as it is added."""
 
     anchors: list[Anchor] = field(default_factory=list)
+    # Every link reference definition of the book, by its normalised label: the first of each, as a parse
+    # of the whole book has them ({"href": ..., "title": ...}, as markdown-it keeps them).
+    definitions: dict[str, dict[str, str]] = field(default_factory=dict)
     _ids: Identifiers = field(default_factory=Identifiers, repr=False)
     _by_id: dict[str, Anchor] = field(default_factory=dict, repr=False)
     _by_chapter: dict[int, list[Anchor]] = field(default_factory=dict, repr=False)
@@ -50,8 +53,28 @@ class Anchors:
         self._by_id.setdefault(anchor.id, anchor)  # an explicit id given twice: the first lands
         self._by_chapter.setdefault(anchor.chapter, []).append(anchor)
 
+    def define(self, definitions: dict[str, dict[str, str]]) -> None:
+        """Definitions a read of the cut found; a label defined before keeps its first."""
+        for label, target in definitions.items():
+            self.definitions.setdefault(label, {"href": target["href"], "title": target["title"]})
+
     def find(self, anchor_id: str) -> Anchor | None:
         return self._by_id.get(anchor_id)
+
+    def references(self) -> dict[str, dict[str, str]]:
+        """What a link's label may name in this book: its definitions, and (pandoc's implicit header
+        references) each heading's words, naming the first heading of those words, where no definition has
+        that label. Made once a build."""
+        made = getattr(self, "_references", None)
+        if made is None:
+            from markdown_it.common.utils import normalizeReference  # (a build's: markdown-it is loaded)
+
+            made = dict(self.definitions)
+            for anchor in self.anchors:
+                if anchor.title.strip():
+                    made.setdefault(normalizeReference(anchor.title), {"href": f"#{anchor.id}", "title": ""})
+            self._references = made
+        return made
 
     def of_chapter(self, chapter: int) -> list[Anchor]:
         """The chapter's headings, in order."""
@@ -59,7 +82,9 @@ class Anchors:
 
     def rows(self) -> dict[str, Any]:
         """The anchors as the cut's chapter list keeps them (`bindery.chapter_lists`)."""
-        return {"version": VERSION, "headings": [[a.chapter, a.level, a.id, a.title] for a in self.anchors]}
+        headings = [[a.chapter, a.level, a.id, a.title] for a in self.anchors]
+        definitions = {label: [d["href"], d["title"]] for label, d in self.definitions.items()}
+        return {"version": VERSION, "headings": headings, "definitions": definitions}
 
     @classmethod
     def from_rows(cls, said: Any, chapters: int) -> Anchors | None:
@@ -69,6 +94,9 @@ class Anchors:
             if said.get("version") != VERSION:
                 return None
             made = cls.of(Anchor(int(c), int(lv), str(i), str(t)) for c, lv, i, t in said["headings"])
+            made.definitions = {
+                str(k): {"href": str(h), "title": str(t)} for k, (h, t) in said["definitions"].items()
+            }
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
         return made if all(1 <= a.chapter <= chapters for a in made.anchors) else None
@@ -82,15 +110,17 @@ class Anchors:
 
 
 class Links:
-    """What a chapter, as it renders, asks of the book's anchors: its own headings' ids in order, and where
-    an internal link (`#id`) goes, as the format writes it (`href`: html `#id`, epub the chapter's page and
-    the id). A link to an id no heading of the book has is left as its text, and listed (`unlanded`). Each
-    id it asks for is `asked`, so that the chapter's built piece is keyed by where those ids are."""
+    """What a chapter, as it renders, asks of the book's anchors: its own headings' ids in order, where an
+    internal link (`#id`) goes, as the format writes it (`href`: html `#id`, epub the chapter's page and the
+    id), and what a link's label names (`labels`: the book's definitions and headings, wherever they are).
+    A link to an id no heading of the book has is left as its text, and listed (`unlanded`). Each id and
+    label it asks for is `asked`, so that the chapter's built piece is keyed by what they name."""
 
     def __init__(self, anchors: Anchors, chapter: int, href: Callable[[Anchor], str]) -> None:
         self.anchors, self.chapter, self.href = anchors, chapter, href
         self._own = iter(anchors.of_chapter(chapter))
         self.asked: set[str] = set()
+        self.labels = Labels(anchors.references(), self.asked)
 
     def next_id(self) -> str | None:
         """The id of the chapter's next heading, or None past the last the cut found (it cannot be)."""
@@ -98,7 +128,7 @@ class Links:
 
     def target(self, anchor_id: str) -> str | None:
         """Where a link to `#anchor_id` goes, or None when no heading of the book has that id."""
-        self.asked.add(anchor_id)
+        self.asked.add(f"#{anchor_id}")
         found = self.anchors.find(anchor_id)
         return self.href(found) if found is not None else None
 
@@ -119,3 +149,21 @@ def link_words(tokens: Sequence[Any], index: int) -> str:
             token.content if token.type in ("text", "code_inline") else " " if "break" in token.type else ""
         )
     return "".join(out)
+
+
+class Labels(dict[str, Any]):
+    """A chapter's env["references"] for markdown-it: the book's labels (`Anchors.references`) before the
+    chapter's own, which are among them (a label's first definition in the book is the one a whole parse
+    keeps). Each label looked up is noted in `asked` (as `[label`), found or not."""
+
+    def __init__(self, book: dict[str, dict[str, str]], asked: set[str]) -> None:
+        super().__init__()
+        self.book, self.asked = book, asked
+
+    def __contains__(self, label: object) -> bool:
+        return label in self.book or dict.__contains__(self, label)
+
+    def get(self, label: str, default: Any = None) -> Any:
+        self.asked.add(f"[{label}")
+        found = self.book.get(label)
+        return found if found is not None else dict.get(self, label, default)

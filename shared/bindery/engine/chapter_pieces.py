@@ -93,7 +93,7 @@ def key_of(
     lookup: str, names: Sequence[str], assets: dict[str, Asset], anchors: Anchors | None = None
 ) -> str:
     """The key of a piece found under `lookup` that resolved `names`: image names (their assets now) and
-    `#id`s (the chapter of that heading now; no asset's name starts with `#`)."""
+    `#id`s (the chapter of that heading now) and `[label`s (what the label names in the book now)."""
     if not names:  # most chapters: the JSON below, written out (a lookup is hex)
         return hashlib.sha256(f'["{lookup}",[]]'.encode()).hexdigest()
     return _digest([lookup, [[name, _resolved(name, assets, anchors)] for name in names]])
@@ -103,6 +103,9 @@ def _resolved(name: str, assets: dict[str, Asset], anchors: Anchors | None) -> A
     if name.startswith("#"):
         found = anchors.find(name[1:]) if anchors is not None else None
         return found.chapter if found is not None else None
+    if name.startswith("["):  # a link's label: what it names in the book now (no asset's name starts so)
+        named = anchors.references().get(name[1:]) if anchors is not None else None
+        return [named["href"], named["title"]] if named is not None else None
     return _asset(assets.get(name))
 
 
@@ -136,7 +139,7 @@ def render_chapter(
         asked = links()
         rendered = markup.render_chapter(md, text, missed, own, asked)
         if asked is not None:
-            own.named.update(f"#{anchor_id}" for anchor_id in asked.asked)
+            own.named.update(asked.asked)  # each `#id` and `[label` it asked of the book
         return [[h.level, h.title, h.anchor] for h in rendered.headings], made(rendered.html)
 
     own_ids = [a.id for a in anchors.of_chapter(text.ordinal)] if anchors is not None else None

@@ -288,9 +288,9 @@ class DocxRenderer:
         saved = Counters(**vars(counters))
         written = Chapter()
         try:
-            tokens = self._md.parse(chapter.markdown, {})
-            lang = _lang(language) if language else ""
             links = Links(anchors, chapter.ordinal, lambda anchor: f"#{anchor.id}") if anchors else None
+            tokens = self._md.parse(chapter.markdown, {"references": links.labels} if links else {})
+            lang = _lang(language) if language else ""
             writer = Writer(
                 written, counters, figures, image_run, base_rtl=rtl, lang=lang, title=chapter.title,
                 anchors=links,

@@ -143,6 +143,8 @@ def render(
     """HTML for one chapter. `doc_id` prefixes footnote ids (and, in a book without anchors, heading ids),
     so chapters in one page never collide."""
     env: dict[str, Any] = {"docId": doc_id, "figures": figures, "links": links}
+    if links is not None:
+        env["references"] = links.labels  # the book's definitions and headings, wherever they are
     html = md.render(text, env)
     return Rendered(html, env.get("headings", []))
 
