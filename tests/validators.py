@@ -255,3 +255,14 @@ def structure_problems(path: Path) -> list[str]:
             if parents is None or mcid >= len(parents) or parents[mcid].objgen != element:
                 problems.append(f"page {n + 1}, mcid {mcid}: its element is not the one the ParentTree names")
     return problems[:20]
+
+
+def pandoc(*args: str, text: str | None = None) -> str:
+    """What a current pandoc (PyPI's pypandoc-binary, the reference for what markdown means: Debian's is
+    2.17) writes, reading `text` or the files `args` name."""
+    import pytest
+
+    tool = str(pytest.importorskip("pypandoc").get_pandoc_path())
+    return subprocess.run(
+        [tool, *args], input=text, capture_output=True, text=True, check=True, timeout=300
+    ).stdout

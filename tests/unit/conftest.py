@@ -17,6 +17,7 @@ from moto import mock_aws
 from bindery.config import Settings
 from bindery.exports import ExportRequests
 from bindery.objects import Objects
+from bindery.piece_cache import BuildPieces, CacheCounts
 from bindery.storage import Store
 from functions.build_worker import app as build_worker
 from functions.expiry_gc import app as expiry_gc
@@ -191,3 +192,16 @@ def stack_factory(lambda_context: FakeContext) -> Iterator[Callable[[], Abstract
 
     with mock_aws():
         yield fresh
+
+
+def count_pieces(monkeypatch: pytest.MonkeyPatch) -> list[CacheCounts]:
+    """Each build's counts of its pieces found and made, from now on, in order."""
+    counted: list[CacheCounts] = []
+    finish = BuildPieces.finish
+
+    def counting(pieces: BuildPieces) -> None:
+        counted.append(pieces.counts)
+        finish(pieces)
+
+    monkeypatch.setattr(BuildPieces, "finish", counting)
+    return counted

@@ -11,8 +11,8 @@ import pytest
 
 from bindery.chapter_lists import chapters_key
 from bindery.objects import cut_key
-from bindery.piece_cache import BuildPieces, CacheCounts
-from tests.unit.conftest import Stack
+from bindery.piece_cache import CacheCounts
+from tests.unit.conftest import Stack, count_pieces
 
 BOOK = "# One\n\nfirst\n\n# Two\n\nsecond, *with* words\n\n# Three\n\nthird\n"
 
@@ -124,14 +124,7 @@ def test_a_list_written_before_it_held_digests_is_read_and_the_texts_hashed_as_t
         raise AssertionError("a build with the cut's list read its items")
 
     monkeypatch.setattr(stack.store.books, "read_chapters", no_items)
-    counted: list[CacheCounts] = []
-    finish = BuildPieces.finish
-
-    def counting(pieces: BuildPieces) -> None:
-        counted.append(pieces.counts)
-        finish(pieces)
-
-    monkeypatch.setattr(BuildPieces, "finish", counting)
+    counted = count_pieces(monkeypatch)
     assert _artifact(stack, book) == cold
     # The digests it took of the texts as it read them are the ones the cut wrote: every chapter a hit.
     assert counted == [CacheCounts(hits=3)]

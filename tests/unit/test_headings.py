@@ -4,33 +4,19 @@ the same manuscript, numbered as it numbers duplicates, an explicit `{#id}` kept
 from __future__ import annotations
 
 import json
-import subprocess
-from functools import cache
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from bindery.engine import headings
 from bindery.engine.markup import parser
-
-
-@cache
-def _pandoc() -> str:
-    pypandoc = pytest.importorskip("pypandoc")
-    return str(pypandoc.get_pandoc_path())
+from tests.validators import pandoc
 
 
 def _pandocs(manuscript: str) -> list[str]:
     """The id pandoc gives each heading of `manuscript`, in order."""
-    out = subprocess.run(
-        [_pandoc(), "-f", "markdown", "-t", "json"],
-        input=manuscript,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = pandoc("-f", "markdown", "-t", "json", text=manuscript)
     found: list[str] = []
 
     def walk(node: object) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import subprocess
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,9 @@ import pytest
 
 from bindery.chapter_lists import chapters_key
 from bindery.engine.anchors import Anchors
-from bindery.piece_cache import BuildPieces, CacheCounts
-from tests.unit.conftest import Stack
-from tests.unit.test_headings import _pandoc
-from tests.validators import epubcheck
+from bindery.piece_cache import CacheCounts
+from tests.unit.conftest import Stack, count_pieces
+from tests.validators import epubcheck, pandoc
 
 BOOK = """# Getting started {#start}
 
@@ -69,14 +67,7 @@ def _ids_and_hrefs(html: str) -> tuple[list[str], list[str]]:
 
 
 def _pandoc_heading_ids(manuscript: str) -> list[str]:
-    html = subprocess.run(
-        [_pandoc(), "-f", "markdown", "-t", "html"],
-        input=manuscript,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return re.findall(r'<h[1-6] id="([^"]+)"', html)
+    return re.findall(r'<h[1-6] id="([^"]+)"', pandoc("-f", "markdown", "-t", "html", text=manuscript))
 
 
 def test_the_cut_keeps_every_headings_id_as_pandoc_gives_it(stack: Stack) -> None:
@@ -168,14 +159,7 @@ def test_renaming_a_linked_heading_sets_again_the_chapters_that_link_to_it_and_n
     chapters[3] += "\nAnd [the map](#the-map) again.\n"
     chapters[5] += "\n## The map\n\nA map.\n"
     book = stack.create_book("\n".join(chapters))
-    counted: list[CacheCounts] = []
-    finish = BuildPieces.finish
-
-    def counting(pieces: BuildPieces) -> None:
-        counted.append(pieces.counts)
-        finish(pieces)
-
-    monkeypatch.setattr(BuildPieces, "finish", counting)
+    counted = count_pieces(monkeypatch)
     _artifact(stack, book, fmt)
     renamed = "\n".join([*chapters[:5], chapters[5].replace("## The map", "## The chart")])
     assert stack.http("PUT", f"/books/{book}/manuscript", body={"manuscript": renamed}).status == 200
@@ -202,9 +186,7 @@ def test_every_internal_link_of_the_docx_goes_to_its_headings_bookmark_as_pandoc
     assert "no-such-section" not in document and polled["warnings"][0]["href"] == "#no-such-section"
     path = tmp_path / "links.docx"
     path.write_bytes(data)
-    read = subprocess.run(
-        [_pandoc(), "-f", "docx", "-t", "json", str(path)], capture_output=True, text=True, check=True
-    ).stdout
+    read = pandoc("-f", "docx", "-t", "json", str(path))
     targets = set(re.findall(r'"#([^"]+)"', read))
     named = set(re.findall(r'\[\s*"([^"]+)"\s*,\s*\[', read))  # every element's id, as pandoc reads them
     assert targets and targets <= named, targets - named
@@ -226,13 +208,7 @@ See [Two things], [the site][site], [Haskell] and [the second *one*][Two things]
 
 
 def _pandoc_links(manuscript: str) -> list[str]:
-    html = subprocess.run(
-        [_pandoc(), "-f", "markdown", "-t", "html", "--wrap=none"],
-        input=manuscript,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    html = pandoc("-f", "markdown", "-t", "html", "--wrap=none", text=manuscript)
     return re.findall(r'<a href="([^"]+)"', html)
 
 
@@ -271,14 +247,7 @@ def test_a_definition_changed_in_one_chapter_sets_again_the_chapters_that_use_it
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     book = stack.create_book(REFERENCES + "\n# Four\n\nNo labels here.\n")
-    counted: list[CacheCounts] = []
-    finish = BuildPieces.finish
-
-    def counting(pieces: BuildPieces) -> None:
-        counted.append(pieces.counts)
-        finish(pieces)
-
-    monkeypatch.setattr(BuildPieces, "finish", counting)
+    counted = count_pieces(monkeypatch)
     _artifact(stack, book, "html")
     moved = (
         REFERENCES.replace('https://example.org "Example"', "https://example.net")
