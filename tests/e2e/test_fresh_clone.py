@@ -150,7 +150,7 @@ def _export_with_the_readme_session(session: str, fmt: str, work: Path) -> None:
     if fmt == "markdown":
         assert data.decode().startswith("# Hello\n\nFirst words.")
     elif fmt == "html":
-        assert b"<h1>Hello</h1>" in data and b"<p>Last words.</p>" in data
+        assert b'<h1 id="hello">Hello</h1>' in data and b"<p>Last words.</p>" in data
     elif fmt == "epub":
         with zipfile.ZipFile(io.BytesIO(data)) as epub:
             assert epub.read("mimetype") == b"application/epub+zip"

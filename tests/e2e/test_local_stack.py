@@ -54,7 +54,7 @@ def test_the_banners_curl_lines_work_exactly_as_printed(stack: RunningStack, tmp
     assert '"state":"ready"' in result.stdout
     assert result.stdout.rstrip().endswith("cli-ok")
     page = (tmp_path / "hello.html").read_text()
-    assert "<h1>Hello</h1>" in page and "<p>Last words.</p>" in page
+    assert '<h1 id="hello">Hello</h1>' in page and "<p>Last words.</p>" in page
 
 
 @pytest.mark.slow(9)
