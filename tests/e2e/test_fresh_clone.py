@@ -157,7 +157,8 @@ def _export_with_the_readme_session(session: str, fmt: str, work: Path) -> None:
     elif fmt == "docx":
         with zipfile.ZipFile(io.BytesIO(data)) as docx:
             body = docx.read("word/document.xml").decode()
-        assert '<w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t xml:space="preserve">Hello</w:t>' in body
+        heading = '<w:pStyle w:val="Heading1"/></w:pPr><w:bookmarkStart w:id="1" w:name="hello"/><w:r>'
+        assert heading + '<w:t xml:space="preserve">Hello</w:t>' in body  # (its bookmark: a link's target)
     else:
         with pikepdf.open(io.BytesIO(data)) as pdf:
             assert len(pdf.pages) >= 4  # a title page, an imprint, the contents and two chapters
