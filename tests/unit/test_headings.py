@@ -37,7 +37,7 @@ def _ours(manuscript: str, md: MarkdownIt | None = None) -> list[str]:
     tokens = (md or parser()).parse(manuscript)
     given = headings.Identifiers()
     return [
-        given.claim(*headings.heading_text(tokens, i))
+        given.claim(*headings.explicit_and_words(tokens, i))
         for i, t in enumerate(tokens)
         if t.type == "heading_open"
     ]

@@ -67,7 +67,7 @@ def _whole_anchors(manuscript: str) -> list[tuple[int, int, str, str]]:
             continue
         if t.tag == "h1" and t.level == 0:
             h1s += 1
-        explicit, said = headings.heading_text(tokens, i)
+        explicit, said = headings.explicit_and_words(tokens, i)
         found.append((max(1, h1s + opening), int(t.tag[1]), given.claim(explicit, said), said))
     return found
 

@@ -42,6 +42,9 @@ class Anchors:
     _ids: Identifiers = field(default_factory=Identifiers, repr=False)
     _by_id: dict[str, Anchor] = field(default_factory=dict, repr=False)
     _by_chapter: dict[int, list[Anchor]] = field(default_factory=dict, repr=False)
+    _references: dict[str, dict[str, str]] | None = field(
+        default=None, repr=False
+    )  # (`references`, made once)
 
     def add(self, chapter: int, level: int, explicit: str | None, title: str) -> Anchor:
         anchor = Anchor(chapter, level, self._ids.claim(explicit, title), title)
@@ -65,7 +68,7 @@ class Anchors:
         """What a link's label may name in this book: its definitions, and (pandoc's implicit header
         references) each heading's words, naming the first heading of those words, where no definition has
         that label. Made once a build."""
-        made = getattr(self, "_references", None)
+        made = self._references
         if made is None:
             from markdown_it.common.utils import normalizeReference  # (a build's: markdown-it is loaded)
 
@@ -131,11 +134,6 @@ class Links:
         self.asked.add(f"#{anchor_id}")
         found = self.anchors.find(anchor_id)
         return self.href(found) if found is not None else None
-
-    def where(self, anchor_id: str) -> int | None:
-        """The chapter of the heading `anchor_id` names, or None (a piece's key holds this of each id)."""
-        found = self.anchors.find(anchor_id)
-        return found.chapter if found is not None else None
 
 
 def link_words(tokens: Sequence[Any], index: int) -> str:

@@ -150,7 +150,7 @@ class Identifiers:
         return f"{base}-{number}"
 
 
-def heading_text(tokens: list[Token], index: int) -> tuple[str | None, str]:
+def explicit_and_words(tokens: list[Token], index: int) -> tuple[str | None, str]:
     """The explicit id and the words of the heading opened at `tokens[index]`."""
     explicit: Any = tokens[index].attrGet("id")
     return (str(explicit) if explicit else None), words(tokens[index + 1].children or [])
