@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import subprocess
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -259,3 +260,49 @@ def test_a_definition_changed_in_one_chapter_sets_again_the_chapters_that_use_it
         hits=2, misses=2
     )  # One (which uses [site]) and Three (which defines it)
     assert b'<a href="https://example.net">the site</a>' in data
+
+
+def _pdf_links(data: bytes, tmp_path: Path) -> tuple[dict[str, tuple[int, float]], list[tuple[int, str]]]:
+    """The pdf's named destinations (name: page, top) and its links to one (page, name), as a reader
+    resolves them."""
+    import pikepdf
+
+    path = tmp_path / "book.pdf"
+    path.write_bytes(data)
+    with pikepdf.open(path) as pdf:
+        pages = {page.objgen: n for n, page in enumerate(pdf.pages)}
+        leaves = list(pdf.Root.Names.Dests.Names)  # one leaf: the join writes the tree whole
+        named = {
+            bytes(k).decode(): (pages[v[0].objgen], float(v[3]))
+            for k, v in zip(leaves[::2], leaves[1::2], strict=True)
+        }
+        links = [
+            (n, bytes(annot.A.D).decode())
+            for n, page in enumerate(pdf.pages)
+            for annot in page.get("/Annots", [])
+            if "/A" in annot
+            and annot.A.get("/S") == "/GoTo"
+            and not bytes(annot.A.D).startswith(b"contents ")
+        ]
+    return named, links
+
+
+def test_every_internal_link_of_the_pdf_goes_to_its_headings_named_destination(
+    stack: Stack, tmp_path: Path
+) -> None:
+    book = stack.create_book(BOOK + "\n## Café au lait\n\nSee [the café](#café-au-lait).\n")
+    data, polled = _artifact(stack, book, "pdf")
+    named, links = _pdf_links(data, tmp_path)
+    assert set(named) - {n for n in named if n.startswith("contents ")} == {
+        *_pandoc_heading_ids(BOOK),
+        "café-au-lait",
+    }
+    assert {name for _, name in links} == INTERNAL | {"café-au-lait"}
+    assert all(name in named for _, name in links)
+    # Each goes to its heading's page: a chapter opens a page, and "the-end" is the last chapter's.
+    assert named["start"][0] < named["options"][0] < named["the-end"][0]
+    assert [w["href"] for w in polled["warnings"]] == ["#no-such-section"]
+    text = subprocess.run(
+        ["pdftotext", str(tmp_path / "book.pdf"), "-"], capture_output=True, text=True
+    ).stdout
+    assert "A link to nowhere stays words." in text and "no-such-section" not in text

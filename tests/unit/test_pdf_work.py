@@ -24,7 +24,7 @@ import pikepdf
 import pytest
 
 from bindery import errors
-from bindery.engine import Source, Text, markup, paragraphs, renderer_for, typeset
+from bindery.engine import Source, Text, markup, paragraphs, pdf_tables, renderer_for, typeset
 from bindery.engine.measures import columns_held
 from bindery.engine.paragraphs import (
     DENSE_BREAKS,
@@ -34,7 +34,8 @@ from bindery.engine.paragraphs import (
     MAX_PARAGRAPH_ELEMENTS,
 )
 from bindery.engine.pdf_source import PAGE_SIZES
-from bindery.engine.typeset import MAX_QUOTE_BLOCKS, MAX_TABLE_ROWS, chapter_source
+from bindery.engine.pdf_tables import MAX_TABLE_ROWS
+from bindery.engine.typeset import MAX_QUOTE_BLOCKS, chapter_source
 from bindery.manuscript import cut_text
 from bindery.table_width import MAX_TABLE_COLUMNS, refuse_wide_table, refuse_wide_tables
 from tests.books.hostile import FAMILIES, PROSE
@@ -340,7 +341,7 @@ def test_a_paragraph_cut_for_its_elements_keeps_its_words_emphasis_and_links(
 def test_a_table_wider_than_the_page_is_set_in_bands_and_a_long_one_in_tables_of_the_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(typeset, "MAX_TABLE_ROWS", 4)
+    monkeypatch.setattr(pdf_tables, "MAX_TABLE_ROWS", 4)
     columns = 40
     head = "".join(f"|h{c}z" for c in range(columns)) + "|\n" + "|-" * columns + "|\n"
     rows = "".join("".join(f"|r{r}c{c}z" for c in range(columns)) + "|\n" for r in range(10))

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
+from urllib.parse import unquote
 
 from bindery.engine.headings import Identifiers
 
@@ -130,7 +131,9 @@ class Links:
         return next((a.id for a in self._own), None)
 
     def target(self, anchor_id: str) -> str | None:
-        """Where a link to `#anchor_id` goes, or None when no heading of the book has that id."""
+        """Where a link to `#anchor_id` goes, or None when no heading of the book has that id. The parser
+        percent-encodes a link's address (`#café` is `#caf%C3%A9`); an id is read decoded, as pandoc's is."""
+        anchor_id = unquote(anchor_id)
         self.asked.add(f"#{anchor_id}")
         found = self.anchors.find(anchor_id)
         return self.href(found) if found is not None else None

@@ -37,18 +37,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from urllib.parse import unquote
 
 import pikepdf
 from pikepdf import Array, Dictionary, Name
 
 from bindery.engine.joined_file import JoinedFile, real, unparse, write_reachable
-from bindery.engine.navigation import Entry, destination, write_destinations, write_outline
+from bindery.engine.navigation import GOTO, Entry, destination, write_destinations, write_outline
 from bindery.engine.pieces import Piece
 from bindery.engine.segments import FIRST, Kept, Part, Span, Tree, apart, spans
 
-# A contents link the join points at its page: GOTO + the target's number. A scheme no manuscript link can
-# have (typeset.py passes only http, https and mailto), and rewritten only in the contents' piece.
-GOTO = "bindery-goto:"
 NPAGES = "{http://ns.adobe.com/xap/1.0/t/pg/}NPages"  # XMP's page count
 # The join's own objects, numbered below FIRST: the catalog, the page tree, the structure tree's root, its
 # ParentTree and its Document element, and the two streams a folio adds around a page's own content.
@@ -169,9 +167,13 @@ def join(
             ),
         )
         outlines = write_outline(book, outline, numbers)
-        names = (
-            b" /Names << /Dests %d 0 R >>" % write_destinations(book, targets, numbers) if targets else b""
-        )
+        headings = {
+            name: (starts[n] + page, top)
+            for n, piece in enumerate(pieces)
+            for name, page, top in piece.destinations
+        }
+        named = write_destinations(book, targets, headings, numbers) if targets or headings else 0
+        names = b" /Names << /Dests %d 0 R >>" % named if named else b""
         page_labels = b" ".join(b"%d %s" % (start, label.unparse()) for start, label in labels)
         book.put(
             CATALOG,
@@ -308,13 +310,17 @@ def _write_piece(
                 element.ID = pikepdf.String(named)
                 part.ids.append((named, base + element.objgen[0]))
                 roots.append(element.objgen[0])
-        # The contents' links, written as GOTO placeholders, now go to their pages, by name (the book's
-        # catalog names each: `bindery.engine.navigation`), so the piece is the same when a run is set again.
+        # The contents' links and the text's links to headings, written as GOTO placeholders, now go to
+        # their pages by name (the book's catalog names each: `bindery.engine.navigation`), so the piece is
+        # the same when the run they point into is set again.
         for each in pdf.pages:
             for annot in each.obj.get("/Annots", Array()):
                 action = annot.get("/A")
                 uri = str(action.get("/URI", "")) if action is not None else ""
-                if targets and uri.startswith(GOTO):
+                if uri.startswith(GOTO + "#"):
+                    heading = unquote(uri.removeprefix(GOTO + "#"))  # the heading's id, Typst's label
+                    annot.A = Dictionary(S=Name.GoTo, D=pikepdf.String(heading.encode()))
+                elif targets and uri.startswith(GOTO):
                     to = pikepdf.String(destination(int(uri.removeprefix(GOTO))))
                     annot.A = Dictionary(S=Name.GoTo, D=to)
         roots.extend(int(each.objgen[0]) for each in pdf.pages)

@@ -6,6 +6,10 @@ is its run's numbering, which an edit to the run changes, so a link that named i
 new piece for the join to write afresh whenever a run was set again (about 0.12 s of the 1,200-chapter
 book's re-export). By name, the contents are the same written piece while no page moved, and the join
 copies them (`bindery.engine.segments`); the names are the one thing written afresh, as the outline is.
+
+A link in the text to a heading of the book goes by name too: the heading's id, which Typst names a
+destination by (its label), in whichever piece it was set. So a run that links to a heading in another run is
+the same piece whatever that run's pages are.
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ from dataclasses import dataclass
 import pikepdf
 
 from bindery.engine.joined_file import JoinedFile, real
+
+# A link the join points at a destination: GOTO + a contents line's number, or GOTO + "#" + a heading's id.
+# A scheme no manuscript link can have (typeset.py passes only http, https and mailto to Typst's links).
+GOTO = "bindery-goto:"
 
 
 @dataclass(frozen=True)
@@ -28,19 +36,32 @@ class Entry:
 
 
 def destination(number: int) -> bytes:
-    """The name of the contents' link `number` (GOTO + number): its names sort as their numbers do."""
-    return b"c%08d" % number
+    """The name of the contents' link `number` (GOTO + number): its names sort as their numbers do, and
+    none is a heading's id, which holds no space."""
+    return b"contents %08d" % number
 
 
-def write_destinations(book: JoinedFile, targets: dict[int, tuple[int, float]], pages: list[int]) -> int:
-    """The contents' named destinations, each its (page, top), as one name tree; its number."""
+def write_destinations(
+    book: JoinedFile,
+    targets: dict[int, tuple[int, float]],
+    headings: dict[str, tuple[int, float]],
+    pages: list[int],
+) -> int:
+    """The book's named destinations as one name tree, each its (page, top): the contents' links', and
+    each heading's, named by its id in UTF-8 (as Typst names it, and the join a link's); its number."""
+    at = {destination(n).decode(): target for n, target in targets.items()} | headings
     named = b" ".join(
-        pikepdf.String(destination(n)).unparse() + b" [ %d 0 R /XYZ null %s null ]" % (pages[page], real(top))
-        for n, (page, top) in sorted(targets.items())
+        name.unparse() + b" [ %d 0 R /XYZ null %s null ]" % (pages[page], real(top))
+        for name, (page, top) in sorted(((pikepdf.String(n.encode()), t) for n, t in at.items()), key=_raw)
     )
     number = book.number()
     book.put(number, b"<< /Names [ %s ] >>" % named)
     return number
+
+
+def _raw(named: tuple[pikepdf.String, object]) -> bytes:
+    """A name tree's order: its names' bytes."""
+    return bytes(named[0])
 
 
 def write_outline(book: JoinedFile, entries: list[Entry], pages: list[int]) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 from pikepdf import Dictionary, Name, String
 
 from bindery.engine import Pieces, Report, Skipped, Source, Text, skipped
+from bindery.engine.anchors import Anchors, Links
 from bindery.engine.breaks import fitted
 from bindery.engine.chapter_pieces import DIALECT, reused
 from bindery.engine.figures import Figures
@@ -84,8 +85,9 @@ class RunParser:
         figures: Figures,
         report: Report,
         pieces: Pieces | None,
+        anchors: Anchors | None = None,
     ):
-        self.parse, self.page, self.engine = parse, page, engine
+        self.parse, self.page, self.engine, self.anchors = parse, page, engine, anchors
         self.figures, self.report = figures, report
         self.pieces = _Held(pieces) if pieces is not None else None
 
@@ -110,8 +112,12 @@ class RunParser:
             parsed = self.chapter(chapter, own, missed)
             return [a.name for a in parsed.images.values()], parsed.source.encode()
 
-        head = [self.engine, parse_code(), DIALECT, self.page.typst()]
-        names, source = reused(chapter, self.report, self.figures, self.pieces, head=head, make=make)
+        anchors = self.anchors
+        own_ids = [a.id for a in anchors.of_chapter(chapter.ordinal)] if anchors is not None else None
+        head = [self.engine, parse_code(), DIALECT, self.page.typst(), own_ids]
+        names, source = reused(
+            chapter, self.report, self.figures, self.pieces, head=head, make=make, anchors=anchors
+        )
         assets = self.figures.assets
         return Chapter(source.decode(), {assets[n].object_id: assets[n] for n in names})
 
@@ -121,9 +127,14 @@ class RunParser:
             missed.append({"ordinal": chapter.ordinal, "title": chapter.title, "reason": reason})
             return self.unrendered(chapter)
         figures.chapter = (chapter.ordinal, chapter.title)
+        links = (
+            Links(self.anchors, chapter.ordinal, lambda a: f"#{a.id}") if self.anchors is not None else None
+        )
         try:
             label = f"ch{chapter.ordinal}"
-            body = chapter_source(self.parse, chapter.markdown, label, self.page.block, figures)
+            body = chapter_source(self.parse, chapter.markdown, label, self.page.block, figures, links)
+            if links is not None:
+                figures.named.update(links.asked)  # each `#id` and `[label` it asked of the book: the key's
         except Exception as exc:  # one bad chapter must not sink the book
             missed.append(skipped(chapter, exc))
             return self.unrendered(chapter)
@@ -159,9 +170,10 @@ class _Held:
 def opened_in(page: PageSize, chapter: Text, body: Chapter) -> Chapter:
     """A chapter's body in its `#chapter`: its heading, set to fit, its labels and its direction (kept so
     in the cache, where a warm build finds it whole)."""
+    anchor = f", anchor: label({literal(body.anchor)})" if body.anchor else ""
     return Chapter(
         f"#chapter({head(chapter.title, page.block)}, [{fitted_in(page, chapter.title, TITLE_PT)}], "
-        f"<c{chapter.ordinal}>, <e{chapter.ordinal}>, "
+        f"<c{chapter.ordinal}>, <e{chapter.ordinal}>{anchor}, "
         f"dir: {text_direction(chapter.title + chapter.markdown[:2000])})"
         f"[#metadata(none)<c{chapter.ordinal}>\n{body.source}\n#metadata(none)<e{chapter.ordinal}>]\n",
         body.images,
@@ -267,7 +279,8 @@ def parse_code() -> str:
     """The hash of the code that writes a chapter's Typst source: a run's parse is reused only by the same."""
     digest = hashlib.sha256()
     code = (
-        *("typeset", "paragraphs", "breaks", "measures", "literals", "figures", "token_tree", "pdf_source"),
+        *("typeset", "pdf_tables", "paragraphs", "breaks", "measures", "literals", "figures", "token_tree"),
+        *("pdf_source", "anchors"),
         *(
             "markup",
             "block_rules",

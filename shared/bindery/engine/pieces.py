@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pikepdf
+from pikepdf import Dictionary
 
 from bindery.engine import Pieces
 
@@ -42,6 +43,9 @@ class Piece:
     # opening holds none, and is given no folio.
     shown: list[bool] = field(default_factory=list)
     keys: int = 0  # the marked-content keys its pages and annotations use (its ParentTreeNextKey)
+    # Its headings' named destinations (Typst names one by a heading's label, its id in the book): each
+    # [name, page (in the piece), top].
+    destinations: list[list[Any]] = field(default_factory=list)
     digest: str = ""  # its PDF's SHA-256
 
     def summary(self) -> bytes:
@@ -88,8 +92,23 @@ def read_piece(path: Path) -> Piece:
             page_size=(float(box[2]) - float(box[0]), float(box[3]) - float(box[1])),
             shown=["/StructParents" in page.obj for page in pdf.pages],
             keys=int(tree.get("/ParentTreeNextKey", 0)) if tree is not None else 0,
+            destinations=[
+                [bytes(name).decode(), index[target[0].objgen], float(target[3])]  # UTF-8, as Typst names
+                for name, target in _named(pdf.Root.get("/Names", Dictionary()).get("/Dests"))
+                if isinstance(target, pikepdf.Array) and target[0].objgen in index
+            ],
             digest=_digest(path),
         )
+
+
+def _named(node: pikepdf.Object | None) -> Iterator[tuple[pikepdf.Object, pikepdf.Object]]:
+    """A name tree's (name, value) pairs."""
+    if node is None:
+        return
+    pairs = list(node.get("/Names", ()))
+    yield from zip(pairs[::2], pairs[1::2], strict=True)
+    for kid in node.get("/Kids", ()):
+        yield from _named(kid)
 
 
 def _outline(node: pikepdf.Object | None, level: int = 1) -> Iterator[tuple[int, pikepdf.Object]]:

@@ -25,7 +25,6 @@ other widths, is set by book.typ's `code`, which measures.
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,6 +33,8 @@ from typing import Any
 
 from markdown_it.token import Token
 
+from bindery.engine import pdf_tables
+from bindery.engine.anchors import Links, link_words
 from bindery.engine.breaks import Run, fitted, widest
 from bindery.engine.figures import Figures
 from bindery.engine.literals import literal, text
@@ -44,7 +45,6 @@ from bindery.engine.measures import (
     CODE_PT,
     DIGIT_INDENT,
     HEADING_PT,
-    MAX_HEADER_LINES,
     MAX_IMAGE_HEIGHT,
     MIN_MEASURE,
     MONO_EM,
@@ -52,19 +52,16 @@ from bindery.engine.measures import (
     PRINTABLE_ASCII,
     PT_PER_MM,
     QUOTE_INDENT,
-    TABLE_INSET,
-    TABLE_PT,
     Block,
-    columns_held,
     image_size,
     points,
 )
+from bindery.engine.navigation import GOTO
 from bindery.engine.paragraphs import WRAPS, Paragraph
-from bindery.engine.token_tree import close_of, in_runs, list_items, plain_text
+from bindery.engine.token_tree import close_of, in_runs, list_items
 from bindery.images import Asset
 
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")  # a link that leaves the book; the rest stay text
-_LITERAL = re.compile(r'#("(?:[^"\\]|\\.)*")')  # one string literal set as text (`literals.text`)
 
 
 @dataclass
@@ -73,10 +70,10 @@ class Chapter:
 
     source: str
     images: dict[str, Asset] = field(default_factory=dict)
+    anchor: str | None = None  # the id of the chapter's own heading (book.typ's `chapter` sets it)
 
 
 MAX_QUOTE_DEPTH = 8  # Typst applies a few show rules at each quote and stops at 64 nested; Markdown nests 20
-MAX_TABLE_ROWS = 200  # Typst lays a table out in work that grows faster than its rows: more are several
 MAX_QUOTE_BLOCKS = 200  # a quote of many blocks costs Typst more a block than several: more are several
 
 
@@ -93,8 +90,9 @@ class Writer:
     set where they are referenced (Typst puts them at the foot of that page): their bodies are collected
     from the footnote block the parser appends, before the chapter is written."""
 
-    def __init__(self, label: str, block: Block, figures: Figures | None):
-        self.label, self.block, self.figures = label, block, figures
+    def __init__(self, label: str, block: Block, figures: Figures | None, links: Links | None = None):
+        self.label, self.block, self.figures, self.links = label, block, figures, links
+        self.anchor: str | None = None
         self.notes: dict[int, list[Token]] = {}
         self.numbers: dict[int, int] = {}  # each note set so far, or due to be: its number in the chapter
         self.pending: list[int] = []  # notes cited inside a note, to be set after it
@@ -106,7 +104,7 @@ class Writer:
         self.size = BODY_PT  # of the text being written, in pt
 
     @contextmanager
-    def _narrowed(self, measure: float) -> Iterator[None]:
+    def narrowed(self, measure: float) -> Iterator[None]:
         """Write the blocks inside a quote, a list item, a table cell or a note `measure` pt wide."""
         outer, self.measure = self.measure, measure
         try:
@@ -121,6 +119,7 @@ class Writer:
         tokens = self._take_notes(tokens)
         if tokens and tokens[0].type == "heading_open" and tokens[0].tag == "h1":
             tokens = tokens[3:]  # the chapter's own title: book.typ sets it as the chapter's heading
+            self.anchor = self._next_id()
         return self.blocks(tokens)
 
     def _take_notes(self, tokens: list[Token]) -> list[Token]:
@@ -161,8 +160,10 @@ class Writer:
             level = min(int(token.tag[1]), 6)
             level = 2 if level == 1 else level  # a second # heading inside a chapter sits under it
             self.size = HEADING_PT.get(level, 12.0)
+            anchor = self._next_id()  # a named destination in the pdf: Typst makes one of a heading's label
+            labelled = f" #label({literal(anchor)})" if anchor else ""
             try:
-                return f"#heading(level: {level})[{self.inline(inner[0].children or [])}]\n\n"
+                return f"#heading(level: {level})[{self.inline(inner[0].children or [])}]{labelled}\n\n"
             finally:
                 self.size = BODY_PT
         if kind in ("bullet_list_open", "ordered_list_open"):
@@ -172,7 +173,7 @@ class Writer:
                 return self.blocks(inner)  # deeper still: its text, at the deepest quote's indent
             self.quotes += 1
             try:
-                with self._narrowed(self.measure - QUOTE_INDENT):
+                with self.narrowed(self.measure - QUOTE_INDENT):
                     runs = in_runs(inner, MAX_QUOTE_BLOCKS)
                     return "".join(f"#quote(block: true)[{self.blocks(run)}]\n\n" for run in runs)
             finally:
@@ -186,7 +187,7 @@ class Writer:
         if kind == "html_block":
             return self._code(token.content.rstrip())  # raw HTML is shown as text
         if kind == "table_open":
-            return self._table(inner)
+            return pdf_tables.table(self, inner)
         return self.blocks(inner) if inner else ""
 
     def _paragraph(self, inner: list[Token], body: str) -> str:
@@ -227,73 +228,11 @@ class Writer:
                 text(f"{first + n}. " if ordered else "• ") + self.blocks(item).rstrip("\n") + "\n\n"
                 for n, item in enumerate(items)
             )
-        with self._narrowed(self.measure - indent):
+        with self.narrowed(self.measure - indent):
             written = [self.blocks(item) for item in items]
         call = "enum" if ordered else "list"
         args = f"tight: {'true' if tight else 'false'}" + (f", start: {int(start)}" if start else "")
         return f"#{call}({args}, " + ", ".join(f"[{item}]" for item in written) + ")\n\n"
-
-    def _table(self, inner: list[Token]) -> str:
-        found: list[tuple[bool, list[tuple[str, list[Token]]]]] = []
-        for i, token in enumerate(inner):
-            if token.type == "tr_open":
-                found.append((False, []))
-            elif token.type in ("th_open", "td_open"):
-                style = str(token.attrs.get("style") or "")
-                align = style.removeprefix("text-align:") if style.startswith("text-align:") else "left"
-                found[-1][1].append((align, inner[i + 1].children or []))
-                if token.type == "th_open":
-                    found[-1] = (True, found[-1][1])
-        if not found:
-            return ""
-        columns = max(len(cells) for _, cells in found)
-        found = [(head, cells + [("left", [])] * (columns - len(cells))) for head, cells in found]
-        # More columns than the measure holds (each would be less than a character wide) are set in bands of
-        # as many as it does, and more rows than MAX_TABLE_ROWS in tables of as many: one table under
-        # another, each with the header's cells above its own.
-        held = columns_held(self.measure)
-        out: list[str] = []
-        for n in range(0, columns, held):
-            band = [(head, cells[n : n + held]) for head, cells in found]
-            head = [row for row in band if row[0]]
-            body = [row for row in band if not row[0]]
-            for m in range(0, max(1, len(body)), MAX_TABLE_ROWS):
-                out.append(self._band(head + body[m : m + MAX_TABLE_ROWS]))
-        return "".join(out)
-
-    def _band(self, found: list[tuple[bool, list[tuple[str, list[Token]]]]]) -> str:
-        """A table of these rows, every one of as many cells."""
-        columns = len(found[0][1])
-        # Typst shrinks auto columns that overflow to no less than an equal share of the width.
-        cell_measure = self.measure / columns - 2 * TABLE_INSET
-        if any(
-            widest(plain_text(cell), BODY_PT) > MAX_HEADER_LINES * cell_measure
-            for head, cells in found
-            if head
-            for _, cell in cells
-        ):
-            # A header repeats on every page, and so may not break across one: a long one is a first row.
-            found = [(False, cells) for _, cells in found]
-        self.size = TABLE_PT
-        try:
-            with self._narrowed(cell_measure):
-                rows = [(head, [self._cell(cell) for _, cell in cells]) for head, cells in found]
-        finally:
-            self.size = BODY_PT
-        aligns = ", ".join(align for align, _ in found[0][1])
-        head = [", ".join(cells) for is_head, cells in rows if is_head]
-        header = f"table.header({', '.join(head)}), " if head else ""
-        rest = ", ".join(", ".join(cells) for is_head, cells in rows if not is_head)
-        return f"#book-table(columns: {columns}, align: ({aligns},), {header}{rest})\n\n"
-
-    def _cell(self, cell: list[Token]) -> str:
-        """A table's cell as Typst's table takes it: text alone as its string (a content block's cell costs
-        Typst about twice); a word of printable ASCII that fits, the most common cell, at once."""
-        alone = cell[0].content if len(cell) == 1 and cell[0].type == "text" else None
-        if alone is not None and alone.isascii() and widest(alone, self.size) <= self.measure:
-            return literal(alone)
-        content = self.inline(cell)
-        return m[1] if (m := _LITERAL.fullmatch(content)) else f"[{content}]"
 
     def inline(self, children: list[Token]) -> str:
         outer, self.run = self.run, Run()  # a note's body is written in the middle of the text citing it
@@ -312,7 +251,7 @@ class Writer:
 
     def _inline(self, children: list[Token]) -> str:
         paragraph = Paragraph(lambda text, code: self._set(text, code=code), self._broken)
-        for child in children:
+        for n, child in enumerate(children):
             kind = child.type
             if kind in ("text", "text_special", "html_inline"):
                 paragraph.text(child.content)
@@ -323,8 +262,7 @@ class Writer:
             elif kind in WRAPS:
                 paragraph.open(WRAPS[kind])
             elif kind == "link_open":
-                href = str(child.attrGet("href") or "")
-                paragraph.open(f"#link({literal(href)})[" if href.startswith(_SAFE_SCHEMES) else "#[")
+                paragraph.open(self._link(children, n))
             elif kind in ("em_close", "strong_close", "s_close", "link_close"):
                 paragraph.close()
             elif kind == "hardbreak":
@@ -338,6 +276,23 @@ class Writer:
                 paragraph.element(self._note(child.meta["id"]))
                 self._goes_on(NOTE_MARK)
         return paragraph.written()
+
+    def _link(self, children: list[Token], n: int) -> str:
+        """A link's opening: to a page outside the book, to a heading of the book (a placeholder the join
+        points at the heading's named destination, in whichever piece it is: `bindery.engine.join`), or,
+        for any other, none (its text, and one to an id the book does not have is in the notes)."""
+        href = str(children[n].attrGet("href") or "")
+        if href.startswith(_SAFE_SCHEMES):
+            return f"#link({literal(href)})["
+        if href.startswith("#") and self.links is not None:
+            if self.links.target(href[1:]) is not None:
+                return f"#link({literal(GOTO + href)})["  # an address: percent-encoded, as the parser left it
+            if self.figures is not None:
+                self.figures.unlanded(href, link_words(children, n), children[n].meta.get("line"))
+        return "#["
+
+    def _next_id(self) -> str | None:
+        return self.links.next_id() if self.links is not None else None
 
     def _goes_on(self, width: float) -> None:
         """The run goes on through something `width` pt wide that is not text (a note's mark, an image)."""
@@ -367,7 +322,7 @@ class Writer:
     def _note_body(self, note: int, label: str) -> str:
         self.in_note = True
         try:
-            with self._narrowed(self.block.width_pt):  # set at the foot of the page, the block's width
+            with self.narrowed(self.block.width_pt):  # set at the foot of the page, the block's width
                 return f"#footnote[{self.blocks(self.notes.get(note, [])).strip()}]{label}"
         finally:
             self.in_note = False
@@ -393,8 +348,11 @@ class Writer:
 Parse = Callable[[str, dict[str, Any]], list[Token]]
 
 
-def chapter_source(parse: Parse, markdown: str, label: str, block: Block, figures: Figures | None) -> Chapter:
-    """One chapter's body as Typst source."""
-    writer = Writer(label, block, figures)
-    source = writer.chapter(parse(markdown, {}))
-    return Chapter(source, writer.images)
+def chapter_source(
+    parse: Parse, markdown: str, label: str, block: Block, figures: Figures | None, links: Links | None = None
+) -> Chapter:
+    """One chapter's body as Typst source; with `links`, its headings' ids and its links in the book."""
+    writer = Writer(label, block, figures, links)
+    env: dict[str, Any] = {} if links is None else {"references": links.labels}
+    source = writer.chapter(parse(markdown, env))
+    return Chapter(source, writer.images, writer.anchor)

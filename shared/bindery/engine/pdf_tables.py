@@ -1,0 +1,86 @@
+"""A Markdown table as Typst source (`bindery.engine.typeset` writes the rest of a chapter): its cells in
+bands of as many columns as the measure holds, and tables of at most MAX_TABLE_ROWS rows, one under another,
+each with the header's cells above its own."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from markdown_it.token import Token
+
+from bindery.engine.breaks import widest
+from bindery.engine.literals import literal
+from bindery.engine.measures import BODY_PT, MAX_HEADER_LINES, TABLE_INSET, TABLE_PT, columns_held
+from bindery.engine.token_tree import plain_text
+
+if TYPE_CHECKING:
+    from bindery.engine.typeset import Writer
+
+MAX_TABLE_ROWS = 200  # Typst lays a table out in work that grows faster than its rows: more are several
+_LITERAL = re.compile(r'#("(?:[^"\\]|\\.)*")')  # one string literal set as text (`literals.text`)
+
+
+def table(writer: Writer, inner: list[Token]) -> str:
+    found: list[tuple[bool, list[tuple[str, list[Token]]]]] = []
+    for i, token in enumerate(inner):
+        if token.type == "tr_open":
+            found.append((False, []))
+        elif token.type in ("th_open", "td_open"):
+            style = str(token.attrs.get("style") or "")
+            align = style.removeprefix("text-align:") if style.startswith("text-align:") else "left"
+            found[-1][1].append((align, inner[i + 1].children or []))
+            if token.type == "th_open":
+                found[-1] = (True, found[-1][1])
+    if not found:
+        return ""
+    columns = max(len(cells) for _, cells in found)
+    found = [(head, cells + [("left", [])] * (columns - len(cells))) for head, cells in found]
+    # More columns than the measure holds (each would be less than a character wide) are set in bands of
+    # as many as it does, and more rows than MAX_TABLE_ROWS in tables of as many: one table under
+    # another, each with the header's cells above its own.
+    held = columns_held(writer.measure)
+    out: list[str] = []
+    for n in range(0, columns, held):
+        band = [(head, cells[n : n + held]) for head, cells in found]
+        head = [row for row in band if row[0]]
+        body = [row for row in band if not row[0]]
+        for m in range(0, max(1, len(body)), MAX_TABLE_ROWS):
+            out.append(_band(writer, head + body[m : m + MAX_TABLE_ROWS]))
+    return "".join(out)
+
+
+def _band(writer: Writer, found: list[tuple[bool, list[tuple[str, list[Token]]]]]) -> str:
+    """A table of these rows, every one of as many cells."""
+    columns = len(found[0][1])
+    # Typst shrinks auto columns that overflow to no less than an equal share of the width.
+    cell_measure = writer.measure / columns - 2 * TABLE_INSET
+    if any(
+        widest(plain_text(cell), BODY_PT) > MAX_HEADER_LINES * cell_measure
+        for head, cells in found
+        if head
+        for _, cell in cells
+    ):
+        # A header repeats on every page, and so may not break across one: a long one is a first row.
+        found = [(False, cells) for _, cells in found]
+    writer.size = TABLE_PT
+    try:
+        with writer.narrowed(cell_measure):
+            rows = [(head, [_cell(writer, cell) for _, cell in cells]) for head, cells in found]
+    finally:
+        writer.size = BODY_PT
+    aligns = ", ".join(align for align, _ in found[0][1])
+    head = [", ".join(cells) for is_head, cells in rows if is_head]
+    header = f"table.header({', '.join(head)}), " if head else ""
+    rest = ", ".join(", ".join(cells) for is_head, cells in rows if not is_head)
+    return f"#book-table(columns: {columns}, align: ({aligns},), {header}{rest})\n\n"
+
+
+def _cell(writer: Writer, cell: list[Token]) -> str:
+    """A table's cell as Typst's table takes it: text alone as its string (a content block's cell costs
+    Typst about twice); a word of printable ASCII that fits, the most common cell, at once."""
+    alone = cell[0].content if len(cell) == 1 and cell[0].type == "text" else None
+    if alone is not None and alone.isascii() and widest(alone, writer.size) <= writer.measure:
+        return literal(alone)
+    content = writer.inline(cell)
+    return m[1] if (m := _LITERAL.fullmatch(content)) else f"[{content}]"
