@@ -1,5 +1,7 @@
 """A manuscript file as `bindery books create` reads it: its YAML front matter, read with pandoc's keys,
-and the images its text names, found beside it.
+and the images its text names, found beside it. The text is read as the service reads it (markdown-it, the
+same plugins, and the service's own rules for comments: `bindery_cli/comments.py` is its file), so an
+image's syntax inside code or a comment is not an image here either.
 
     ---
     title: The Harbour Light
@@ -19,12 +21,20 @@ found before anything is sent.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
+from markdown_it import MarkdownIt, rules_inline
+from markdown_it.rules_inline import StateInline
+from mdit_py_plugins.footnote import footnote_plugin
+from mdit_py_plugins.footnote.index import footnote_inline
+
+from bindery_cli import comments
 
 # pandoc's key: (Bindery's metadata field, what it holds). title and cover-image are read apart.
 KEYS = {
@@ -44,13 +54,6 @@ IMAGE_TYPES = {
     ".gif": "image/gif",
     ".webp": "image/webp",
 }
-
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-# ![alt](target "title"): the alt may run over lines and hold escaped brackets; the target may be <...>.
-_IMAGE = re.compile(r"!\[(?:[^\]\\]|\\.)*\]\(\s*(<[^>\n]*>|[^\s)]+)", re.DOTALL)
-_REFERENCE_IMAGE = re.compile(r"!\[((?:[^\]\\]|\\.)*)\]\[([^\]]*)\]", re.DOTALL)
-_DEFINITION = re.compile(r"^ {0,3}\[([^\]]+)\]:\s*(<[^>\n]*>|\S+)", re.MULTILINE)
-_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
 
 
 class FileError(Exception):
@@ -101,7 +104,7 @@ def read(path: Path) -> Manuscript:
         manuscript.front_matter = True
         _read_front_matter(manuscript, header)
     found: dict[str, Image] = {}
-    for name, line in _image_names(text):
+    for name, line in image_names(text):
         found.setdefault(name, image(path, name, line + first, "image"))
     if manuscript.cover is not None:
         found.setdefault(manuscript.cover.name, manuscript.cover)
@@ -245,40 +248,67 @@ def image_problem(file: Path, expected: str | None = None) -> str | None:
     return None
 
 
-def _image_names(text: str) -> list[tuple[str, int]]:
-    """Each local image the text names, with its line in the text (1-based): inline `![alt](target)` and
-    reference `![alt][label]` images, outside code blocks and code spans. A URL (`https:`, `data:`) is not
-    local: an export fetches nothing, so it stays a link."""
-    prose = _without_code(text)
+def image_names(text: str) -> list[tuple[str, int]]:
+    """Each local image the text names, with the line of the text (1-based) its target ends on, in the
+    order of their lines, as often as it is named: where the service's parser finds an image, and nowhere
+    else. Inline `![alt](target)` and reference `![alt][label]` images, in paragraphs, headings, table
+    cells, links and notes; not in code, nor in a comment. A URL (`https:`, `data:`) or a link within the book
+    (`#id`) is not local: an export fetches nothing, so it stays a link."""
     found: list[tuple[str, int]] = []
-    definitions = {m.group(1).strip().lower(): m.group(2) for m in _DEFINITION.finditer(prose)}
-    for match in _IMAGE.finditer(prose):
-        found.append((match.group(1), match.start(1)))
-    for match in _REFERENCE_IMAGE.finditer(prose):
-        label = (match.group(2) or match.group(1)).strip().lower()
-        if label in definitions:
-            found.append((definitions[label], match.start()))
-    names = []
-    for target, at in sorted(found, key=lambda f: f[1]):
-        name = target[1:-1] if target.startswith("<") else target
-        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", name) or name.startswith("#"):
+    noted: dict[int, int] = {}  # an inline note's (`^[...]`) id: the line its text starts on
+    in_note = 0
+    for token in _parser().parse(text, {}):
+        if token.type == "footnote_open":
+            in_note = noted.get(token.meta["id"], 0)
+        if token.type != "inline":
             continue
-        names.append((name, prose.count("\n", 0, at) + 1))
-    return names
+        # An inline note's text comes at the end, as a block without lines of its own: it is on its mark's.
+        first = token.map[0] + 1 if token.map else in_note
+        for child in token.children or ():
+            if "at" not in child.meta:
+                continue
+            line = first + token.content.count("\n", 0, child.meta["at"])
+            if child.type == "footnote_ref":
+                noted[child.meta["id"]] = line
+            elif (name := local_name(str(child.attrGet("src") or ""))) is not None:
+                found.append((name, line))
+    return sorted(found, key=lambda f: f[1])
 
 
-def _without_code(text: str) -> str:
-    """The text with fenced code blocks and code spans blanked (their newlines kept, so lines still count)."""
-    kept, fence = [], ""
-    for line in text.splitlines(keepends=True):
-        opened = _FENCE.match(line)
-        if fence:
-            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
-                fence = ""
-            kept.append("\n" if line.endswith("\n") else "")
-        elif opened:
-            fence = opened.group(1)
-            kept.append("\n" if line.endswith("\n") else "")
-        else:
-            kept.append(line)
-    return _CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), "".join(kept))
+def local_name(src: str) -> str | None:
+    """The asset's name an image's target gives, as the service reads it (`bindery.engine.figures`): its
+    %-escapes decoded (markdown-it writes a space as %20), without a `?query` or `#fragment`, `./` left
+    out; None for a URL or an id. An absolute path or one through `..` is kept, for `image` to refuse."""
+    if not src or ":" in src.split("/", 1)[0] or src.startswith(("//", "#", "?")):
+        return None
+    name = urllib.parse.unquote(src.split("#", 1)[0].split("?", 1)[0])
+    while name.startswith("./"):
+        name = name[2:]
+    return name or None
+
+
+@functools.cache
+def _parser() -> MarkdownIt:
+    """The service's reading of a manuscript (`bindery.engine.markup.parser`): CommonMark with tables,
+    strikethrough and footnotes, raw HTML as text, and comments left out by the service's own rules. Each
+    image and inline note keeps where its text is, for the line an error names."""
+    md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]).use(footnote_plugin)
+    comments.install(md)
+    md.inline.ruler.at("image", _placed(rules_inline.image, end=True))
+    md.inline.ruler.at("footnote_inline", _placed(footnote_inline, end=False))
+    return md
+
+
+def _placed(rule: Any, *, end: bool) -> Any:
+    """`rule`, with the token it makes told where it is in its inline text (`meta["at"]`): its last
+    character's place (an image's target ends there), or its first."""
+
+    def placed(state: StateInline, silent: bool) -> bool:
+        start = state.pos
+        if not rule(state, silent):
+            return False
+        if not silent:
+            state.tokens[-1].meta["at"] = state.pos - 1 if end else start
+        return True
+
+    return placed

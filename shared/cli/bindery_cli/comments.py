@@ -1,0 +1,1 @@
+../../bindery/engine/comments.py
