@@ -191,9 +191,19 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
         stop = unclosed if unclosed is not None else opened
         keep_from = 0
         titles = iter(found.headings)
+        notes = deque(found.notes)
+
+        def note_before(line: int) -> None:
+            """Keep the footnote definitions before `line`, in the open section (they are the book's)."""
+            while notes and notes[0][0] < line:
+                first, after, label, written = notes.popleft()
+                if anchors is not None and after > read_up_to and (stop is None or after <= stop):
+                    anchors.note(yielded + 1, label, starts[first], written)
+
         for first, after, level, top, explicit, said in found.marks:
             if stop is not None and after > stop:
                 break  # inside a comment that goes on past the window, or may (or its opener read as text)
+            note_before(first)
             heading = next(titles)[2] if top else ""
             if top:
                 keep_from = after
@@ -208,6 +218,7 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
                 start, title = starts[first], heading
             if anchors is not None:
                 anchors.add(yielded + 1, level, explicit, said)
+        note_before(len(window) if stop is None else stop)
         candidates, unread_bytes, held = 0, 0, opened is not None
         fence = found.open_fence if not held else None  # (a fence after the opener may be in the comment)
         if unclosed is not None:

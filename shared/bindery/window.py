@@ -55,6 +55,8 @@ class Read:
     opened_comment: int | None = None
     tokens: int = 0  # how many markdown-it made
     definitions: dict[str, Any] = field(default_factory=dict)  # its link reference definitions
+    # Its footnote definitions, in order: (first line, line after the last, label, the lines as written).
+    notes: list[tuple[int, int, str, str]] = field(default_factory=list)
 
 
 def read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> Read:
@@ -67,10 +69,15 @@ def read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> Read:
     headings: list[tuple[int, int, str]] = []
     marks: list[tuple[int, int, int, bool, str | None, str]] = []
     open_fence = None
+    notes: list[tuple[int, int, str, str]] = []
     for i, token in enumerate(tokens):
         if not token.map:
             continue
-        if token.type == "heading_open":
+        if token.type == "footnote_reference_open":
+            first, after = token.map
+            written = b"".join(window[first:after]).decode("utf-8", errors="replace")
+            notes.append((first, after, token.meta["label"], written))
+        elif token.type == "heading_open":
             if token.map[1] <= reported:
                 top = token.level == 0 and token.tag == "h1"
                 marks.append((token.map[0], token.map[1], int(token.tag[1]), top, None, ""))
@@ -103,4 +110,5 @@ def read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> Read:
         env.get(OPENED),
         len(tokens),
         env.get("references", {}),
+        notes,
     )

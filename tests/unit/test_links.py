@@ -306,3 +306,107 @@ def test_every_internal_link_of_the_pdf_goes_to_its_headings_named_destination(
         ["pdftotext", str(tmp_path / "book.pdf"), "-"], capture_output=True, text=True
     ).stdout
     assert "A link to nowhere stays words." in text and "no-such-section" not in text
+
+
+# A novel as Project Gutenberg's files have it: every note defined at the end of the book, in its last
+# chapter, and one chapter with a note of its own of the same label (its own is the one it cites).
+NOTES = """# One
+
+The harbour[^harbour] and the light.[^light]
+
+# Two
+
+Again the light.[^light] And the sea.[^own]
+
+[^own]: Chapter two's own note.
+
+# Notes
+
+[^harbour]: Built in 1820,
+    of granite.
+
+[^light]: A fixed white light, seen for *fourteen* miles.
+
+[^own]: A note no chapter cites from here.
+"""
+
+
+def _note_texts(data: bytes, fmt: str, tmp_path: Path) -> str:
+    """The text a reader sees of the book's notes: pandoc's plain text of the whole file."""
+    path = tmp_path / f"book.{fmt}"
+    path.write_bytes(data)
+    if fmt == "pdf":
+        return subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True).stdout
+    return pandoc("-f", fmt, "-t", "plain", "--wrap=none", str(path))
+
+
+@pytest.mark.parametrize("fmt", ["html", "epub", "docx", "pdf"])
+def test_a_note_defined_in_another_chapter_is_set_where_it_is_cited_as_pandoc_sets_it(
+    stack: Stack, fmt: str, tmp_path: Path
+) -> None:
+    book = stack.create_book(NOTES)
+    data, polled = _artifact(stack, book, fmt)
+    text = " ".join(_note_texts(data, fmt, tmp_path).split())
+    assert "[^" not in text, text
+    assert "Built in 1820, of granite." in text and "seen for fourteen miles" in text
+    assert "Chapter two's own note." in text and "A note no chapter cites from here." not in text
+    assert text.count("A fixed white light") == 2  # cited in two chapters: set in each, as each is a page
+    assert "warnings" not in polled
+    pandoc_text = " ".join(pandoc("-f", "markdown", "-t", "plain", "--wrap=none", text=NOTES).split())
+    assert "Built in 1820, of granite." in pandoc_text and "[^" not in pandoc_text
+
+
+def test_a_note_defined_in_another_chapter_sets_again_the_chapters_that_cite_it_when_it_changes(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    book = stack.create_book(NOTES)
+    counted = count_pieces(monkeypatch)
+    _artifact(stack, book, "html")
+    changed = NOTES.replace("of granite.", "of sandstone.")
+    assert stack.http("PUT", f"/books/{book}/manuscript", body={"manuscript": changed}).status == 200
+    data, _ = _artifact(stack, book, "html")
+    assert counted[-1] == CacheCounts(hits=1, misses=2)  # One (which cites it) and Notes (which defines it)
+    assert b"of sandstone." in data and b"of granite." not in data
+
+
+FILES = """# One
+
+See [the other page](other.html), [its notes](../notes.md#part-2) and [nothing]().
+[The site](https://example.org/guide.html) and [a letter](mailto:keeper@example.org) leave the book.
+"""
+
+
+@pytest.mark.parametrize("fmt", ["html", "epub", "docx", "pdf"])
+def test_a_link_to_a_file_is_its_words_and_a_warning_and_one_that_leaves_the_book_is_kept(
+    stack: Stack, fmt: str, tmp_path: Path
+) -> None:
+    book = stack.create_book(FILES)
+    data, polled = _artifact(stack, book, fmt)
+    assert [(w["href"], w["line"], w["text"]) for w in polled["warnings"]] == [
+        ("other.html", 3, "the other page"), ("../notes.md#part-2", 3, "its notes"), ("", 3, "nothing"),
+    ]  # fmt: skip
+    text = " ".join(_note_texts(data, fmt, tmp_path).split())
+    assert "See the other page, its notes and nothing." in text, text
+    if fmt == "pdf":
+        import pikepdf
+
+        with pikepdf.open(tmp_path / "book.pdf") as pdf:
+            uris = [
+                str(a.A.URI) for p in pdf.pages for a in p.get("/Annots", []) if "/URI" in a.get("/A", {})
+            ]
+        assert uris == ["https://example.org/guide.html", "mailto:keeper@example.org"]
+        return
+    hrefs = set(re.findall(r'(?:href|Target)="([^"]*)"', _package_text(data, fmt)))
+    assert {"https://example.org/guide.html", "mailto:keeper@example.org"} <= hrefs
+    assert not [h for h in hrefs if "other" in h or "notes.md" in h or h == ""], hrefs
+    if fmt == "epub":
+        report = epubcheck(tmp_path / "book.epub")
+        assert "0 fatals / 0 errors / 0 warnings" in report, report[-2000:]
+
+
+def _package_text(data: bytes, fmt: str) -> str:
+    """The html, or every part of the epub's or docx's package, as one text."""
+    if fmt == "html":
+        return data.decode()
+    with zipfile.ZipFile(io.BytesIO(data)) as package:
+        return "".join(package.read(n).decode(errors="replace") for n in package.namelist())

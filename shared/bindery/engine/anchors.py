@@ -11,6 +11,7 @@ ids of their own.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -21,7 +22,12 @@ from bindery.engine.headings import Identifiers
 
 # Bump on any change to what the anchors hold or how an id is made: a list's anchors of another version are
 # read as none, and the build finds them again.
-VERSION = 1
+VERSION = 2
+
+# A footnote's citation, and its definition (at a line's start, as markdown-it's footnote plugin reads one).
+_CITED = re.compile(r"\[\^([^\]\s]+)\]")
+_DEFINED = re.compile(r"^ {0,3}\[\^([^\]\s]+)\]:", re.MULTILINE)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")  # an address that leaves the book (RFC 3986's scheme)
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,10 @@ class Anchors:
     # Every link reference definition of the book, by its normalised label: the first of each, as a parse
     # of the whole book has them ({"href": ..., "title": ...}, as markdown-it keeps them).
     definitions: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Every footnote definition of the book, by its label: the first of each, its chapter and its lines as
+    # written, for a chapter that cites a note another chapter defines (pandoc reads the book whole).
+    notes: dict[str, tuple[int, str]] = field(default_factory=dict)
+    _note_at: dict[str, int] = field(default_factory=dict, repr=False)  # (the cut's: where each starts)
     _ids: Identifiers = field(default_factory=Identifiers, repr=False)
     _by_id: dict[str, Anchor] = field(default_factory=dict, repr=False)
     _by_chapter: dict[int, list[Anchor]] = field(default_factory=dict, repr=False)
@@ -61,6 +71,12 @@ class Anchors:
         """Definitions a read of the cut found; a label defined before keeps its first."""
         for label, target in definitions.items():
             self.definitions.setdefault(label, {"href": target["href"], "title": target["title"]})
+
+    def note(self, chapter: int, label: str, position: int, written: str) -> None:
+        """A footnote definition the cut read at `position` of the manuscript: the book's first of its
+        label, or the same one read again, further (a window read at its bound may end inside it)."""
+        if self._note_at.setdefault(label, position) == position:
+            self.notes[label] = (chapter, written)
 
     def find(self, anchor_id: str) -> Anchor | None:
         return self._by_id.get(anchor_id)
@@ -88,7 +104,8 @@ class Anchors:
         """The anchors as the cut's chapter list keeps them (`bindery.chapter_lists`)."""
         headings = [[a.chapter, a.level, a.id, a.title] for a in self.anchors]
         definitions = {label: [d["href"], d["title"]] for label, d in self.definitions.items()}
-        return {"version": VERSION, "headings": headings, "definitions": definitions}
+        notes = {label: [chapter, written] for label, (chapter, written) in self.notes.items()}
+        return {"version": VERSION, "headings": headings, "definitions": definitions, "notes": notes}
 
     @classmethod
     def from_rows(cls, said: Any, chapters: int) -> Anchors | None:
@@ -101,6 +118,7 @@ class Anchors:
             made.definitions = {
                 str(k): {"href": str(h), "title": str(t)} for k, (h, t) in said["definitions"].items()
             }
+            made.notes = {str(k): (int(c), str(w)) for k, (c, w) in said["notes"].items()}
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
         return made if all(1 <= a.chapter <= chapters for a in made.anchors) else None
@@ -126,9 +144,32 @@ class Links:
         self.asked: set[str] = set()
         self.labels = Labels(anchors.references(), self.asked)
 
+    def with_notes(self, markdown: str) -> str:
+        """The chapter's text, with the definition of each note it cites and another chapter defines after
+        it (markdown-it reads a chapter alone; pandoc, the whole book). Each label it cites and does not
+        define is `asked` (as `^label`), found or not."""
+        cited = set(_CITED.findall(markdown)).difference(_DEFINED.findall(markdown))
+        if not cited:
+            return markdown
+        found = []
+        for label in sorted(cited):
+            self.asked.add(f"^{label}")
+            note = self.anchors.notes.get(label)
+            if note is not None and note[0] != self.chapter:
+                found.append(note[1])
+        return "\n\n".join([markdown.rstrip("\n"), *found]) + "\n" if found else markdown
+
     def next_id(self) -> str | None:
         """The id of the chapter's next heading, or None past the last the cut found (it cannot be)."""
         return next((a.id for a in self._own), None)
+
+    def resolve(self, href: str) -> str | None:
+        """Where a link goes, as the format writes it: an address outside the book, as it is; a heading of
+        the book, as `target` says; None for one that lands nowhere: to an id no heading has, or to a file
+        (`other.html`, `../notes.md`), which the book does not hold."""
+        if href.startswith("#"):
+            return self.target(href[1:])
+        return href if _SCHEME.match(href) else None
 
     def target(self, anchor_id: str) -> str | None:
         """Where a link to `#anchor_id` goes, or None when no heading of the book has that id. The parser

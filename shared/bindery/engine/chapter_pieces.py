@@ -103,6 +103,9 @@ def _resolved(name: str, assets: dict[str, Asset], anchors: Anchors | None) -> A
     if name.startswith("#"):
         found = anchors.find(name[1:]) if anchors is not None else None
         return found.chapter if found is not None else None
+    if name.startswith("^"):  # a footnote's label: the definition another chapter has of it now
+        note = anchors.notes.get(name[1:]) if anchors is not None else None
+        return list(note) if note is not None else None
     if name.startswith("["):  # a link's label: what it names in the book now (no asset's name starts so)
         named = anchors.references().get(name[1:]) if anchors is not None else None
         return [named["href"], named["title"]] if named is not None else None

@@ -289,7 +289,8 @@ class DocxRenderer:
         written = Chapter()
         try:
             links = Links(anchors, chapter.ordinal, lambda anchor: f"#{anchor.id}") if anchors else None
-            tokens = self._md.parse(chapter.markdown, {"references": links.labels} if links else {})
+            markdown = links.with_notes(chapter.markdown) if links else chapter.markdown
+            tokens = self._md.parse(markdown, {"references": links.labels} if links else {})
             lang = _lang(language) if language else ""
             writer = Writer(
                 written, counters, figures, image_run, base_rtl=rtl, lang=lang, title=chapter.title,

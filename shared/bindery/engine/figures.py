@@ -39,7 +39,8 @@ class Figures:
         return self.tag(found, alt_html)
 
     def unlanded(self, href: str, text: str, line: int | None) -> None:
-        """A link to an id no heading of the book has, left as its text: a warning with where it is."""
+        """A link to an id no heading of the book has, or to a file it does not hold, left as its text: a
+        warning with where it is."""
         ordinal, title = self.chapter
         note = {"code": "link_unlanded", "chapter": ordinal, "chapter_title": title, "href": href[:200]}
         self.notes.warn({**note, "line": line, "text": " ".join(text.split())[:200]})

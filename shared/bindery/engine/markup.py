@@ -101,10 +101,10 @@ def _heading_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> s
 
 
 def _link_lines(state: Any) -> None:
-    """Each internal link's line in the chapter (its paragraph's first, and the line breaks before it), for
+    """Each link's line in the chapter (its paragraph's first, and the line breaks before it), for
     the note a link that lands nowhere gets."""
     for token in state.tokens:
-        if token.type != "inline" or not token.map or "#" not in token.content:
+        if token.type != "inline" or not token.map or "[" not in token.content:
             continue
         line = token.map[0] + 1
         for child in token.children or ():
@@ -118,10 +118,10 @@ def _link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
     token = tokens[idx]
     href = str(token.attrGet("href") or "")
     links: Links | None = env.get("links")
-    if links is not None and href.startswith("#"):
-        target = links.target(href[1:])
+    if links is not None:
+        target = links.resolve(href)
         if target is None:
-            # No heading of the book has the id: the link is its text, and named in the build's notes.
+            # No heading of the book has the id, or it names a file: the link is its text, and in the notes.
             env["unlanded"] = True
             figures: Figures | None = env.get("figures")
             if figures is not None:
@@ -145,7 +145,7 @@ def render(
     env: dict[str, Any] = {"docId": doc_id, "figures": figures, "links": links}
     if links is not None:
         env["references"] = links.labels  # the book's definitions and headings, wherever they are
-    html = md.render(text, env)
+    html = md.render(links.with_notes(text) if links is not None else text, env)
     return Rendered(html, env.get("headings", []))
 
 

@@ -282,13 +282,13 @@ class Writer:
         points at the heading's named destination, in whichever piece it is: `bindery.engine.join`), or,
         for any other, none (its text, and one to an id the book does not have is in the notes)."""
         href = str(children[n].attrGet("href") or "")
-        if href.startswith(_SAFE_SCHEMES):
-            return f"#link({literal(href)})["
-        if href.startswith("#") and self.links is not None:
-            if self.links.target(href[1:]) is not None:
-                return f"#link({literal(GOTO + href)})["  # an address: percent-encoded, as the parser left it
+        if self.links is not None and self.links.resolve(href) is None:
             if self.figures is not None:
                 self.figures.unlanded(href, link_words(children, n), children[n].meta.get("line"))
+        elif href.startswith(_SAFE_SCHEMES):
+            return f"#link({literal(href)})["
+        elif href.startswith("#") and self.links is not None:
+            return f"#link({literal(GOTO + href)})["  # an address: percent-encoded, as the parser left it
         return "#["
 
     def _next_id(self) -> str | None:
@@ -354,5 +354,5 @@ def chapter_source(
     """One chapter's body as Typst source; with `links`, its headings' ids and its links in the book."""
     writer = Writer(label, block, figures, links)
     env: dict[str, Any] = {} if links is None else {"references": links.labels}
-    source = writer.chapter(parse(markdown, env))
+    source = writer.chapter(parse(links.with_notes(markdown) if links is not None else markdown, env))
     return Chapter(source, writer.images, writer.anchor)

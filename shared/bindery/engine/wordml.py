@@ -308,13 +308,12 @@ class Writer:
                 state.strike += 1 if kind.endswith("open") else -1
             elif kind == "link_open":
                 href = str(child.attrGet("href") or "")
-                if href.startswith("#") and self.anchors is not None and state.link is None:
-                    # Inside the book: to the heading's bookmark; to an id none has, its words, and a note.
-                    if self.anchors.target(href[1:]) is not None:
-                        state.link = href
-                        opened = len(out)
-                    else:
-                        self.figures.unlanded(href, link_words(children, index), None)
+                if self.anchors is not None and state.link is None and self.anchors.resolve(href) is None:
+                    # To an id no heading has, or to a file the book does not hold: its words, and a note.
+                    self.figures.unlanded(href, link_words(children, index), child.meta.get("line"))
+                elif href.startswith("#") and self.anchors is not None and state.link is None:
+                    state.link = href  # inside the book: to the heading's bookmark
+                    opened = len(out)
                 elif href.startswith(_SAFE_SCHEMES) and state.link is None:
                     self.counters.link += 1
                     state.link = f"rIdL{self.counters.link}"
