@@ -410,3 +410,50 @@ def _package_text(data: bytes, fmt: str) -> str:
         return data.decode()
     with zipfile.ZipFile(io.BytesIO(data)) as package:
         return "".join(package.read(n).decode(errors="replace") for n in package.namelist())
+
+
+DEEP = """# The guide
+
+## Options
+
+### General options
+
+#### Reader options
+
+##### Extensions
+
+###### Typography
+
+# Templates
+
+#### Variables, before any second level
+"""
+
+
+def test_the_epubs_navigation_reaches_every_level_and_its_contents_page_shows_toc_depth(
+    stack: Stack, tmp_path: Path
+) -> None:
+    book = stack.create_book(DEEP)
+    export_id = stack.http(
+        "POST", f"/books/{book}/exports", body={"format": "epub", "options": {"toc_depth": 2}}
+    ).body["id"]
+    assert stack.services.builds.build(book, export_id) == "ready"
+    found = stack.store.exports.read_export_for_owner(book, export_id, "user-alice", stack.clock())
+    assert found is not None
+    data = stack.objects.client.get_object(Bucket=stack.objects.settings.bucket, Key=found[0].path)[
+        "Body"
+    ].read()
+    nav = zipfile.ZipFile(io.BytesIO(data)).read("OEBPS/nav.xhtml").decode()
+    toc = nav[nav.index('<nav epub:type="toc"') : nav.index("</nav>")]
+    # Each heading nested under the one before it of a level above, to the sixth; below toc_depth, hidden.
+    assert re.sub(r'<a href="[^"]*">', "<a>", toc.split("</h1>\n")[1]) == (
+        '<ol><li><a>The guide</a><ol><li><a>Options</a><ol hidden="hidden"><li><a>General options</a>'
+        '<ol hidden="hidden"><li><a>Reader options</a><ol hidden="hidden"><li><a>Extensions</a>'
+        '<ol hidden="hidden"><li><a>Typography</a></li></ol></li></ol></li></ol></li></ol></li></ol></li>'
+        "<li><a>Templates</a><ol><li><a>Variables, before any second level</a></li></ol></li></ol>"
+    )
+    assert 'href="chapter-000001.xhtml#typography"' in toc
+    path = tmp_path / "deep.epub"
+    path.write_bytes(data)
+    report = epubcheck(path)
+    assert "0 fatals / 0 errors / 0 warnings" in report, report[-2000:]

@@ -257,7 +257,7 @@ class EpubRenderer:
     @staticmethod
     def _nav(source: Source, contents: Contents) -> str:
         chapters = [(f"chapter-{n:06d}.xhtml", title, headings) for n, title, headings in contents]
-        toc = markup.contents(chapters, source.option("toc_depth"), lambda href: href)
+        toc = markup.contents(chapters, source.option("toc_depth"), lambda href: href, every_level=True)
         start = (
             '<li><a epub:type="bodymatter" href="chapter-000001.xhtml">Start</a></li>\n' if contents else ""
         )

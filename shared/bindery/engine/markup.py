@@ -33,13 +33,13 @@ from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
 
 # Bump on any change to what this module renders: built pieces of chapters are keyed by it.
-VERSION = 4
+VERSION = 5
 UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
 
 
 @dataclass(frozen=True)
 class Heading:
-    level: int  # 2 or 3
+    level: int  # 2 to 6 (a level-1 heading inside a chapter stands under its title, at 2)
     title: str
     anchor: str
 
@@ -91,11 +91,11 @@ def _heading_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> s
     given = links.next_id() if links is not None else None
     if given is not None:
         token.attrSet("id", given)
-    if level in (2, 3):
+    if idx > 0 or level > 1:  # not the chapter's own title
         headings: list[Heading] = env.setdefault("headings", [])
         anchor = given or f"{env.get('docId', 'doc')}-h{len(headings) + 1}"
         title = self.renderInlineAsText(tokens[idx + 1].children or [], options, env)
-        headings.append(Heading(level, title, anchor))
+        headings.append(Heading(max(level, 2), title, anchor))
         token.attrSet("id", anchor)
     return str(self.renderToken(tokens, idx, options, env))
 
@@ -189,29 +189,37 @@ def _marked(rule: Any, plain: str, semantic: str) -> Any:
     return marked
 
 
-def contents(chapters: list[tuple[str, str, list[Heading]]], depth: int, page: Callable[[str], str]) -> str:
-    """A table of contents as nested lists: each chapter (href, title, headings), and to `depth` 2 or 3
-    its ## and ### headings, linked as `page(chapter href)#anchor` (a ### before any ## stands at the ##
-    level)."""
+def contents(
+    chapters: list[tuple[str, str, list[Heading]]],
+    depth: int,
+    page: Callable[[str], str],
+    *,
+    every_level: bool = False,
+) -> str:
+    """A table of contents as nested lists: each chapter (href, title, headings), and to `depth` its
+    headings, each under the last heading before it of a level above its own, linked as
+    `page(chapter href)#anchor`. `every_level`: the headings below `depth` too, in lists `hidden` (an
+    EPUB navigation document's: a reading system's own contents shows them, its page of contents not)."""
     items = []
     for href, title, below in chapters:
-        groups: list[tuple[Heading, list[Heading]]] = []
-        for heading in (h for h in below if h.level <= depth):
-            if heading.level == 3 and groups:
-                groups[-1][1].append(heading)
-            else:
-                groups.append((heading, []))
-
-        def link(heading: Heading, at: str = page(href)) -> str:
-            return f'<a href="{at}#{heading.anchor}">{escape(heading.title)}</a>'
-
-        inner = "".join(
-            f"<li>{link(h)}"
-            + (f"<ol>{''.join(f'<li>{link(s)}</li>' for s in subs)}</ol>" if subs else "")
-            + "</li>"
-            for h, subs in groups
-        )
-        items.append(
-            f'<li><a href="{href}">{escape(title)}</a>' + (f"<ol>{inner}</ol>" if inner else "") + "</li>"
-        )
+        at = page(href)
+        shown = [h for h in below if h.title.strip() and (every_level or h.level <= depth)]
+        items.append(f'<li><a href="{href}">{escape(title)}</a>{_nested(shown, at, depth, 1)}</li>')
     return f"<ol>{''.join(items)}</ol>"
+
+
+def _nested(headings: list[Heading], at: str, depth: int, level: int) -> str:
+    """`headings` as a list at `level` of the contents (a chapter is 1): each holds the headings after it
+    of a level above its own, up to the next of its level or above. Hidden below `depth`."""
+    if not headings:
+        return ""
+    items, i = [], 0
+    while i < len(headings):
+        head, j = headings[i], i + 1
+        while j < len(headings) and headings[j].level > head.level:
+            j += 1
+        link = f'<a href="{at}#{head.anchor}">{escape(head.title)}</a>'
+        items.append(f"<li>{link}{_nested(headings[i + 1 : j], at, depth, level + 1)}</li>")
+        i = j
+    hidden = ' hidden="hidden"' if level >= depth else ""
+    return f"<ol{hidden}>{''.join(items)}</ol>"
