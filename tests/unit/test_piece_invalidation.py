@@ -1,7 +1,9 @@
 """Invalidation is total: random sequences of edits to a book (a chapter edited, added, removed or moved; its
-metadata changed; an image replaced or deleted; an option changed; a renderer's piece version bumped), and
-after each step the warm epub and html, built with the book's cache of built pieces in S3
-(bindery/piece_cache.py, as a build uses it), equal cold ones byte for byte, and so do their reports.
+metadata changed; an image replaced or deleted; an option changed; a renderer's piece version bumped; a
+heading that other chapters link to renamed; a link reference or note definition moved to another
+chapter), and after each step the warm epub and html, each rendered against the book's anchors as its cut
+finds them, built with the book's cache of built pieces in S3 (bindery/piece_cache.py, as a build uses
+it), equal cold ones byte for byte, and so do their reports.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from moto import mock_aws
 from bindery import engine
 from bindery.config import Settings
 from bindery.engine import epub, html, markup
+from bindery.engine.anchors import Anchors
 from bindery.images import Asset
+from bindery.manuscript import cut
 from bindery.metadata import Metadata
 from bindery.objects import Objects
 from bindery.piece_cache import BuildPieces
@@ -37,10 +41,26 @@ BLOCKS = (
     "- one\n- two",
     "Ünïcödé and العربية.",
     "> quoted",
+    # What a chapter may ask of the rest of the book (bindery.engine.anchors): a heading's id, a label, a
+    # heading's words, a note defined elsewhere; and the definitions, which a step moves between chapters.
+    "See [the section](#a-section), [the start](#one) and [nowhere](#no-such-id).",
+    "[A section], [Two] and [the site][site].",
+    "A far note.[^far]",
+)
+DEFINITIONS = (
+    "[site]: https://example.org/a",
+    "[^far]: Defined far away.",
+    "[site]: https://example.org/b",
+    "[^far]: Defined elsewhere.",
 )
 MODULES = {"epub": epub, "html": html}
-# Chapters that show two images, so that an image replaced or deleted meets a piece that depends on it.
-FIRST_CHAPTERS = (("One", BLOCKS[0]), ("Two", f"{BLOCKS[4]}\n\n{BLOCKS[1]}"), ("Three", BLOCKS[5]))
+# Chapters that show two images, so that an image replaced or deleted meets a piece that depends on it, and
+# one that asks of the book what another (Three) defines.
+FIRST_CHAPTERS = (
+    ("One", BLOCKS[0]),
+    ("Two", f"{BLOCKS[4]}\n\n{BLOCKS[1]}\n\n{BLOCKS[11]}\n\n{BLOCKS[12]}\n\n{BLOCKS[13]}"),
+    ("Three", f"{BLOCKS[5]}\n\n{DEFINITIONS[0]}\n\n{DEFINITIONS[1]}"),
+)
 
 
 @dataclass
@@ -83,6 +103,8 @@ steps = st.one_of(
     st.tuples(
         st.just("bump"),
     ),
+    st.tuples(st.just("rename"), st.integers(0, 20), st.sampled_from(["A section", "Another section"])),
+    st.tuples(st.just("move_definition"), st.sampled_from(DEFINITIONS), st.integers(0, 20)),
 )
 
 
@@ -119,6 +141,23 @@ def apply(book: Book, step: tuple[Any, ...]) -> None:
         book.toc_depth = args[0]
     elif kind == "bump":
         book.versions += 1
+    elif kind == "rename":
+        n, name = args  # the chapter's first second-level heading, which links elsewhere may name
+        at = n % len(chapters)
+        lines = chapters[at][1].split("\n")
+        first = next((i for i, line in enumerate(lines) if line.startswith("## ")), None)
+        if first is not None:
+            lines[first] = f"## {name}"
+        chapters[at] = (chapters[at][0], "\n".join(lines))
+    elif kind == "move_definition":
+        definition, n = args  # the label's definition, perhaps changed, moved to chapter n
+        label = definition.split(":")[0]
+        chapters[:] = [
+            (name, "\n\n".join(b for b in text.split("\n\n") if b.split(":")[0] != label) or BLOCKS[0])
+            for name, text in chapters
+        ]
+        name, text = chapters[n % len(chapters)]
+        chapters[n % len(chapters)] = (name, f"{text}\n\n{definition}")
     if kind != "bump":
         book.revision += 1  # every edit makes a revision (a version bump is new code, not a new revision)
 
@@ -131,19 +170,27 @@ def render(book: Book, fmt: str, objects: Objects | None, book_id: str) -> tuple
     if objects is not None:
         pieces = BuildPieces(objects, book_id, fmt, max_bytes=64 * 1024 * 1024)
         pieces.start()
+    # The book as a build has it: its manuscript cut into chapters, and the anchors the cut found.
+    manuscript = "".join(f"# {name}\n\n{text}\n\n" for name, text in book.chapters).encode()
+    anchors = Anchors()
+    sections = list(cut(manuscript.splitlines(keepends=True), anchors))
     source = engine.Source(
         book_id,
         book.title,
         book.revision,
-        tuple(name for name, _ in book.chapters),
+        tuple(section.title for section in sections),
         1_700_000_000.0 + book.revision * 60,
         metadata=book.metadata,
         assets=tuple(book.assets.values()),
         options={"toc_depth": book.toc_depth},
         read_asset=lambda asset: iter([book.data[asset.object_id]]),
         pieces=pieces,
+        anchors=anchors,
     )
-    texts = [engine.Text(n, name, text) for n, (name, text) in enumerate(book.chapters, start=1)]
+    texts = [
+        engine.Text(n, section.title, manuscript[section.offset : section.offset + section.length].decode())
+        for n, section in enumerate(sections, start=1)
+    ]
     out = io.BytesIO()
     module = MODULES[fmt]
     renderer: Any = module.RENDERER
