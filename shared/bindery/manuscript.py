@@ -200,7 +200,7 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
                 if anchors is not None and after > read_up_to and (stop is None or after <= stop):
                     anchors.note(yielded + 1, label, starts[first], written)
 
-        for first, after, level, top, explicit, said in found.marks:
+        for first, after, level, top, explicit, said, written in found.marks:
             if stop is not None and after > stop:
                 break  # inside a comment that goes on past the window, or may (or its opener read as text)
             note_before(first)
@@ -217,7 +217,7 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
             if top:
                 start, title = starts[first], heading
             if anchors is not None:
-                anchors.add(yielded + 1, level, explicit, said)
+                anchors.add(yielded + 1, level, explicit, said, written)
         note_before(len(window) if stop is None else stop)
         candidates, unread_bytes, held = 0, 0, opened is not None
         fence = found.open_fence if not held else None  # (a fence after the opener may be in the comment)

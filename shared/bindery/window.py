@@ -49,8 +49,8 @@ class Read:
     headings: list[tuple[int, int, str]]
     open_fence: bytes | None
     # Every heading, of every level and depth, in order: (first line, line after the last, level, whether
-    # it is a top-level h1 (one of `headings`), its explicit id, its words).
-    marks: list[tuple[int, int, int, bool, str | None, str]] = field(default_factory=list)
+    # it is a top-level h1 (one of `headings`), its explicit id, its words, its content as written).
+    marks: list[tuple[int, int, int, bool, str | None, str, str]] = field(default_factory=list)
     open_comment: int | None = None
     opened_comment: int | None = None
     tokens: int = 0  # how many markdown-it made
@@ -67,7 +67,7 @@ def read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> Read:
     env: dict[str, Any] = {}  # the window's link reference definitions, which a title may use
     parser.block.parse(b"".join(window).decode("utf-8", errors="replace"), parser, env, tokens)
     headings: list[tuple[int, int, str]] = []
-    marks: list[tuple[int, int, int, bool, str | None, str]] = []
+    marks: list[tuple[int, int, int, bool, str | None, str, str]] = []
     open_fence = None
     notes: list[tuple[int, int, str, str]] = []
     for i, token in enumerate(tokens):
@@ -80,7 +80,7 @@ def read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> Read:
         elif token.type == "heading_open":
             if token.map[1] <= reported:
                 top = token.level == 0 and token.tag == "h1"
-                marks.append((token.map[0], token.map[1], int(token.tag[1]), top, None, ""))
+                marks.append((token.map[0], token.map[1], int(token.tag[1]), top, None, "", ""))
                 if top:
                     headings.append((token.map[0], token.map[1], ""))
                 continue
@@ -89,7 +89,7 @@ def read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> Read:
             explicit = parse_attributes(attributes).id if attributes else None
             top = token.level == 0 and token.tag == "h1"
             said = words(inline.children or [])
-            marks.append((token.map[0], token.map[1], int(token.tag[1]), top, explicit, said))
+            marks.append((token.map[0], token.map[1], int(token.tag[1]), top, explicit, said, content))
             if top:
                 shown = [
                     _WORDS.get(c.type, c.content) for c in inline.children or [] if c.type in _TITLE_PARTS

@@ -46,11 +46,12 @@ def test_a_cut_keeps_its_chapter_list_and_a_build_reads_it_not_the_items(
     kept = json.loads(stack.objects.read_or_none(chapters_key(book, _cut(stack, book))) or b"null")
     listed = kept["chapters"]
     assert [row[:2] for row in listed] == [[1, "One"], [2, "Two"], [3, "Three"]]
-    # and the cut's anchors: every heading's chapter, level, id and words (bindery.engine.anchors)
+    # and the cut's anchors: every heading's chapter, level, id, words and content as written
+    # (bindery.engine.anchors)
     assert kept["anchors"]["headings"] == [
-        [1, 1, "one", "One"],
-        [2, 1, "two", "Two"],
-        [3, 1, "three", "Three"],
+        [1, 1, "one", "One", "One"],
+        [2, 1, "two", "Two", "Two"],
+        [3, 1, "three", "Three", "Three"],
     ]
     items = [
         (c.ordinal, c.title, c.offset, c.size_bytes)

@@ -457,3 +457,17 @@ def test_the_epubs_navigation_reaches_every_level_and_its_contents_page_shows_to
     path.write_bytes(data)
     report = epubcheck(path)
     assert "0 fatals / 0 errors / 0 warnings" in report, report[-2000:]
+
+
+def test_a_label_names_a_heading_by_its_inlines_as_written_code_spans_and_all_as_pandoc_matches_them(
+    stack: Stack,
+) -> None:
+    # pandoc's guide: `[YAML metadata blocks][Extension: \`yaml_metadata_block\`]`, 12 such links.
+    manuscript = (
+        "# Extension: `yaml_metadata_block`\n\ntext\n\n# The *best* part\n\n"
+        "See [blocks][Extension: `yaml_metadata_block`], [Extension: yaml_metadata_block],\n"
+        "[The *best* part] and [The best part].\n"
+    )
+    data, _ = _artifact(stack, stack.create_book(manuscript), "html")
+    hrefs = [h for h in re.findall(r'<a href="([^"]+)"', data.decode()) if not h.startswith("#ch-")]
+    assert hrefs == _pandoc_links(manuscript) == ["#extension-yaml_metadata_block", "#the-best-part"]

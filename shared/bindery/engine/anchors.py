@@ -22,7 +22,7 @@ from bindery.engine.headings import Identifiers
 
 # Bump on any change to what the anchors hold or how an id is made: a list's anchors of another version are
 # read as none, and the build finds them again.
-VERSION = 2
+VERSION = 3
 
 # A footnote's citation, and its definition (at a line's start, as markdown-it's footnote plugin reads one).
 _CITED = re.compile(r"\[\^([^\]\s]+)\]")
@@ -36,6 +36,7 @@ class Anchor:
     level: int  # 1 to 6, as written (a chapter's own title is 1)
     id: str
     title: str  # its words, as its id is made of them
+    written: str = ""  # its content as written (a link's label names it so: pandoc's implicit references)
 
 
 @dataclass
@@ -57,8 +58,8 @@ class Anchors:
         default=None, repr=False
     )  # (`references`, made once)
 
-    def add(self, chapter: int, level: int, explicit: str | None, title: str) -> Anchor:
-        anchor = Anchor(chapter, level, self._ids.claim(explicit, title), title)
+    def add(self, chapter: int, level: int, explicit: str | None, title: str, written: str = "") -> Anchor:
+        anchor = Anchor(chapter, level, self._ids.claim(explicit, title), title, written)
         self._keep(anchor)
         return anchor
 
@@ -91,8 +92,10 @@ class Anchors:
 
             made = dict(self.definitions)
             for anchor in self.anchors:
-                if anchor.title.strip():
-                    made.setdefault(normalizeReference(anchor.title), {"href": f"#{anchor.id}", "title": ""})
+                # As pandoc matches a label with a heading, by its inlines: `[Extension: \`foo\`]` names
+                # the heading written so, and `[Extension: foo]` does not.
+                if label := normalizeReference(anchor.written or anchor.title):
+                    made.setdefault(label, {"href": f"#{anchor.id}", "title": ""})
             self._references = made
         return made
 
@@ -102,7 +105,7 @@ class Anchors:
 
     def rows(self) -> dict[str, Any]:
         """The anchors as the cut's chapter list keeps them (`bindery.chapter_lists`)."""
-        headings = [[a.chapter, a.level, a.id, a.title] for a in self.anchors]
+        headings = [[a.chapter, a.level, a.id, a.title, a.written] for a in self.anchors]
         definitions = {label: [d["href"], d["title"]] for label, d in self.definitions.items()}
         notes = {label: [chapter, written] for label, (chapter, written) in self.notes.items()}
         return {"version": VERSION, "headings": headings, "definitions": definitions, "notes": notes}
@@ -114,7 +117,9 @@ class Anchors:
         try:
             if said.get("version") != VERSION:
                 return None
-            made = cls.of(Anchor(int(c), int(lv), str(i), str(t)) for c, lv, i, t in said["headings"])
+            made = cls.of(
+                Anchor(int(c), int(lv), str(i), str(t), str(w)) for c, lv, i, t, w in said["headings"]
+            )
             made.definitions = {
                 str(k): {"href": str(h), "title": str(t)} for k, (h, t) in said["definitions"].items()
             }
