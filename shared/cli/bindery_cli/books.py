@@ -207,18 +207,21 @@ def update(
     on_image: Callable[[Image], None] | None = None,
     on_fresh: Callable[[list[Image]], None] | None = None,
     on_bytes: Callable[[int, int], None] | None = None,
+    changed: Callable[[Image, int | None], bool] | None = None,
 ) -> Book:
     """The new manuscript, sent with If-Match of the revision read (a change made since is refused, never
-    overwritten); then each image that is new or changed in size (on_fresh is told which); then the front
-    matter's title and metadata, in place of the book's: a field the front matter leaves out is removed
-    (null in the merge patch), and a title it leaves out stays. A file without front matter leaves the
-    title and metadata as they are."""
+    overwritten); then each image that is new or changed in size (on_fresh is told which), or, given
+    `changed(image, the size the book holds of it or None)`, each it says; then the front matter's title
+    and metadata, in place of the book's: a field the front matter leaves out is removed (null in the
+    merge patch), and a title it leaves out stays. A file without front matter leaves the title and
+    metadata as they are."""
     book = client.get_book(book_id)
     held = {a["name"]: a["size_bytes"] for a in book.get("assets", [])}
     had = set((book.get("metadata") or {}).keys()) & METADATA_FIELDS
     text = manuscript.text.encode("utf-8")
     book = client.replace_manuscript(book_id, text, if_revision=book["revision"], on_bytes=on_bytes)
-    fresh = [i for i in manuscript.images if held.get(i.name) != i.path.stat().st_size]
+    changed = changed or _resized
+    fresh = [i for i in manuscript.images if changed(i, held.get(i.name))]
     if on_fresh is not None:
         on_fresh(fresh)
     book = _upload(client, book, fresh, on_image)
@@ -230,6 +233,11 @@ def update(
                 book_id, title=manuscript.title, metadata=metadata or None, if_revision=book["revision"]
             )
     return book
+
+
+def _resized(image: Image, held: int | None) -> bool:
+    """Whether an image is new to the book, or another size than the book's of that name."""
+    return held != image.path.stat().st_size
 
 
 def _upload(

@@ -22,6 +22,10 @@ bindery events [--after CURSOR] [--follow]
                                   the events feed; --follow keeps following its head
 bindery listen --forward-to URL [--secret whsec_...]
                                   follow the feed and POST each event to URL, signed as webhooks are
+bindery watch FILE.md -f FORMAT [--out PATH] [--book BOOK]
+                                  on each save of FILE (or an image it names): send what changed, export
+                                  again (what did not change is reused), replace the file whole, print
+                                  the export's notes; the first makes the book. Ctrl-C stops
 bindery me                        your class, what you hold, and every cap
 
 With the server package installed too (the repository's .venv), the local stack's tools:
@@ -41,7 +45,7 @@ import sys
 import urllib.parse
 from typing import Any, NoReturn
 
-from bindery_cli import books, exporting, hooks
+from bindery_cli import books, exporting, hooks, watching
 from bindery_cli.client import ApiError, Client, ExportFailed, LocalFileError
 from bindery_cli.manuscripts import FileError
 from bindery_cli.output import Exit, fail, out
@@ -60,7 +64,7 @@ An error is one line on stderr, naming the problem and what to do. Exit status:
   3  unreachable: no answer from the API or a download link after the retries, or a wait timed out
   4  what --wait waited for ended without a file (failed, cancelled, expired, its book deleted), or a
      download did not match its SHA-256 (nothing kept)
-130  interrupted by Ctrl-C (but events --follow and listen, which Ctrl-C ends: 0); --wait prints the
+130  interrupted by Ctrl-C (but events --follow, listen and watch, which Ctrl-C ends: 0); --wait prints the
      export's or batch's id on stderr as it is requested, and on Ctrl-C how to go on
 """
 # The local stack's tools live with the server (bindery_local), which a user of a deployment lacks.
@@ -114,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     books.add_parsers(commands, common)
     exporting.add_parsers(commands, common)
     hooks.add_parsers(commands, common)
+    watching.add_parser(commands, common)
     commands.add_parser("me", parents=[common], help="your class, what you hold now, and every cap")
     if importlib.util.find_spec("bindery_local") is not None:
         importlib.import_module(LOCAL_TOOLS).add_parsers(commands)
@@ -141,8 +146,8 @@ def main(argv: list[str] | None = None, *, store: Any = None) -> int:
     try:
         return _client_command(args)
     except KeyboardInterrupt:
-        # Ctrl-C: how `events --follow` and `listen` are stopped; anything else was cut short.
-        return Exit.OK if args.command in ("events", "listen") else Exit.INTERRUPTED
+        # Ctrl-C: how `events --follow`, `listen` and `watch` are stopped; anything else was cut short.
+        return Exit.OK if args.command in ("events", "listen", "watch") else Exit.INTERRUPTED
 
 
 def _client_command(args: argparse.Namespace) -> int:
@@ -177,6 +182,8 @@ def _client_command(args: argparse.Namespace) -> int:
             return hooks.run_events(client, args)
         if args.command == "listen":
             return hooks.run_listen(client, args)
+        if args.command == "watch":
+            return watching.run_watch(client, args)
         me = client.me()
         return out(args, me, _me(me))
     except FileError as exc:

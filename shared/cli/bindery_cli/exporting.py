@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bindery_cli.client import ApiError, Client, Export, ExportFailed
-from bindery_cli.output import Exit, bar, fail, out, out_page
+from bindery_cli.output import Exit, bar, fail, out, out_page, subject
 
 STDOUT = Path("-")  # `--out -`: the file on stdout, the summary on stderr
 
@@ -93,15 +93,23 @@ def run_exports(client: Client, args: argparse.Namespace) -> int:
     return out(args, export, said.get(export["state"], _line(export)))
 
 
-def run_export(client: Client, args: argparse.Namespace) -> int:
+def parse_options(given: list[str]) -> dict[str, Any] | str:
+    """The export's options from each `--option NAME=VALUE` (a number as a number), or why not."""
     options: dict[str, Any] = {}
-    for option in args.option:
+    for option in given:
         name, sep, value = option.partition("=")
         if not sep or not name:
-            return fail(args, f"--option {option}: expected NAME=VALUE, e.g. --option page_size=a4")
+            return f"--option {option}: expected NAME=VALUE, e.g. --option page_size=a4"
         if name in options:
-            return fail(args, f"--option {name} given twice: give each option once")
+            return f"--option {name} given twice: give each option once"
         options[name] = int(value) if value.isdigit() else value
+    return options
+
+
+def run_export(client: Client, args: argparse.Namespace) -> int:
+    options = parse_options(args.option)
+    if isinstance(options, str):
+        return fail(args, options)
     if args.wait and (refused := unwritable(args)):
         return fail(args, refused)
     export = client.export(args.book, args.format, args.idempotency_key, options or None)
@@ -111,7 +119,7 @@ def run_export(client: Client, args: argparse.Namespace) -> int:
     if not args.json:  # the id, should the wait be cut short: the export goes on without it
         print(f"bindery: export {export['id']} requested for {args.book}", file=sys.stderr)
     try:
-        ready = _wait(client, args, export)
+        ready = wait_ready(client, args, export)
         return _fetch(client, args, ready, started)
     except KeyboardInterrupt:
         print(
@@ -122,7 +130,7 @@ def run_export(client: Client, args: argparse.Namespace) -> int:
         raise
 
 
-def _wait(client: Client, args: argparse.Namespace, export: Export) -> Export:
+def wait_ready(client: Client, args: argparse.Namespace, export: Export) -> Export:
     """The export, once ready, with a bar of its chapters; a book deleted meanwhile is ExportFailed."""
     # The total from the start: the book's chapter count now, until the build's own count arrives.
     chapters = client.get_book(args.book, every_chapter=False).get("chapters_total")
@@ -172,9 +180,7 @@ def _fetch(client: Client, args: argparse.Namespace, ready: Export, started: flo
     # The API's name for the file (the title, its letters kept): only its last part, never a path.
     named = Path(ready.get("download_name") or f"{args.book}.{extension}").name
     target = args.out or Path(named)
-    size = _download(
-        client, args, ready["download_url"], target, ready.get("size_bytes"), ready.get("sha256")
-    )
+    size = download(client, args, ready["download_url"], target, ready.get("size_bytes"), ready.get("sha256"))
     took = time.monotonic() - started
     summary = f"{target}  {size:,} bytes  {fmt}, revision {ready.get('built_revision')}, {took:.1f} s"
     if ready.get("sha256"):
@@ -187,7 +193,7 @@ def _fetch(client: Client, args: argparse.Namespace, ready: Export, started: flo
         summary += f"\nmissing images: {missing}"
     warned = ready.get("warnings") or []
     if warned:
-        listed = ", ".join(f"{w.get('name')} (chapter {w.get('chapter')}): {w.get('code')}" for w in warned)
+        listed = ", ".join(f"{subject(w)} (chapter {w.get('chapter')}): {w.get('code')}" for w in warned)
         more = int(ready.get("warnings_total") or len(warned)) - len(warned)
         summary += f"\nwarnings: {listed}" + (f", and {more} more" if more > 0 else "")
     return _done(args, {**ready, "file": str(target)}, summary)
@@ -275,7 +281,7 @@ def _wait_batch(client: Client, args: argparse.Namespace, batch: dict[str, Any])
         note = "no bundle: no target is ready" if bundle is None else f"bundle {bundle['state']}"
         return out(args, ended, f"{summary}\n{note}")
     target_path = args.out or Path(f"batch-{ended['id']}.zip")  # the name its Content-Disposition gives
-    size = _download(
+    size = download(
         client, args, bundle["download_url"], target_path, bundle.get("size_bytes"), bundle.get("sha256")
     )
     took = time.monotonic() - started
@@ -302,7 +308,7 @@ def unwritable(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _download(
+def download(
     client: Client,
     args: argparse.Namespace,
     url: str,
@@ -316,7 +322,7 @@ def _download(
     if target == STDOUT:
         with tempfile.TemporaryDirectory(prefix="bindery-") as folder:
             held = Path(folder) / "download"
-            size = _download(client, args, url, held, size, sha256, shown="to stdout")
+            size = download(client, args, url, held, size, sha256, shown="to stdout")
             with held.open("rb") as source:
                 shutil.copyfileobj(source, sys.stdout.buffer)
             sys.stdout.flush()
