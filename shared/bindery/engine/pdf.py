@@ -119,9 +119,7 @@ class _Book:
         self.kept: list[Piece] = []  # every piece of the book compiled or found so far
         self.opened: list[Opened] = []
         self.engine = engine_digest(fonts, DESIGN, PIECE_VERSION)
-        self.parser = RunParser(
-            parse, self.page, self.engine, self.figures, self.report, source.pieces, source.anchors
-        )
+        self.parser = RunParser(parse, self.page, self.engine, self.figures, self.report, source)
         self.images_of: dict[str, dict[str, Asset]] = {}  # the images a piece places, by its name
         self.cached: set[str] = set()  # the pieces kept in the book's cache (runs, contents, folios)
         self.kept_pieces = Kept(source.pieces)

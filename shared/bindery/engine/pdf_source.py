@@ -17,7 +17,7 @@ from typing import Any
 from pikepdf import Dictionary, Name, String
 
 from bindery.engine import Pieces, Report, Skipped, Source, Text, skipped
-from bindery.engine.anchors import Anchors, Links
+from bindery.engine.anchors import Links
 from bindery.engine.breaks import fitted
 from bindery.engine.chapter_pieces import DIALECT, reused
 from bindery.engine.figures import Figures
@@ -84,10 +84,10 @@ class RunParser:
         engine: str,
         figures: Figures,
         report: Report,
-        pieces: Pieces | None,
-        anchors: Anchors | None = None,
+        source: Source,
     ):
-        self.parse, self.page, self.engine, self.anchors = parse, page, engine, anchors
+        self.parse, self.page, self.engine, self.anchors = parse, page, engine, source.anchors
+        pieces = source.pieces
         self.figures, self.report = figures, report
         self.pieces = _Held(pieces) if pieces is not None else None
 

@@ -5,7 +5,8 @@ each with the header's cells above its own."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager
+from typing import Protocol
 
 from markdown_it.token import Token
 
@@ -14,8 +15,17 @@ from bindery.engine.literals import literal
 from bindery.engine.measures import BODY_PT, MAX_HEADER_LINES, TABLE_INSET, TABLE_PT, columns_held
 from bindery.engine.token_tree import plain_text
 
-if TYPE_CHECKING:
-    from bindery.engine.typeset import Writer
+
+class Writer(Protocol):
+    """What a table's cells are written by (`bindery.engine.typeset.Writer`)."""
+
+    measure: float
+    size: float
+
+    def narrowed(self, measure: float) -> AbstractContextManager[None]: ...
+
+    def inline(self, children: list[Token]) -> str: ...
+
 
 MAX_TABLE_ROWS = 200  # Typst lays a table out in work that grows faster than its rows: more are several
 _LITERAL = re.compile(r'#("(?:[^"\\]|\\.)*")')  # one string literal set as text (`literals.text`)
