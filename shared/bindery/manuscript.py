@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from bindery import errors
 from bindery.engine.anchors import Anchors
 from bindery.engine.comments import CLOSER
+from bindery.engine.crossrefs import TARGET_LINE
 from bindery.normalising import normalise
 from bindery.window import COMMENT
 from bindery.window import closes as _closes
@@ -191,14 +192,18 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
         stop = unclosed if unclosed is not None else opened
         keep_from = 0
         titles = iter(found.headings)
-        notes = deque(found.notes)
+        notes, targets = deque(found.notes), deque(found.targets)
 
         def note_before(line: int) -> None:
-            """Keep the footnote definitions before `line`, in the open section (they are the book's)."""
+            """Keep the footnote definitions and numbered targets before `line`, in the open section."""
             while notes and notes[0][0] < line:
                 first, after, label, written = notes.popleft()
                 if anchors is not None and after > read_up_to and (stop is None or after <= stop):
                     anchors.note(yielded + 1, label, starts[first], written)
+            while targets and targets[0][0] < line:
+                first, after, target_id = targets.popleft()
+                if anchors is not None and after > read_up_to and (stop is None or after <= stop):
+                    anchors.target(yielded + 1, target_id)
 
         for first, after, level, top, explicit, said, written in found.marks:
             if stop is not None and after > stop:
@@ -276,14 +281,18 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
         window_bytes += len(line)
         unread_bytes += len(line)
         # Every block marker that matters here starts with a space, '#', '=', '`' or '~': any other line
-        # is plain text, and skips the regular expressions (most lines of a book).
-        if line[:1] in _MARKER_STARTS and (
-            _ATX.match(line)
-            or _FENCE.match(line)
-            or _COMMENT.match(line)
-            or _DEFINITION.match(line)
-            or (_SETEXT.match(line) and len(window) > 1 and window[-2].strip())
-        ):
+        # is plain text, and skips the regular expressions (most lines of a book), but for one that gives a
+        # figure or a table its number (`{#fig-map}`, a byte search first).
+        if (
+            line[:1] in _MARKER_STARTS
+            and (
+                _ATX.match(line)
+                or _FENCE.match(line)
+                or _COMMENT.match(line)
+                or _DEFINITION.match(line)
+                or (_SETEXT.match(line) and len(window) > 1 and window[-2].strip())
+            )
+        ) or (b"{" in line and TARGET_LINE.search(line)):
             candidates += 1
             if line[:1] == b"#":
                 # A heading in column 0 is one, unless a fence this window opened is still open; either way

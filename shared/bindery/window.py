@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bindery.engine import crossrefs
 from bindery.engine.comments import CLOSER, OPENED, UNCLOSED
 from bindery.engine.headings import parse_attributes, split_attributes, words
 
@@ -57,6 +58,8 @@ class Read:
     definitions: dict[str, Any] = field(default_factory=dict)  # its link reference definitions
     # Its footnote definitions, in order: (first line, line after the last, label, the lines as written).
     notes: list[tuple[int, int, str, str]] = field(default_factory=list)
+    # Its numbered figures and tables (`bindery.engine.crossrefs`): (first line, line after the last, id).
+    targets: list[tuple[int, int, str]] = field(default_factory=list)
 
 
 def read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> Read:
@@ -111,4 +114,5 @@ def read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> Read:
         len(tokens),
         env.get("references", {}),
         notes,
+        crossrefs.targets(tokens, lambda content: parser.parseInline(content, env)[0]),
     )

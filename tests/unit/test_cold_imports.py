@@ -35,7 +35,12 @@ context = LambdaContext("poll", timeout_ms=30_000)
 answers = [app.handler(event, context) for event in json.load(open(sys.argv[1]))]
 heavy = ("bindery.engine.", "bindery.bundles", "markdown_it", "typst", "pikepdf")
 # The cut's own helpers, which the API's book routes import with it: pure Python, no markdown-it.
-light = ("bindery.engine.anchors", "bindery.engine.comments", "bindery.engine.headings")
+light = (
+    "bindery.engine.anchors",
+    "bindery.engine.comments",
+    "bindery.engine.crossrefs",
+    "bindery.engine.headings",
+)
 loaded = [m for m in sys.modules if m.startswith(heavy) and m not in light]
 print(json.dumps({"answers": answers, "loaded": sorted(loaded)}))
 """

@@ -31,6 +31,8 @@ class Option:
 
 TOC_DEPTH = Option(1, (1, 2, 3))  # 1: chapters; 2 and 3: their ## and ### headings too
 PAGE_SIZE = Option("a5", ("a5", "a4", "letter", "6x9in"))
+# Figures and tables: "Figure 7" through the book, or "Figure 3.2" in each chapter (`engine.crossrefs`).
+FIGURE_NUMBERS = Option("book", ("book", "chapter"))
 
 
 @dataclass(frozen=True)
@@ -44,18 +46,17 @@ class Format:
     options: dict[str, Option] = field(default_factory=dict)
 
 
+_BOOK_OPTIONS = {"toc_depth": TOC_DEPTH, "figure_numbers": FIGURE_NUMBERS}
 FORMATS: dict[str, Format] = {
     "markdown": Format("bindery.engine.markdown", "md", "text/markdown; charset=utf-8"),
-    "html": Format("bindery.engine.html", "html", "text/html; charset=utf-8", {"toc_depth": TOC_DEPTH}),
-    "epub": Format("bindery.engine.epub", "epub", "application/epub+zip", {"toc_depth": TOC_DEPTH}),
-    "pdf": Format(
-        "bindery.engine.pdf", "pdf", "application/pdf", {"page_size": PAGE_SIZE, "toc_depth": TOC_DEPTH}
-    ),
+    "html": Format("bindery.engine.html", "html", "text/html; charset=utf-8", _BOOK_OPTIONS),
+    "epub": Format("bindery.engine.epub", "epub", "application/epub+zip", _BOOK_OPTIONS),
+    "pdf": Format("bindery.engine.pdf", "pdf", "application/pdf", {**_BOOK_OPTIONS, "page_size": PAGE_SIZE}),
     "docx": Format(
         "bindery.engine.docx",
         "docx",
         "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-        {"toc_depth": TOC_DEPTH},
+        _BOOK_OPTIONS,
     ),
 }
 # A format whose file is packaged with its images as a zip (a markdown manuscript and its images/).
@@ -216,7 +217,9 @@ class Text:
 
 
 Skipped = dict[str, object]  # {"ordinal": 3, "title": "...", "reason": "..."}
-FORMATS_OPTION_DEFAULTS = {"toc_depth": TOC_DEPTH.default, "page_size": PAGE_SIZE.default}
+FORMATS_OPTION_DEFAULTS = {
+    "toc_depth": TOC_DEPTH.default, "page_size": PAGE_SIZE.default, "figure_numbers": FIGURE_NUMBERS.default,
+}  # fmt: skip
 
 
 @dataclass

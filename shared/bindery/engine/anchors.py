@@ -22,7 +22,7 @@ from bindery.engine.headings import Identifiers
 
 # Bump on any change to what the anchors hold or how an id is made: a list's anchors of another version are
 # read as none, and the build finds them again.
-VERSION = 3
+VERSION = 4
 
 # A footnote's citation, and its definition (at a line's start, as markdown-it's footnote plugin reads one).
 _CITED = re.compile(r"\[\^([^\]\s]+)\]")
@@ -51,6 +51,10 @@ class Anchors:
     # written, for a chapter that cites a note another chapter defines (pandoc reads the book whole).
     notes: dict[str, tuple[int, str]] = field(default_factory=dict)
     _note_at: dict[str, int] = field(default_factory=dict, repr=False)  # (the cut's: where each starts)
+    # Every figure and table with a numbered id (`fig-`, `tbl-`: `bindery.engine.crossrefs`), in the order
+    # the book holds them: (chapter, id). The first of an id is the one numbered.
+    targets: list[tuple[int, str]] = field(default_factory=list)
+    _numbers: dict[str, tuple[Any, ...]] | None = field(default=None, repr=False)  # (`numbers`, made once)
     _ids: Identifiers = field(default_factory=Identifiers, repr=False)
     _by_id: dict[str, Anchor] = field(default_factory=dict, repr=False)
     _by_chapter: dict[int, list[Anchor]] = field(default_factory=dict, repr=False)
@@ -78,6 +82,57 @@ class Anchors:
         label, or the same one read again, further (a window read at its bound may end inside it)."""
         if self._note_at.setdefault(label, position) == position:
             self.notes[label] = (chapter, written)
+
+    def target(self, chapter: int, target_id: str) -> None:
+        """A figure or a table the cut found with a numbered id."""
+        if target_id not in self._by_id:
+            self.targets.append((chapter, target_id))
+            self._by_id[target_id] = Anchor(chapter, 0, target_id, "")
+
+    def numbers(self, target_id: str) -> tuple[Any, ...] | None:
+        """What a numbered target is numbered: a figure or table (its number in the book, its chapter's
+        number, its number in its chapter); a section, a heading with a `sec-` id (its chapter's number and
+        its place under each heading above it: 2, 1 for the first ### under the second ## of the second
+        chapter); None for any other id."""
+        if self._numbers is None:
+            self._numbers = self._numbered()
+        return self._numbers.get(target_id)
+
+    def own(self, chapter: int) -> list[Any]:
+        """What a chapter is given of the book: its headings' ids, and its targets' and sections' numbers."""
+        return [[a.id for a in self.of_chapter(chapter)], self.numbered_in(chapter)]
+
+    def numbered_in(self, chapter: int) -> list[Any]:
+        """The numbers a chapter's own targets and sections are given (a chapter's piece depends on them)."""
+        own = [a.id for a in self.of_chapter(chapter)] + [t for c, t in self.targets if c == chapter]
+        return [[i, self.numbers(i)] for i in own if self.numbers(i) is not None]
+
+    def _numbered(self) -> dict[str, tuple[Any, ...]]:
+        made: dict[str, tuple[Any, ...]] = {}
+        chapters: dict[int, int] = {}  # a chapter's number: it is titled (it opens with its heading)
+        for ordinal in sorted(self._by_chapter):
+            if self._by_chapter[ordinal][0].level == 1:
+                chapters[ordinal] = len(chapters) + 1
+        in_book: dict[str, int] = {}
+        in_chapter: dict[tuple[int, str], int] = {}
+        for chapter, target_id in self.targets:
+            kind = target_id.split("-", 1)[0]
+            in_book[kind] = in_book.get(kind, 0) + 1
+            in_chapter[chapter, kind] = in_chapter.get((chapter, kind), 0) + 1
+            made[target_id] = (in_book[kind], chapters.get(chapter, 0), in_chapter[chapter, kind])
+        for chapter, headings in self._by_chapter.items():
+            counts: list[int] = []  # the place of the last heading at each level below the chapter's
+            for anchor in headings:
+                if anchor.level == 1 and anchor is headings[0]:
+                    continue
+                depth = max(anchor.level, 2) - 2
+                counts = counts[: depth + 1] + [0] * (depth + 1 - len(counts))
+                counts[depth] += 1
+                if anchor.id.startswith("sec-"):
+                    made.setdefault(anchor.id, (chapters.get(chapter, 0), *counts))
+            if headings and headings[0].level == 1 and headings[0].id.startswith("sec-"):
+                made.setdefault(headings[0].id, (chapters.get(chapter, 0),))
+        return made
 
     def find(self, anchor_id: str) -> Anchor | None:
         return self._by_id.get(anchor_id)
@@ -108,7 +163,11 @@ class Anchors:
         headings = [[a.chapter, a.level, a.id, a.title, a.written] for a in self.anchors]
         definitions = {label: [d["href"], d["title"]] for label, d in self.definitions.items()}
         notes = {label: [chapter, written] for label, (chapter, written) in self.notes.items()}
-        return {"version": VERSION, "headings": headings, "definitions": definitions, "notes": notes}
+        targets = [[chapter, target_id] for chapter, target_id in self.targets]
+        return {
+            "version": VERSION, "headings": headings, "definitions": definitions, "notes": notes,
+            "targets": targets,
+        }  # fmt: skip
 
     @classmethod
     def from_rows(cls, said: Any, chapters: int) -> Anchors | None:
@@ -124,6 +183,8 @@ class Anchors:
                 str(k): {"href": str(h), "title": str(t)} for k, (h, t) in said["definitions"].items()
             }
             made.notes = {str(k): (int(c), str(w)) for k, (c, w) in said["notes"].items()}
+            for chapter, target_id in said["targets"]:
+                made.target(int(chapter), str(target_id))
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
         return made if all(1 <= a.chapter <= chapters for a in made.anchors) else None
@@ -143,8 +204,10 @@ class Links:
     A link to an id no heading of the book has is left as its text, and listed (`unlanded`). Each id and
     label it asks for is `asked`, so that the chapter's built piece is keyed by what they name."""
 
-    def __init__(self, anchors: Anchors, chapter: int, href: Callable[[Anchor], str]) -> None:
-        self.anchors, self.chapter, self.href = anchors, chapter, href
+    def __init__(
+        self, anchors: Anchors, chapter: int, href: Callable[[Anchor], str], *, by_chapter: bool = False
+    ) -> None:
+        self.anchors, self.chapter, self.href, self.by_chapter = anchors, chapter, href, by_chapter
         self._own = iter(anchors.of_chapter(chapter))
         self.asked: set[str] = set()
         self.labels = Labels(anchors.references(), self.asked)
@@ -163,6 +226,18 @@ class Links:
             if note is not None and note[0] != self.chapter:
                 found.append(note[1])
         return "\n\n".join([markdown.rstrip("\n"), *found]) + "\n" if found else markdown
+
+    def number(self, target_id: str) -> str | None:
+        """A numbered target's number as the book shows it (`3`, or `2.3` numbered by chapter; a section's
+        `2.1`), or None when the book has none of that id."""
+        numbers = self.anchors.numbers(target_id)
+        self.asked.add(f"@{target_id}")
+        if numbers is None:
+            return None
+        if not target_id.startswith("sec-"):
+            in_book, chapter, in_chapter = numbers
+            return f"{chapter}.{in_chapter}" if self.by_chapter and chapter else str(in_book)
+        return ".".join(str(n) for n in numbers)
 
     def next_id(self) -> str | None:
         """The id of the chapter's next heading, or None past the last the cut found (it cannot be)."""

@@ -103,6 +103,9 @@ def _resolved(name: str, assets: dict[str, Asset], anchors: Anchors | None) -> A
     if name.startswith("#"):
         found = anchors.find(name[1:]) if anchors is not None else None
         return found.chapter if found is not None else None
+    if name.startswith("@"):  # a numbered target's numbers (a figure's, a table's, a section's)
+        numbers = anchors.numbers(name[1:]) if anchors is not None else None
+        return list(numbers) if numbers is not None else None
     if name.startswith("^"):  # a footnote's label: the definition another chapter has of it now
         note = anchors.notes.get(name[1:]) if anchors is not None else None
         return list(note) if note is not None else None
@@ -125,14 +128,16 @@ def render_chapter(
     compressed: bool = False,
     anchors: Anchors | None = None,
     href: Callable[[Anchor], str] = lambda anchor: f"#{anchor.id}",
+    by_chapter: bool = False,
 ) -> Made:
     """The chapter's rendering (epub and html), reused when `pieces` holds it, else rendered and kept.
     `made` turns the chapter's HTML into the bytes the renderer writes; it may read only the text's ordinal
     and title and what `reads` names. `compressed`: what it makes is compressed already. With the book's
-    `anchors`, its headings have their ids in the book and its internal links go where `href` says."""
+    `anchors`, its headings have their ids in the book and its internal links go where `href` says; its
+    figures and tables are numbered in the book, or `by_chapter`."""
 
     def links() -> Links | None:
-        return Links(anchors, text.ordinal, href) if anchors is not None else None
+        return Links(anchors, text.ordinal, href, by_chapter=by_chapter) if anchors is not None else None
 
     if pieces is None:
         rendered = markup.render_chapter(md, text, report.skipped, figures, links())
@@ -145,8 +150,8 @@ def render_chapter(
             own.named.update(asked.asked)  # each `#id` and `[label` it asked of the book
         return [[h.level, h.title, h.anchor] for h in rendered.headings], made(rendered.html)
 
-    own_ids = [a.id for a in anchors.of_chapter(text.ordinal)] if anchors is not None else None
-    head = [version, DIALECT, list(reads), own_ids]
+    own = anchors.own(text.ordinal) if anchors is not None else None
+    head = [version, DIALECT, list(reads), own, by_chapter]
     headings, data = reused(
         text, report, figures, pieces, head=head, make=make, compressed=compressed, anchors=anchors
     )

@@ -204,8 +204,9 @@ class DocxRenderer:
                 with gzip.GzipFile(fileobj=body, mode="wb", compresslevel=1) as spooled:
                     for chapter in chapters:
                         written = self._chapter(
-                            chapter, figures, counters, image_run, rtl, primary, report, source.anchors
-                        )
+                            chapter, figures, counters, image_run, rtl, primary, report, source.anchors,
+                            by_chapter=source.option("figure_numbers") == "chapter",
+                        )  # fmt: skip
                         contents += [(level, shown) for level, shown in written.headings if level <= depth]
                         spooled.write("".join(written.body).encode())
                         notes.write("".join(written.notes).encode())
@@ -278,6 +279,8 @@ class DocxRenderer:
         primary: str,
         report: Report,
         anchors: Anchors | None = None,
+        *,
+        by_chapter: bool = False,
     ) -> Chapter:
         """One chapter as WordprocessingML; or, when it cannot be rendered, a note in its place and its name
         in the report. One bad chapter must not sink the book, nor leave half its XML in the document.
@@ -288,7 +291,11 @@ class DocxRenderer:
         saved = Counters(**vars(counters))
         written = Chapter()
         try:
-            links = Links(anchors, chapter.ordinal, lambda anchor: f"#{anchor.id}") if anchors else None
+            links = (
+                Links(anchors, chapter.ordinal, lambda anchor: f"#{anchor.id}", by_chapter=by_chapter)
+                if anchors
+                else None
+            )
             markdown = links.with_notes(chapter.markdown) if links else chapter.markdown
             tokens = self._md.parse(markdown, {"references": links.labels} if links else {})
             lang = _lang(language) if language else ""

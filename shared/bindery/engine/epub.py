@@ -157,6 +157,7 @@ class EpubRenderer:
                     self._md, text, report, figures, source.pieces, version=PIECE_VERSION,
                     made=_chapter_page(text, source), reads=reads, compressed=True,
                     anchors=source.anchors, href=_page_of(text.ordinal),
+                    by_chapter=source.option("figure_numbers") == "chapter",
                 )  # fmt: skip
                 contents.append((text.ordinal, text.title, made.headings))
                 book.deflated(f"OEBPS/chapter-{text.ordinal:06d}.xhtml", Deflated.from_kept(made.data))

@@ -68,6 +68,7 @@ class HtmlRenderer:
                     version=PIECE_VERSION,
                     made=_section(text),
                     anchors=source.anchors,
+                    by_chapter=source.option("figure_numbers") == "chapter",
                 )
                 contents.append((text.ordinal, text.title, made.headings))
                 spool.write(made.data)

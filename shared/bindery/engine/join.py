@@ -43,7 +43,7 @@ import pikepdf
 from pikepdf import Array, Dictionary, Name
 
 from bindery.engine.joined_file import JoinedFile, real, unparse, write_reachable
-from bindery.engine.navigation import GOTO, Entry, destination, write_destinations, write_outline
+from bindery.engine.navigation import GOTO, HERE, Entry, destination, write_destinations, write_outline
 from bindery.engine.pieces import Piece
 from bindery.engine.segments import FIRST, Kept, Part, Span, Tree, apart, spans
 
@@ -317,9 +317,9 @@ def _write_piece(
             for annot in each.obj.get("/Annots", Array()):
                 action = annot.get("/A")
                 uri = str(action.get("/URI", "")) if action is not None else ""
-                if uri.startswith(GOTO + "#"):
-                    heading = unquote(uri.removeprefix(GOTO + "#"))  # the heading's id, Typst's label
-                    annot.A = Dictionary(S=Name.GoTo, D=pikepdf.String(heading.encode()))
+                if uri.startswith((GOTO + "#", HERE)):
+                    named = unquote(uri.partition("#")[2])  # a heading's id (Typst's label), or a target's
+                    annot.A = Dictionary(S=Name.GoTo, D=pikepdf.String(named.encode()))
                 elif targets and uri.startswith(GOTO):
                     to = pikepdf.String(destination(int(uri.removeprefix(GOTO))))
                     annot.A = Dictionary(S=Name.GoTo, D=to)

@@ -28,12 +28,12 @@ from typing import Any
 from markdown_it import MarkdownIt
 from mdit_py_plugins.footnote import footnote_plugin
 
-from bindery.engine import block_rules, comments, headings, inline_rules
+from bindery.engine import block_rules, comments, crossrefs, headings, inline_rules
 from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
 
 # Bump on any change to what this module renders: built pieces of chapters are keyed by it.
-VERSION = 5
+VERSION = 6
 UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
 
 
@@ -61,6 +61,10 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md.add_render_rule("heading_open", _heading_open)
     md.add_render_rule("link_open", _link_open)
     md.add_render_rule("link_close", _link_close)
+    md.add_render_rule("crossref", _crossref)
+    md.add_render_rule("figure_open", _figure_open)
+    md.add_render_rule("figure_close", _figure_close)
+    md.add_render_rule("table_open", _table_open)
     return md
 
 
@@ -70,7 +74,8 @@ def dialect(md: MarkdownIt) -> None:
     and each internal link's line."""
     comments.install(md)
     headings.install(md)
-    md.core.ruler.after("inline", "link_lines", _link_lines)
+    crossrefs.install(md)
+    md.core.ruler.push("link_lines", _link_lines)
 
 
 def _image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
@@ -101,16 +106,16 @@ def _heading_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> s
 
 
 def _link_lines(state: Any) -> None:
-    """Each link's line in the chapter (its paragraph's first, and the line breaks before it), for
-    the note a link that lands nowhere gets."""
+    """Each link's and cross-reference's line in the chapter (its paragraph's first, and the line breaks
+    before it), for the note one that lands nowhere gets."""
     for token in state.tokens:
-        if token.type != "inline" or not token.map or "[" not in token.content:
+        if token.type != "inline" or not token.map or ("[" not in token.content and "@" not in token.content):
             continue
         line = token.map[0] + 1
         for child in token.children or ():
             if child.type in ("softbreak", "hardbreak"):
                 line += 1
-            elif child.type == "link_open":
+            elif child.type in ("link_open", "crossref"):
                 child.meta["line"] = line
 
 
@@ -129,6 +134,51 @@ def _link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
             return ""
         token.attrSet("href", target)
     return str(self.renderToken(tokens, idx, options, env))
+
+
+def _crossref(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    """`@fig-map`: "Figure 3", a link to it; one to an id the book does not number, Quarto's `?@fig-map`,
+    and a warning."""
+    token = tokens[idx]
+    links: Links | None = env.get("links")
+    target_id = token.meta["id"]
+    number = links.number(target_id) if links is not None else None
+    href = links.target(target_id) if links is not None and number is not None else None
+    if number is None or href is None:
+        figures: Figures | None = env.get("figures")
+        if figures is not None and links is not None:
+            figures.unlanded(f"@{target_id}", token.content, token.meta.get("line"))
+        return escape(f"?@{target_id}")
+    shown = crossrefs.label(crossrefs.kind_of(target_id) or "", number, token.meta["bare"])
+    return f'<a href="{escape(href)}">{escape(shown)}</a>'
+
+
+def _figure_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    return f'<figure id="{escape(tokens[idx].meta["id"])}">\n'
+
+
+def _figure_close(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    """The figure's caption: its number, and the image's alt text."""
+    token = tokens[idx]
+    links: Links | None = env.get("links")
+    number = links.number(token.meta["id"]) if links is not None else None
+    alt = escape(self.renderInlineAsText(token.meta["image"].children or [], options, env))
+    said = f"{crossrefs.label('fig', number)}: {alt}" if number else alt
+    return f"<figcaption>{said}</figcaption>\n</figure>\n"
+
+
+def _table_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    """A table, and its caption (`: Lights of the coast {#tbl-lights}`), numbered where it has an id."""
+    token = tokens[idx]
+    opened = str(self.renderToken(tokens, idx, options, env))
+    caption = token.meta.get("caption")
+    if caption is None:
+        return opened
+    links: Links | None = env.get("links")
+    table_id = str(token.attrGet("id") or "")
+    number = links.number(table_id) if links is not None and table_id else None
+    said = self.renderInline(caption, options, env)
+    return f"{opened}<caption>{crossrefs.label('tbl', number) + ': ' if number else ''}{said}</caption>\n"
 
 
 def _link_close(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:

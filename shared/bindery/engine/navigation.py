@@ -23,6 +23,9 @@ from bindery.engine.joined_file import JoinedFile, real
 # A link the join points at a destination: GOTO + a contents line's number, or GOTO + "#" + a heading's id.
 # A scheme no manuscript link can have (typeset.py passes only http, https and mailto to Typst's links).
 GOTO = "bindery-goto:"
+# A numbered figure's or table's caption links to itself as HERE + how far above it the target's top is, in
+# pt + "#" + its id: where the join finds the target (Typst names no destination but a heading's).
+HERE = "bindery-here:"
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ class RunParser:
         source: Source,
     ):
         self.parse, self.page, self.engine, self.anchors = parse, page, engine, source.anchors
+        self.by_chapter = source.option("figure_numbers") == "chapter"
         pieces = source.pieces
         self.figures, self.report = figures, report
         self.pieces = _Held(pieces) if pieces is not None else None
@@ -113,8 +114,8 @@ class RunParser:
             return [a.name for a in parsed.images.values()], parsed.source.encode()
 
         anchors = self.anchors
-        own_ids = [a.id for a in anchors.of_chapter(chapter.ordinal)] if anchors is not None else None
-        head = [self.engine, parse_code(), DIALECT, self.page.typst(), own_ids]
+        own = anchors.own(chapter.ordinal) if anchors is not None else None
+        head = [self.engine, parse_code(), DIALECT, self.page.typst(), own, self.by_chapter]
         names, source = reused(
             chapter, self.report, self.figures, self.pieces, head=head, make=make, anchors=anchors
         )
@@ -128,7 +129,9 @@ class RunParser:
             return self.unrendered(chapter)
         figures.chapter = (chapter.ordinal, chapter.title)
         links = (
-            Links(self.anchors, chapter.ordinal, lambda a: f"#{a.id}") if self.anchors is not None else None
+            Links(self.anchors, chapter.ordinal, lambda a: f"#{a.id}", by_chapter=self.by_chapter)
+            if self.anchors is not None
+            else None
         )
         try:
             label = f"ch{chapter.ordinal}"
@@ -287,6 +290,7 @@ def parse_code() -> str:
             "inline_rules",
             "comments",
             "headings",
+            "crossrefs",
         ),  # the parser, whose tokens they write
     )
     for module in code:

@@ -13,11 +13,13 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pikepdf
 from pikepdf import Dictionary
 
 from bindery.engine import Pieces
+from bindery.engine.navigation import HERE
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,20 @@ def read_piece(path: Path) -> Piece:
                 [bytes(name).decode(), index[target[0].objgen], float(target[3])]  # UTF-8, as Typst names
                 for name, target in _named(pdf.Root.get("/Names", Dictionary()).get("/Dests"))
                 if isinstance(target, pikepdf.Array) and target[0].objgen in index
-            ],
+            ]
+            + list(_captioned(pdf)),
             digest=_digest(path),
         )
+
+
+def _captioned(pdf: pikepdf.Pdf) -> Iterator[list[Any]]:
+    """The numbered figures and tables, where their captions' links to themselves say (`HERE`)."""
+    for n, page in enumerate(pdf.pages):
+        for annot in page.get("/Annots", ()):
+            uri = str(annot.get("/A", Dictionary()).get("/URI", ""))
+            if uri.startswith(HERE):
+                up, _, target_id = uri.removeprefix(HERE).partition("#")
+                yield [unquote(target_id), n, float(annot.Rect[3]) + float(up)]
 
 
 def _named(node: pikepdf.Object | None) -> Iterator[tuple[pikepdf.Object, pikepdf.Object]]:

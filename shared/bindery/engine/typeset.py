@@ -30,10 +30,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from markdown_it.token import Token
 
-from bindery.engine import pdf_tables
+from bindery.engine import crossrefs, pdf_tables
 from bindery.engine.anchors import Links, link_words
 from bindery.engine.breaks import Run, fitted, widest
 from bindery.engine.figures import Figures
@@ -56,9 +57,9 @@ from bindery.engine.measures import (
     image_size,
     points,
 )
-from bindery.engine.navigation import GOTO
+from bindery.engine.navigation import GOTO, HERE
 from bindery.engine.paragraphs import WRAPS, Paragraph
-from bindery.engine.token_tree import close_of, in_runs, list_items
+from bindery.engine.token_tree import close_of, in_runs, list_items, plain_text
 from bindery.images import Asset
 
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")  # a link that leaves the book; the rest stay text
@@ -93,6 +94,7 @@ class Writer:
     def __init__(self, label: str, block: Block, figures: Figures | None, links: Links | None = None):
         self.label, self.block, self.figures, self.links = label, block, figures, links
         self.anchor: str | None = None
+        self.image_height = 0.0  # of the last image set, in pt (a figure's caption is under it)
         self.notes: dict[int, list[Token]] = {}
         self.numbers: dict[int, int] = {}  # each note set so far, or due to be: its number in the chapter
         self.pending: list[int] = []  # notes cited inside a note, to be set after it
@@ -184,11 +186,44 @@ class Writer:
             return self._code(token.content.rstrip("\n"), lang)
         if kind == "hr":
             return "#dinkus()\n\n"
+        if kind == "figure_open" and inner:
+            self.image_height = 0.0
+            body = self.inline(inner[0].children or [])
+            image = next((c for c in inner[0].children or [] if c.type == "image"), None)
+            alt = self._set(plain_text(image.children or [])) if image is not None else ""
+            return f"#align(center)[{body}]\n\n" + self._caption(token.meta["id"], alt, self.image_height)
+        if kind == "table_open" and "caption" in token.meta:
+            caption = self._caption(str(token.attrGet("id") or ""), self.inline(token.meta["caption"]), 0.0)
+            return caption + pdf_tables.table(self, inner)
         if kind == "html_block":
             return self._code(token.content.rstrip())  # raw HTML is shown as text
         if kind == "table_open":
             return pdf_tables.table(self, inner)
         return self.blocks(inner) if inner else ""
+
+    def _caption(self, target_id: str, said: str, up: float) -> str:
+        """A figure's caption (under it, `up` pt high) or a table's (over it): its number, which links to
+        itself, so that the join finds where it is (a named destination, `up` above it: `HERE`)."""
+        number = self.links.number(target_id) if self.links is not None and target_id else None
+        if number is None:
+            return f"#align(center)[{said}]\n\n" if said else ""
+        kind = crossrefs.kind_of(target_id) or ""
+        here = literal(f"{HERE}{up:.1f}#{quote(target_id)}")
+        numbered = f"#link({here})[{text(crossrefs.label(kind, number))}]"
+        return f"#align(center)[{numbered}{text(': ') if said else ''}{said}]\n\n"
+
+    def _crossref(self, token: Token, paragraph: Paragraph) -> None:
+        """`@fig-map`: "Figure 3", linked to it; one the book does not number, `?@fig-map`, and a warning."""
+        target_id = token.meta["id"]
+        number = self.links.number(target_id) if self.links is not None else None
+        if number is None or self.links is None or self.links.target(target_id) is None:
+            if self.figures is not None and self.links is not None:
+                self.figures.unlanded(f"@{target_id}", token.content, token.meta.get("line"))
+            paragraph.text(f"?@{target_id}")
+            return
+        paragraph.open(f"#link({literal(GOTO + '#' + quote(target_id))})[")
+        paragraph.text(crossrefs.label(crossrefs.kind_of(target_id) or "", number, token.meta["bare"]))
+        paragraph.close()
 
     def _paragraph(self, inner: list[Token], body: str) -> str:
         children = [c for c in (inner[0].children or []) if not (c.type == "text" and not c.content.strip())]
@@ -271,6 +306,8 @@ class Writer:
             elif kind == "image":
                 paragraph.flush()
                 paragraph.element(self._image(child))
+            elif kind == "crossref":
+                self._crossref(child, paragraph)
             elif kind == "footnote_ref":
                 paragraph.flush()
                 paragraph.element(self._note(child.meta["id"]))
@@ -333,7 +370,10 @@ class Writer:
         found = self.figures.resolve(src, alt) if self.figures is not None else None
         if isinstance(found, Asset):
             self.images[found.object_id] = found
-            width, _ = image_size(found, self.measure / PT_PER_MM, self.block.height_mm * MAX_IMAGE_HEIGHT)
+            width, height = image_size(
+                found, self.measure / PT_PER_MM, self.block.height_mm * MAX_IMAGE_HEIGHT
+            )
+            self.image_height = height * PT_PER_MM
             self._goes_on(width * PT_PER_MM)  # a box: a line may break beside it, but not before a stop
             if not alt.strip():
                 # Empty alt text says the image is decorative (as in HTML): an artifact, which a screen

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 
 from markdown_it.token import Token
 
+from bindery.engine import crossrefs
 from bindery.engine.anchors import Links, link_words
+from bindery.engine.docx_notes import Counters, bookmarked, note_numbers
 from bindery.engine.figures import Figures
 from bindery.engine.ooxml import LIST_INDENT, alignment, indentation, paragraph, run, table_xml, text
 from bindery.engine.token_tree import heading_text, image_alone, spoken_text
@@ -44,17 +46,6 @@ class Chapter:
     # The links of its notes: a part's relationships are its own, and the notes are another part.
     note_links: list[tuple[str, str]] = field(default_factory=list)
     headings: list[tuple[int, str]] = field(default_factory=list)  # (level, text as the body shows it)
-
-
-@dataclass
-class Counters:
-    """Ids that run through the whole document."""
-
-    note: int = 0
-    num: int = 2  # 1 is the bullet list's; each ordered list gets its own, to start at its own number
-    link: int = 0
-    picture: int = 1
-    bookmark: int = 0  # each heading's, where an internal link lands (`anchors`)
 
 
 @dataclass
@@ -104,38 +95,8 @@ class Writer:
     # ---- blocks -------------------------------------------------------------------------------------
 
     def chapter(self, tokens: list[Token]) -> None:
-        self._number_notes(tokens)
+        self.notes, self.follows = note_numbers(tokens, self.counters)
         self.blocks(tokens, 0, len(tokens), self.out.body, note=False)
-
-    def _number_notes(self, tokens: list[Token]) -> None:
-        """Number the notes as Word will: in the order of their references in the body. A note's reference
-        is its first citation from the body, wherever its definition stands (one before its citation, or
-        one citing itself, is still referenced); the notes cited only from inside a note are referenced
-        right after that note's, in the order they are cited (depth first: theirs after them)."""
-        body: list[int] = []  # the notes the body cites, in order
-        cites: dict[int, list[int]] = {}  # a note -> the notes its text cites
-        owner: int | None = None  # the note whose text is being read
-        for token in tokens:
-            if token.type == "footnote_open":
-                owner = token.meta["id"]
-            elif token.type == "footnote_close":
-                owner = None
-            for child in token.children or ():
-                if child.type == "footnote_ref":
-                    (body if owner is None else cites.setdefault(owner, [])).append(child.meta["id"])
-        from_body = set(body)
-        for first in body:
-            stack = [first]
-            while stack:  # (a stack, not recursion: notes may cite notes to any depth)
-                note = stack.pop()
-                if note in self.notes:
-                    continue
-                self.counters.note += 1
-                self.notes[note] = self.counters.note
-                if note != first:
-                    self.follows.setdefault(first, []).append(note)
-                inner = [n for n in cites.get(note, ()) if n not in from_body and n not in self.notes]
-                stack.extend(reversed(inner))
 
     def blocks(self, tokens: list[Token], start: int, end: int, out: list[str], *, note: bool) -> None:
         quote = 0
@@ -157,17 +118,13 @@ class Writer:
                 if not note and shown:  # (Word's contents list no empty heading, nor one in a note)
                     self.out.headings.append((level, shown))
                 given = self.anchors.next_id() if self.anchors is not None else None
-                if given is not None:
-                    # A bookmark named as the heading's id, where a link to it lands (as pandoc's docx).
-                    self.counters.bookmark += 1
-                    mark = self.counters.bookmark
-                    opening = f'<w:bookmarkStart w:id="{mark}" w:name="{text(given)}"/>'
-                    runs = f'{opening}{runs}<w:bookmarkEnd w:id="{mark}"/>'
+                if given is not None:  # where a link to it lands (as pandoc's docx)
+                    runs = bookmarked(self.counters, given, runs)
                 out.append(self._para(f"Heading{level}", runs, tokens[i + 1].content))
                 self._first = True
                 i += 3
                 continue
-            if kind == "paragraph_open":
+            if kind in ("paragraph_open", "figure_open"):
                 inline = tokens[i + 1]
                 alone = image_alone(inline)
                 if note:
@@ -197,7 +154,9 @@ class Writer:
                     self._noted = True
                     runs = self._note_mark() + run(" ") + runs
                 out.append(self._para(style, runs, inline.content, extra=extra, indent=indent))
-                if alone is not None and alone.attrGet("title"):
+                if kind == "figure_open" and alone is not None:  # numbered (`engine.crossrefs`)
+                    out.append(self._caption(token.meta["id"], self._text(spoken_text(alone))))
+                elif alone is not None and alone.attrGet("title"):
                     title = str(alone.attrGet("title"))
                     out.append(self._para("Caption", self._text(title), title))
                 if not (lists or quote or note):
@@ -246,6 +205,9 @@ class Writer:
                 lists[-1] = (lists[-1][0], True)
             elif kind == "table_open":
                 table = []
+                if "caption" in token.meta:  # over the table, as Word sets a table's caption
+                    said = self.inline(crossrefs.inline_of(token.meta["caption"]), note=note)
+                    out.append(self._caption(str(token.attrGet("id") or ""), said))
             elif kind == "thead_open":
                 head = True
             elif kind == "thead_close":
@@ -329,6 +291,8 @@ class Writer:
                 out.append(self._figure(child, state, links))
             elif kind == "footnote_ref":
                 out.append(self._note_ref(child, note))
+            elif kind == "crossref":
+                out.append(self._crossref(child, state))
         return "".join(out)
 
     def _figure(self, token: Token, state: _Run, links: list[tuple[str, str]]) -> str:
@@ -346,6 +310,25 @@ class Writer:
             linked = _Run(state.bold, state.italic, state.strike, rel)
             return self._styled(f"[{alt or 'image'}]", linked)
         return self._styled(f"[{alt or (found if isinstance(found, str) else '') or 'image'}]", state)
+
+    def _caption(self, target_id: str, runs: str) -> str:
+        """A numbered figure's or table's caption, a bookmark named as its id, where a reference lands."""
+        number = self.anchors.number(target_id) if self.anchors is not None and target_id else None
+        if number is None:
+            return self._para("Caption", runs, "")
+        numbered = self._text(crossrefs.label(crossrefs.kind_of(target_id) or "", number) + ": ")
+        return self._para("Caption", bookmarked(self.counters, target_id, numbered + runs), "")
+
+    def _crossref(self, token: Token, state: _Run) -> str:
+        """`@fig-map`: "Figure 3", a link to its bookmark; one the book does not number, `?@fig-map`."""
+        target_id = token.meta["id"]
+        number = self.anchors.number(target_id) if self.anchors is not None else None
+        if number is None or self.anchors is None or self.anchors.target(target_id) is None:
+            if self.anchors is not None:
+                self.figures.unlanded(f"@{target_id}", token.content, token.meta.get("line"))
+            return self._styled(f"?@{target_id}", state)
+        said = crossrefs.label(crossrefs.kind_of(target_id) or "", number, token.meta["bare"])
+        return self._styled(said, _Run(state.bold, state.italic, state.strike, f"#{target_id}"))
 
     def _note_ref(self, token: Token, in_note: bool) -> str:
         cited = token.meta["id"]

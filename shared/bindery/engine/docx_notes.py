@@ -1,0 +1,65 @@
+"""What a docx chapter numbers apart from its text (`bindery.engine.wordml` writes the rest): its notes, in
+the order Word will number them, the bookmarks a link lands on, and the ids that run through the document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bindery.engine.ooxml import text
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
+
+
+@dataclass
+class Counters:
+    """Ids that run through the whole document."""
+
+    note: int = 0
+    num: int = 2  # 1 is the bullet list's; each ordered list gets its own, to start at its own number
+    link: int = 0
+    picture: int = 1
+    bookmark: int = 0  # each heading's and numbered target's, where an internal link lands (`anchors`)
+
+
+def bookmarked(counters: Counters, name: str, runs: str) -> str:
+    """`runs` inside a bookmark named `name` (a heading's or a numbered target's id)."""
+    counters.bookmark += 1
+    mark = counters.bookmark
+    return f'<w:bookmarkStart w:id="{mark}" w:name="{text(name)}"/>{runs}<w:bookmarkEnd w:id="{mark}"/>'
+
+
+def note_numbers(tokens: list[Token], counters: Counters) -> tuple[dict[int, int], dict[int, list[int]]]:
+    """Number the notes as Word will: in the order of their references in the body. A note's reference
+    is its first citation from the body, wherever its definition stands (one before its citation, or
+    one citing itself, is still referenced); the notes cited only from inside a note are referenced
+    right after that note's, in the order they are cited (depth first: theirs after them)."""
+    notes: dict[int, int] = {}  # markdown-it's note id in the chapter -> Word's
+    follows: dict[int, list[int]] = {}  # a note cited in the body -> those cited only inside it, after it
+    body: list[int] = []  # the notes the body cites, in order
+    cites: dict[int, list[int]] = {}  # a note -> the notes its text cites
+    owner: int | None = None  # the note whose text is being read
+    for token in tokens:
+        if token.type == "footnote_open":
+            owner = token.meta["id"]
+        elif token.type == "footnote_close":
+            owner = None
+        for child in token.children or ():
+            if child.type == "footnote_ref":
+                (body if owner is None else cites.setdefault(owner, [])).append(child.meta["id"])
+    from_body = set(body)
+    for first in body:
+        stack = [first]
+        while stack:  # (a stack, not recursion: notes may cite notes to any depth)
+            note = stack.pop()
+            if note in notes:
+                continue
+            counters.note += 1
+            notes[note] = counters.note
+            if note != first:
+                follows.setdefault(first, []).append(note)
+            inner = [n for n in cites.get(note, ()) if n not in from_body and n not in notes]
+            stack.extend(reversed(inner))
+    return notes, follows
