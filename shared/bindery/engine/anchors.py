@@ -22,7 +22,7 @@ from bindery.engine.headings import Identifiers
 
 # Bump on any change to what the anchors hold or how an id is made: a list's anchors of another version are
 # read as none, and the build finds them again.
-VERSION = 4
+VERSION = 5
 
 # A footnote's citation, and its definition (at a line's start, as markdown-it's footnote plugin reads one).
 _CITED = re.compile(r"\[\^([^\]\s]+)\]")
@@ -85,7 +85,8 @@ class Anchors:
 
     def target(self, chapter: int, target_id: str) -> None:
         """A figure or a table the cut found with a numbered id."""
-        if target_id not in self._by_id:
+        if target_id not in self._ids.used:  # (an id a heading has, or a target before, is theirs)
+            self._ids.used.add(target_id)
             self.targets.append((chapter, target_id))
             self._by_id[target_id] = Anchor(chapter, 0, target_id, "")
 
@@ -210,6 +211,7 @@ class Links:
         self.anchors, self.chapter, self.href, self.by_chapter = anchors, chapter, href, by_chapter
         self._own = iter(anchors.of_chapter(chapter))
         self.asked: set[str] = set()
+        self._captioned: set[str] = set()  # the chapter's figures and tables set with their numbers
         self.labels = Labels(anchors.references(), self.asked)
 
     def with_notes(self, markdown: str) -> str:
@@ -226,6 +228,15 @@ class Links:
             if note is not None and note[0] != self.chapter:
                 found.append(note[1])
         return "\n\n".join([markdown.rstrip("\n"), *found]) + "\n" if found else markdown
+
+    def caption(self, target_id: str) -> str | None:
+        """The number of a figure or table of this chapter, the first time it is asked (the one the book
+        numbers, and whose id it has), or None: any other is set without an id or a number."""
+        found = self.anchors.find(target_id)
+        if found is None or found.level != 0 or found.chapter != self.chapter or target_id in self._captioned:
+            return None
+        self._captioned.add(target_id)
+        return self.number(target_id)
 
     def number(self, target_id: str) -> str | None:
         """A numbered target's number as the book shows it (`3`, or `2.3` numbered by chapter; a section's

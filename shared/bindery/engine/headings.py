@@ -126,14 +126,15 @@ def identifier(text: str) -> str:
 
 class Identifiers:
     """The book's identifiers so far, each given once: a heading's own (`{#id}`) as it is, another's as
-    pandoc numbers it."""
+    pandoc numbers it. An id given twice is the first heading's: a later one is numbered from its words
+    (pandoc gives both the id, which no page may hold twice, and a link lands on the first)."""
 
     def __init__(self) -> None:
         self.used: set[str] = set()
         self._next: dict[str, int] = {}  # a base identifier -> the first number that may still be free
 
     def claim(self, explicit: str | None, text: str) -> str:
-        if explicit:
+        if explicit and explicit not in self.used:
             self.used.add(explicit)
             return explicit
         base = identifier(text) or FALLBACK

@@ -154,29 +154,36 @@ def _crossref(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
 
 
 def _figure_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-    return f'<figure id="{escape(tokens[idx].meta["id"])}">\n'
+    """A figure, with its id where the book numbers it (the first of that id: no page holds one twice)."""
+    token = tokens[idx]
+    links: Links | None = env.get("links")
+    number = links.caption(token.meta["id"]) if links is not None else None
+    tokens[idx + 2].meta["number"] = number  # (its close: a figure holds one inline token)
+    return f'<figure id="{escape(token.meta["id"])}">\n' if number else "<figure>\n"
 
 
 def _figure_close(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
     """The figure's caption: its number, and the image's alt text."""
     token = tokens[idx]
-    links: Links | None = env.get("links")
-    number = links.number(token.meta["id"]) if links is not None else None
+    number = token.meta.get("number")
     alt = escape(self.renderInlineAsText(token.meta["image"].children or [], options, env))
     said = f"{crossrefs.label('fig', number)}: {alt}" if number else alt
     return f"<figcaption>{said}</figcaption>\n</figure>\n"
 
 
 def _table_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-    """A table, and its caption (`: Lights of the coast {#tbl-lights}`), numbered where it has an id."""
+    """A table, and its caption (`: Lights of the coast {#tbl-lights}`), numbered where the book numbers
+    it (the first table of that id: no page holds one twice; any other is set without it)."""
     token = tokens[idx]
-    opened = str(self.renderToken(tokens, idx, options, env))
     caption = token.meta.get("caption")
     if caption is None:
-        return opened
+        return str(self.renderToken(tokens, idx, options, env))
     links: Links | None = env.get("links")
     table_id = str(token.attrGet("id") or "")
-    number = links.number(table_id) if links is not None and table_id else None
+    number = links.caption(table_id) if links is not None and table_id else None
+    if number is None and table_id:
+        del token.attrs["id"]
+    opened = str(self.renderToken(tokens, idx, options, env))
     said = self.renderInline(caption, options, env)
     return f"{opened}<caption>{crossrefs.label('tbl', number) + ': ' if number else ''}{said}</caption>\n"
 
@@ -268,7 +275,7 @@ def _nested(headings: list[Heading], at: str, depth: int, level: int) -> str:
         head, j = headings[i], i + 1
         while j < len(headings) and headings[j].level > head.level:
             j += 1
-        link = f'<a href="{at}#{head.anchor}">{escape(head.title)}</a>'
+        link = f'<a href="{escape(at)}#{escape(head.anchor)}">{escape(head.title)}</a>'
         items.append(f"<li>{link}{_nested(headings[i + 1 : j], at, depth, level + 1)}</li>")
         i = j
     hidden = ' hidden="hidden"' if level >= depth else ""

@@ -204,7 +204,7 @@ class Writer:
     def _caption(self, target_id: str, said: str, up: float) -> str:
         """A figure's caption (under it, `up` pt high) or a table's (over it): its number, which links to
         itself, so that the join finds where it is (a named destination, `up` above it: `HERE`)."""
-        number = self.links.number(target_id) if self.links is not None and target_id else None
+        number = self.links.caption(target_id) if self.links is not None and target_id else None
         if number is None:
             return f"#align(center)[{said}]\n\n" if said else ""
         kind = crossrefs.kind_of(target_id) or ""

@@ -313,7 +313,7 @@ class Writer:
 
     def _caption(self, target_id: str, runs: str) -> str:
         """A numbered figure's or table's caption, a bookmark named as its id, where a reference lands."""
-        number = self.anchors.number(target_id) if self.anchors is not None and target_id else None
+        number = self.anchors.caption(target_id) if self.anchors is not None and target_id else None
         if number is None:
             return self._para("Caption", runs, "")
         numbered = self._text(crossrefs.label(crossrefs.kind_of(target_id) or "", number) + ": ")
