@@ -91,7 +91,7 @@ def test_many_headings_of_one_text_are_numbered_in_linear_work() -> None:
     assert given._next["same"] == 20_000
 
 
-def test_an_explicit_id_given_twice_is_the_first_headings_and_a_later_one_is_numbered_from_its_words() -> None:
+def test_an_explicit_id_given_twice_is_the_first_headings_and_a_later_one_is_numbered_by_its_words() -> None:
     # pandoc gives both headings the id; no page may hold one twice (epubcheck refuses it), and a link to
     # it lands on the first, as a browser's does.
     ids = headings.Identifiers()
