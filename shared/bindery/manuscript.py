@@ -151,6 +151,7 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
     held = False  # the window waits for a closer: a comment opener in it has none yet
     tokens = 0  # made by the reads so far
     yielded = 0  # sections so far: the open one, if it is one, is the next
+    kept: set[int] = set()  # where each note definition and numbered target kept so far starts
     hashed = _Hashed()
     waiting = hashed.waiting  # outside a fence the window is its last lines, so the rest is hashable
 
@@ -195,15 +196,21 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
         notes, targets = deque(found.notes), deque(found.targets)
 
         def note_before(line: int) -> None:
-            """Keep the footnote definitions and numbered targets before `line`, in the open section."""
+            """Keep the footnote definitions and numbered targets before `line`, in the open section: each
+            read whole (not past a comment opener the window waits on), the first time it is, or again if
+            it runs into lines not read before (a window read at its bound may have ended inside it)."""
             while notes and notes[0][0] < line:
                 first, after, label, written = notes.popleft()
-                if anchors is not None and after > read_up_to and (stop is None or after <= stop):
-                    anchors.note(yielded + 1, label, starts[first], written)
+                if (after > read_up_to or starts[first] not in kept) and (stop is None or after <= stop):
+                    kept.add(starts[first])
+                    if anchors is not None:
+                        anchors.note(yielded + 1, label, starts[first], written)
             while targets and targets[0][0] < line:
                 first, after, target_id = targets.popleft()
-                if anchors is not None and after > read_up_to and (stop is None or after <= stop):
-                    anchors.target(yielded + 1, target_id)
+                if (after > read_up_to or starts[first] not in kept) and (stop is None or after <= stop):
+                    kept.add(starts[first])
+                    if anchors is not None:
+                        anchors.target(yielded + 1, target_id)
 
         for first, after, level, top, explicit, said, written in found.marks:
             if stop is not None and after > stop:

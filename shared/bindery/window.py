@@ -73,14 +73,18 @@ def read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> Read:
     marks: list[tuple[int, int, int, bool, str | None, str, str]] = []
     open_fence = None
     notes: list[tuple[int, int, str, str]] = []
+    in_note = False  # inside a footnote's definition: its headings are the note's, not the book's
     for i, token in enumerate(tokens):
+        if token.type == "footnote_reference_close":
+            in_note = False
         if not token.map:
             continue
         if token.type == "footnote_reference_open":
+            in_note = True
             first, after = token.map
             written = b"".join(window[first:after]).decode("utf-8", errors="replace")
             notes.append((first, after, token.meta["label"], written))
-        elif token.type == "heading_open":
+        elif token.type == "heading_open" and not in_note:
             if token.map[1] <= reported:
                 top = token.level == 0 and token.tag == "h1"
                 marks.append((token.map[0], token.map[1], int(token.tag[1]), top, None, "", ""))

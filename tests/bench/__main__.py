@@ -31,6 +31,7 @@ from tests.bench import (
     round_trips,
     sweeps,
     warm,
+    whole_book,
 )
 from tests.bench.aws import ROOT
 from tests.bench.report import FIGURES, record, say
@@ -47,6 +48,7 @@ SECTIONS: dict[str, ModuleType] = {
     "limits": limits,
     "local_stack": local_stack,
     "hostile_input": hostile,
+    "whole_book": whole_book,
 }
 # Parts of build_memory, each runnable alone (its `alone()`) on servers of its own.
 ALONE: dict[str, ModuleType] = {"against_pandoc": against_pandoc, "against_weasyprint": against_weasyprint}

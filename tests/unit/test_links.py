@@ -471,3 +471,15 @@ def test_a_label_names_a_heading_by_its_inlines_as_written_code_spans_and_all_as
     data, _ = _artifact(stack, stack.create_book(manuscript), "html")
     hrefs = [h for h in re.findall(r'<a href="([^"]+)"', data.decode()) if not h.startswith("#ch-")]
     assert hrefs == _pandoc_links(manuscript) == ["#extension-yaml_metadata_block", "#the-best-part"]
+
+
+def test_a_heading_inside_a_note_takes_no_id_of_the_books_and_shifts_none(stack: Stack) -> None:
+    manuscript = (
+        "# One\n\nText.[^a] See [after](#after).\n\n[^a]: A note.\n\n    ## Inside the note\n\n"
+        "## After\n\nthe end\n"
+    )
+    data, polled = _artifact(stack, stack.create_book(manuscript), "html")
+    html = data.decode()
+    assert '<h2 id="after">After</h2>' in html and '<a href="#after">after</a>' in html
+    assert "Inside the note" in html and 'id="inside-the-note"' not in html
+    assert "warnings" not in polled

@@ -7,6 +7,7 @@ import hashlib
 import io
 import itertools
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -15,7 +16,7 @@ from markdown_it import MarkdownIt
 
 import bindery.manuscript as manuscript_module
 from bindery import errors
-from bindery.engine import comments, headings, markup
+from bindery.engine import comments, crossrefs, headings, markup
 from bindery.engine.anchors import Anchors
 from bindery.manuscript import OPENING_TITLE, cut, cut_text
 from bindery.normalising import Normalised, normalise
@@ -54,31 +55,73 @@ def _whole_parse(manuscript: str) -> list[tuple[str, str]] | tuple[str, int]:
 
 def _whole_anchors(manuscript: str) -> list[tuple[int, int, str, str]]:
     """The oracle's anchors: every heading of the whole parse, in order, as (chapter, level, id, words)."""
+    return _whole_book(manuscript)[0]
+
+
+def _whole_book(
+    manuscript: str,
+) -> tuple[list[tuple[int, int, str, str]], dict[str, tuple[int, str]], list[tuple[int, str]]]:
+    """The oracle's index of the book, from whole parses: every heading, in order, as (chapter, level, id,
+    words), a note's not; each footnote definition, the first of its label, as (chapter, its lines as
+    written); each figure and table with a numbered id, as (chapter, id): the first of each, and none with
+    an id a heading before it has (headings and targets claim ids in the book's order)."""
     sections = _whole_parse(manuscript)
     if isinstance(sections, tuple):
-        return []
+        return [], {}, []
     data = normalise(manuscript.encode()).decode()
-    tokens = markup.parser().parse(data)
-    top = [t for t in tokens if t.type == "heading_open" and t.tag == "h1" and t.level == 0 and t.map]
-    opening = len(sections) - len(top)  # 1 if the text before the first h1 is a section
-    given, found, h1s = headings.Identifiers(), [], 0
+    md = markup.parser()
+    tokens = md.parse(data)
+    blocks: list[Any] = []
+    env: dict[str, Any] = {}
+    md.block.parse(data, md, env, blocks)
+    lines = data.splitlines(keepends=True)
+    starts = [
+        t.map[0] for t in blocks if t.type == "heading_open" and t.tag == "h1" and t.level == 0 and t.map
+    ]
+    opening = len(sections) - len(starts)
+
+    def chapter(line: int) -> int:
+        return max(1, opening + sum(1 for start in starts if start <= line))
+
+    events: list[tuple[int, str, Any]] = []  # (first line, kind, what): headings and targets, in order
+    in_note = False
     for i, t in enumerate(tokens):
-        if t.type != "heading_open" or not t.map:
-            continue
-        if t.tag == "h1" and t.level == 0:
-            h1s += 1
-        explicit, said = headings.explicit_and_words(tokens, i)
-        found.append((max(1, h1s + opening), int(t.tag[1]), given.claim(explicit, said), said))
-    return found
+        if t.type in ("footnote_block_open", "footnote_block_close"):
+            in_note = t.type == "footnote_block_open"  # a note's headings are the note's, not the book's
+        if t.type == "heading_open" and t.map and not in_note:
+            events.append((t.map[0], "heading", (int(t.tag[1]), *headings.explicit_and_words(tokens, i))))
+    for first, _, target_id in crossrefs.targets(blocks, lambda content: md.parseInline(content, env)[0]):
+        events.append((first, "target", target_id))
+    given = headings.Identifiers()
+    found: list[tuple[int, int, str, str]] = []
+    targets: list[tuple[int, str]] = []
+    for first, kind, what in sorted(events, key=lambda e: e[0]):
+        if kind == "heading":
+            level, explicit, said = what
+            found.append((chapter(first), level, given.claim(explicit, said), said))
+        elif what not in given.used:
+            given.used.add(what)
+            targets.append((chapter(first), what))
+    notes: dict[str, tuple[int, str]] = {}
+    for t in blocks:
+        if t.type == "footnote_reference_open" and t.map:
+            notes.setdefault(t.meta["label"], (chapter(t.map[0]), "".join(lines[t.map[0] : t.map[1]])))
+    return found, notes, targets
 
 
 def _streamed_anchors(manuscript: str) -> list[tuple[int, int, str, str]]:
+    return _streamed_index(manuscript)[0]
+
+
+def _streamed_index(
+    manuscript: str,
+) -> tuple[list[tuple[int, int, str, str]], dict[str, tuple[int, str]], list[tuple[int, str]]]:
     anchors = Anchors()
     try:
         list(cut(normalise(manuscript.encode()).splitlines(keepends=True), anchors))
     except errors.Unprocessable:
-        return []
-    return [(a.chapter, a.level, a.id, a.title) for a in anchors.anchors]
+        return [], {}, []
+    return [(a.chapter, a.level, a.id, a.title) for a in anchors.anchors], anchors.notes, anchors.targets
 
 
 def _streamed(manuscript: str) -> list[tuple[str, str]] | tuple[str, int]:
@@ -177,6 +220,15 @@ _LINES = st.sampled_from(
         "> ## quoted two",
         "### Three {#three}",
         "1. ## numbered",
+        "[^a]: A note",
+        "    its second paragraph",
+        "[^b]: Another",
+        "![A map](map.png){#fig-map}",
+        "![A map](map.png){#fig-two} and text",
+        "`![code](x.png){#fig-code}`",
+        ": Lights {#tbl-lights}",
+        "| a | b |",
+        "|---|---|",
         "Sub",
     ]
 )
@@ -187,7 +239,7 @@ _LINES = st.sampled_from(
 def test_any_manuscript_is_cut_as_a_whole_parse_would_cut_it(lines: list[str]) -> None:
     manuscript = "\n".join(lines)
     assert _streamed(manuscript) == _whole_parse(manuscript)
-    assert _streamed_anchors(manuscript) == _whole_anchors(manuscript)
+    assert _streamed_index(manuscript) == _whole_book(manuscript)
 
 
 # Blocks that run long: a list item, a block quote or a fence of many lines, so that a candidate can sit

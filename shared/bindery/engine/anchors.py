@@ -218,6 +218,8 @@ class Links:
         """The chapter's text, with the definition of each note it cites and another chapter defines after
         it (markdown-it reads a chapter alone; pandoc, the whole book). Each label it cites and does not
         define is `asked` (as `^label`), found or not."""
+        if "[^" not in markdown:
+            return markdown
         cited = set(_CITED.findall(markdown)).difference(_DEFINED.findall(markdown))
         if not cited:
             return markdown

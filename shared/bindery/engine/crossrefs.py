@@ -57,6 +57,8 @@ def install(md: Any) -> None:
 
 
 def crossrefs(state: StateCore) -> None:
+    if "{" not in state.src and "@" not in state.src and "|" not in state.src:
+        return  # no attribute, citation or table: most chapters of most books (a substring search each)
     tokens = state.tokens
     dropped: set[int] = set()
     table = None  # the last table opened
@@ -68,12 +70,13 @@ def crossrefs(state: StateCore) -> None:
             if _caption(state, tokens, i, table):
                 dropped.update((i + 1, i + 2, i + 3))
         elif kind == "inline" and token.children:
+            # (Most paragraphs hold neither: each test is a substring search, and nothing more is done.)
             if "{" in token.content:
                 _image_attributes(token.children)
+                if 0 < i < len(tokens) - 1 and tokens[i - 1].type == "paragraph_open":
+                    _figure(tokens[i - 1], token, tokens[i + 1])  # (a figure's id is an attribute)
             if "@" in token.content:
                 token.children = _citations(token.children)
-            if 0 < i < len(tokens) - 1 and tokens[i - 1].type == "paragraph_open":
-                _figure(tokens[i - 1], token, tokens[i + 1])
     if dropped:
         state.tokens = [t for n, t in enumerate(tokens) if n not in dropped]
 

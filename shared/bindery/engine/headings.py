@@ -37,6 +37,8 @@ def install(md: MarkdownIt) -> None:
 
 
 def _heading_attributes(state: StateCore) -> None:
+    if "{" not in state.src:
+        return  # no attributes anywhere (a substring search, not a walk of every token)
     tokens = state.tokens
     for i, token in enumerate(tokens):
         if token.type == "heading_open" and i + 1 < len(tokens):

@@ -76,6 +76,7 @@ def dialect(md: MarkdownIt) -> None:
     headings.install(md)
     crossrefs.install(md)
     md.core.ruler.push("link_lines", _link_lines)
+    md.core.ruler.push("note_headings", _note_headings)
 
 
 def _image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
@@ -93,7 +94,7 @@ def _heading_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> s
     token = tokens[idx]
     level = int(token.tag[1])
     links: Links | None = env.get("links")
-    given = links.next_id() if links is not None else None
+    given = links.next_id() if links is not None and not token.meta.get("in_note") else None
     if given is not None:
         token.attrSet("id", given)
     if idx > 0 or level > 1:  # not the chapter's own title
@@ -105,9 +106,24 @@ def _heading_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> s
     return str(self.renderToken(tokens, idx, options, env))
 
 
+def _note_headings(state: Any) -> None:
+    """A heading inside a note is the note's: no anchor of the book (the cut counts none there), so it
+    takes no id of the book's."""
+    if "[^" not in state.src:
+        return
+    inside = False
+    for token in state.tokens:
+        if token.type in ("footnote_block_open", "footnote_block_close"):
+            inside = token.type == "footnote_block_open"
+        elif inside and token.type == "heading_open":
+            token.meta["in_note"] = True
+
+
 def _link_lines(state: Any) -> None:
     """Each link's and cross-reference's line in the chapter (its paragraph's first, and the line breaks
     before it), for the note one that lands nowhere gets."""
+    if "[" not in state.src and "@" not in state.src:
+        return
     for token in state.tokens:
         if token.type != "inline" or not token.map or ("[" not in token.content and "@" not in token.content):
             continue

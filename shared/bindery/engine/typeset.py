@@ -329,7 +329,8 @@ class Writer:
         return "#["
 
     def _next_id(self) -> str | None:
-        return self.links.next_id() if self.links is not None else None
+        """The next heading's id in the book (a heading inside a note has none: the cut counts none there)."""
+        return self.links.next_id() if self.links is not None and not self.in_note else None
 
     def _goes_on(self, width: float) -> None:
         """The run goes on through something `width` pt wide that is not text (a note's mark, an image)."""

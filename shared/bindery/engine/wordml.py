@@ -117,7 +117,7 @@ class Writer:
                     runs = self._text(shown) + runs
                 if not note and shown:  # (Word's contents list no empty heading, nor one in a note)
                     self.out.headings.append((level, shown))
-                given = self.anchors.next_id() if self.anchors is not None else None
+                given = self.anchors.next_id() if self.anchors is not None and not note else None
                 if given is not None:  # where a link to it lands (as pandoc's docx)
                     runs = bookmarked(self.counters, given, runs)
                 out.append(self._para(f"Heading{level}", runs, tokens[i + 1].content))
