@@ -50,7 +50,7 @@ _CONTAINERS = rb"[ \t]*(?:(?:>|[-+*](?=[ \t])|[0-9]{1,9}[.)](?=[ \t]))[ \t]*)*"
 _ATX = re.compile(_CONTAINERS + rb"#{1,6}(?:[ \t]|\r?\n|$)")
 _SETEXT = re.compile(rb"[ \t]*(?:>[ \t]*)*(?:=+|-+)[ \t]*\r?\n?$")
 _FENCE = re.compile(rb"^ {0,3}(`{3,}|~{3,})")
-_COMMENT = re.compile(rb"^ {0,3}<!--")
+_COMMENT = re.compile(rb"^ {0,3}<!--(?!-?>)")  # (`<!-->`, `<!--->`: text, to pandoc)
 _MARKER_STARTS = frozenset(bytes([c]) for c in b" \t#=`~<>-+*0123456789[")
 # A line that may be a link reference definition, after any markers (the book's anchors keep every one).
 _DEFINITION = re.compile(_CONTAINERS + rb"\[")

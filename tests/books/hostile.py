@@ -97,6 +97,12 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "a table of 256 columns, many rows": _wide_rows,
     "a line of the whole size": lambda n: _chapter(_repeat("word ", n).rstrip()),
     "images named": _images,
+    # The book as one document (issue 47): each link's words are read to warn of it, once.
+    "links to nowhere in one paragraph": lambda n: _chapter(_repeat("[m](#missing) words words\n", n)),
+    "numbered references to nowhere": lambda n: _chapter(_repeat("See @fig-none and [-@tbl-none].\n", n)),
+    "notes cited, defined in another chapter": lambda n: (
+        _chapter(_repeat("a[^n] ", n // 2)) + "\n# U\n\n[^n]: the note, defined far away\n"
+    ),
 }
 
 PROSE: Callable[[int], str] = _prose

@@ -17,7 +17,7 @@ from bindery.engine import Source, Text, comments, markup, renderer_for
 from bindery.manuscript import cut_text
 from tests.docx_checks import document_text
 from tests.unit.conftest import Stack
-from tests.validators import pdftotext
+from tests.validators import pandoc, pdftotext
 
 CHAPTER = """# Chapter
 
@@ -159,3 +159,14 @@ def test_a_parse_looks_for_closers_once_however_many_openers_wait(monkeypatch: p
     tokens = markup.parser().parse(manuscript)
     assert "a <!--" in "".join(t.content for t in tokens)  # every opener is text: none is closed
     assert sum(scanned) <= 2 * len(manuscript)
+
+
+def test_an_opener_closed_at_once_is_text_as_pandoc_reads_it_and_hides_nothing() -> None:
+    # `<!-->` and `<!--->` hid the text up to a later `-->` (CommonMark 0.31 reads each as an empty comment).
+    text = "Text with --> stray closer and <!--> empty comment and <!---> too.\n"
+    html = markup.render(markup.parser(), text, "ch1").html
+    assert (
+        html == "<p>Text with --&gt; stray closer and &lt;!--&gt; empty comment and &lt;!---&gt; too.</p>\n"
+    )
+    said = pandoc("-f", "markdown", "-t", "plain", text=text)
+    assert "empty comment and" in said and "too." in said

@@ -25,6 +25,9 @@ if TYPE_CHECKING:  # the cut imports this module's names at a cold start; markdo
     from markdown_it.rules_inline import StateInline
 
 OPENER, CLOSER = "<!--", "-->"
+# `<!-->` and `<!--->` are text to pandoc (CommonMark 0.31 reads each as an empty comment): neither opens a
+# comment, which would hide the text up to a later `-->`.
+_NO_COMMENT = (">", "->")
 # The env's keys for the first line of a top-level comment that a parse found no closer for, and of any
 # opener it found none for (inside a container, or where it would end a paragraph): the cut's.
 UNCLOSED = "unclosed_comment"
@@ -66,9 +69,9 @@ def comment_block(state: StateBlock, start: int, end: int, silent: bool) -> bool
     if state.is_code_block(start):
         return False
     pos = state.bMarks[start] + state.tShift[start]
-    if not state.src.startswith(OPENER, pos):
+    if not state.src.startswith(OPENER, pos) or state.src.startswith(_NO_COMMENT, pos + len(OPENER)):
         return False
-    closer = _next_closer(state.src, state, pos + len(OPENER))  # (`<!-->` is no comment, to pandoc)
+    closer = _next_closer(state.src, state, pos + len(OPENER))
     # The line that holds it: the first to end after it (a closer never spans a line's end).
     line = bisect_right(state.eMarks, closer, start, end) if closer >= 0 else end
     if line >= end or closer < state.bMarks[line]:
@@ -95,7 +98,7 @@ def comment_block(state: StateBlock, start: int, end: int, silent: bool) -> bool
 
 def comment_inline(state: StateInline, silent: bool) -> bool:
     pos = state.pos
-    if not state.src.startswith(OPENER, pos):
+    if not state.src.startswith(OPENER, pos) or state.src.startswith(_NO_COMMENT, pos + len(OPENER)):
         return False
     closer = _next_closer(state.src, state, pos + len(OPENER))
     if closer < 0 or closer + len(CLOSER) > state.posMax:

@@ -25,10 +25,13 @@ if TYPE_CHECKING:  # the cut and a build's anchors import this module; markdown-
     from markdown_it.token import Token
 
 # pandoc's attributes: `{#id .class key=value key="a value"}`, at the end of the heading's text.
-_ATTRIBUTE = r'(?:#[^\s{}#.="]+|\.[^\s{}#.="]+|[A-Za-z_][\w.-]*=(?:"[^"]*"|[^\s{}"]*)|-)'
+_ATTRIBUTE = r'(?:#[^\s{}#.="][^\s{}#="]*|\.[^\s{}#.="]+|[A-Za-z_][\w.-]*=(?:"[^"]*"|[^\s{}"]*)|-)'
 ATTRIBUTES = re.compile(r"(?:^|(?<=\s))\{\s*(" + _ATTRIBUTE + r"(?:\s+" + _ATTRIBUTE + r")*)\s*\}\s*$")
 _ONE = re.compile(_ATTRIBUTE)
 UNNUMBERED = "unnumbered"
+# The ids Bindery gives what it writes around the text: a chapter's section (`ch-2`), a note and its
+# citations (`fn-ch1-1`, `fnref-ch1-1`, `fnref-ch1-1:1`). No heading takes one, so none is on a page twice.
+RESERVED = re.compile(r"(?:ch|fn-ch\d+|fnref-ch\d+)-\d+(?::\d+)?")
 FALLBACK = "section"
 
 
@@ -129,24 +132,25 @@ def identifier(text: str) -> str:
 class Identifiers:
     """The book's identifiers so far, each given once: a heading's own (`{#id}`) as it is, another's as
     pandoc numbers it. An id given twice is the first heading's: a later one is numbered from its words
-    (pandoc gives both the id, which no page may hold twice, and a link lands on the first)."""
+    (pandoc gives both the id, which no page may hold twice, and a link lands on the first); and one of
+    Bindery's own (`RESERVED`) is numbered too (`## Ch 2` is `ch-2-1`)."""
 
     def __init__(self) -> None:
         self.used: set[str] = set()
         self._next: dict[str, int] = {}  # a base identifier -> the first number that may still be free
 
     def claim(self, explicit: str | None, text: str) -> str:
-        if explicit and explicit not in self.used:
+        if explicit and explicit not in self.used and not RESERVED.fullmatch(explicit):
             self.used.add(explicit)
             return explicit
         base = identifier(text) or FALLBACK
-        if base not in self.used:
+        if base not in self.used and not RESERVED.fullmatch(base):
             self.used.add(base)
             return base
         # The first number free, as pandoc looks for it from 1: numbers below the last one given were taken
         # then and still are (identifiers are only ever added), so the search goes on from there.
         number = self._next.get(base, 1)
-        while f"{base}-{number}" in self.used:
+        while f"{base}-{number}" in self.used or RESERVED.fullmatch(f"{base}-{number}"):
             number += 1
         self._next[base] = number + 1
         self.used.add(f"{base}-{number}")

@@ -316,7 +316,8 @@ def _write_piece(
         for each in pdf.pages:
             for annot in each.obj.get("/Annots", Array()):
                 action = annot.get("/A")
-                uri = str(action.get("/URI", "")) if action is not None else ""
+                # (Typst writes an address as UTF-8; ours are ASCII, a heading's id %-encoded.)
+                uri = bytes(action.get("/URI", b"")).decode("utf-8", "replace") if action is not None else ""
                 if uri.startswith((GOTO + "#", HERE)):
                     named = unquote(uri.partition("#")[2])  # a heading's id (Typst's label), or a target's
                     annot.A = Dictionary(S=Name.GoTo, D=pikepdf.String(named.encode()))

@@ -316,20 +316,21 @@ class Writer:
 
     def _link(self, children: list[Token], n: int) -> str:
         """A link's opening: to a page outside the book, to a heading of the book (a placeholder the join
-        points at the heading's named destination, in whichever piece it is: `bindery.engine.join`), or,
-        for any other, none (its text, and one to an id the book does not have is in the notes)."""
+        points at its named destination: `bindery.engine.join`), or none (its words, and a note)."""
         href = str(children[n].attrGet("href") or "")
-        if self.links is not None and self.links.resolve(href) is None:
+        target = self.links.resolve(href) if self.links is not None else None
+        if self.links is not None and target is None:
             if self.figures is not None:
                 self.figures.unlanded(href, link_words(children, n), children[n].meta.get("line"))
         elif href.startswith(_SAFE_SCHEMES):
             return f"#link({literal(href)})["
-        elif href.startswith("#") and self.links is not None:
-            return f"#link({literal(GOTO + href)})["  # an address: percent-encoded, as the parser left it
+        elif target is not None and target.startswith("#"):
+            return (
+                f"#link({literal(GOTO + '#' + quote(target[1:]))})["  # (an address is ASCII: the id encoded)
+            )
         return "#["
 
-    def _next_id(self) -> str | None:
-        """The next heading's id in the book (a heading inside a note has none: the cut counts none there)."""
+    def _next_id(self) -> str | None:  # (a heading inside a note has none: the cut counts none there)
         return self.links.next_id() if self.links is not None and not self.in_note else None
 
     def _goes_on(self, width: float) -> None:

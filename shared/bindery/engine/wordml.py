@@ -270,11 +270,14 @@ class Writer:
                 state.strike += 1 if kind.endswith("open") else -1
             elif kind == "link_open":
                 href = str(child.attrGet("href") or "")
-                if self.anchors is not None and state.link is None and self.anchors.resolve(href) is None:
+                target = (
+                    self.anchors.resolve(href) if self.anchors is not None and state.link is None else None
+                )
+                if self.anchors is not None and state.link is None and target is None:
                     # To an id no heading has, or to a file the book does not hold: its words, and a note.
                     self.figures.unlanded(href, link_words(children, index), child.meta.get("line"))
-                elif href.startswith("#") and self.anchors is not None and state.link is None:
-                    state.link = href  # inside the book: to the heading's bookmark
+                elif href.startswith("#") and target is not None:
+                    state.link = target  # inside the book: to the bookmark named as the id (not %-encoded)
                     opened = len(out)
                 elif href.startswith(_SAFE_SCHEMES) and state.link is None:
                     self.counters.link += 1
