@@ -165,7 +165,30 @@ SCHEMAS: dict[str, Any] = {
             "skipped_chapters_total": {"type": "integer"},
             "missing_images": {"type": "array", "items": {"type": "object"}, "maxItems": 50},
             "missing_images_total": {"type": "integer"},
-            "warnings": {"type": "array", "items": {"type": "object"}, "maxItems": 50},
+            "warnings": {
+                "type": "array",
+                "maxItems": 50,
+                "description": "what the book has that a reader may miss, the first 50",
+                "items": {
+                    "type": "object",
+                    "required": ["code", "chapter"],
+                    "properties": {
+                        "code": {
+                            "type": "string",
+                            "enum": ["empty_alt", "link_unlanded"],
+                            "description": "empty_alt: an image with no alt text (`name`); link_unlanded: a "
+                            "link, or a numbered reference (`@fig-x`), that lands nowhere in the book, kept "
+                            "as its words (`href`, `line` in the chapter, `text`)",
+                        },
+                        "chapter": {"type": "integer"},
+                        "chapter_title": {"type": "string"},
+                        "name": {"type": "string"},
+                        "href": {"type": "string"},
+                        "line": {"type": ["integer", "null"]},
+                        "text": {"type": "string"},
+                    },
+                },
+            },
             "warnings_total": {"type": "integer"},
         },
     },
