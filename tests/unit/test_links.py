@@ -547,3 +547,16 @@ def test_a_heading_never_takes_an_id_bindery_gives_its_chapters_and_notes(
     (tmp_path / "ids.epub").write_bytes(data)
     report = epubcheck(tmp_path / "ids.epub")
     assert "0 fatals / 0 errors / 0 warnings" in report, report[-2000:]
+
+
+def test_a_docx_link_of_styled_words_is_one_hyperlink_as_pandoc_reads_one_link(
+    stack: Stack, tmp_path: Path
+) -> None:
+    # Each run of a link's words was a hyperlink of its own: pandoc read `the \`code\` here` back as three.
+    manuscript = "# Start\n\nSee [the `code` *here*](#start) and [a **site**](https://example.org).\n"
+    data, _ = _artifact(stack, stack.create_book(manuscript), "docx")
+    document = zipfile.ZipFile(io.BytesIO(data)).read("word/document.xml").decode()
+    assert document.count('<w:hyperlink w:anchor="start">') == 1 and document.count("<w:hyperlink r:id=") == 1
+    (tmp_path / "one.docx").write_bytes(data)
+    read = pandoc("-f", "docx", "-t", "markdown", "--wrap=none", str(tmp_path / "one.docx"))
+    assert "[the `code` *here*](#start)" in read and "[a **site**](https://example.org)" in read, read

@@ -289,6 +289,9 @@ class Writer:
                     # A link that shows nothing (`[](...)`) leaves no relationship that nothing uses.
                     links.pop()
                     self.counters.link -= 1
+                elif state.link is not None:  # one hyperlink around all its runs (pandoc reads one link)
+                    between = "</w:hyperlink>" + self._wrap("", state, opening=True)
+                    out[opened:] = ["".join(out[opened:]).replace(between, "")]
                 state.link = None
             elif kind == "image":
                 out.append(self._figure(child, state, links))
@@ -367,12 +370,15 @@ class Writer:
         return self._wrap(run(value, props), state)
 
     @staticmethod
-    def _wrap(runs: str, state: _Run) -> str:
-        if state.link is None or not runs:
+    def _wrap(runs: str, state: _Run, *, opening: bool = False) -> str:
+        """`runs` in the hyperlink being written, if any (`opening`: that hyperlink's opening tag alone)."""
+        if state.link is None or not (runs or opening):
             return runs
         if state.link.startswith("#"):
-            return f'<w:hyperlink w:anchor="{text(state.link[1:])}">{runs}</w:hyperlink>'
-        return f'<w:hyperlink r:id="{state.link}">{runs}</w:hyperlink>'
+            tag = f'<w:hyperlink w:anchor="{text(state.link[1:])}">'
+        else:
+            tag = f'<w:hyperlink r:id="{state.link}">'
+        return tag if opening else f"{tag}{runs}</w:hyperlink>"
 
     def _para(
         self, style: str, runs: str, sample: str, *, extra: str = "", indent: str = "", align: str = ""
