@@ -223,3 +223,13 @@ def test_the_cli_finds_the_images_the_services_parser_finds(blocks: list[str], d
     text = "# Chapter\n\n" + "\n\n".join(blocks + defined) + "\n"
     found = [name for name, _ in manuscripts.image_names(text)]
     assert sorted(found) == sorted(_service_images(text)), text
+
+
+def test_a_comment_never_closed_is_named_at_its_line_before_any_image_is_looked_for(tmp_path: Path) -> None:
+    # The outside test: the CLI said an image inside it was missing; the API then refused the comment.
+    book = tmp_path / "unclosed.md"
+    book.write_text("---\ntitle: T\n---\n# A\n\n<!--\n![x](images/x.png)\n")
+    with pytest.raises(
+        manuscripts.FileError, match=r"unclosed\.md:6: HTML comment: opened \(<!--\) and never"
+    ):
+        manuscripts.read(book)

@@ -104,7 +104,12 @@ def read(path: Path) -> Manuscript:
         manuscript.front_matter = True
         _read_front_matter(manuscript, header)
     found: dict[str, Image] = {}
-    for name, line in image_names(text):
+    try:
+        named = image_names(text)
+    except UnclosedComment as exc:
+        problem = "opened (<!--) and never closed (-->): it would hide the rest of the book; close it"
+        raise FileError(path, exc.line + first, "HTML comment", problem) from None
+    for name, line in named:
         found.setdefault(name, image(path, name, line + first, "image"))
     if manuscript.cover is not None:
         found.setdefault(manuscript.cover.name, manuscript.cover)
@@ -248,6 +253,15 @@ def image_problem(file: Path, expected: str | None = None) -> str | None:
     return None
 
 
+class UnclosedComment(Exception):
+    """The text opens an HTML comment at the top level that nothing closes (the API refuses it:
+    `unclosed_comment`), on `line` of the text."""
+
+    def __init__(self, line: int):
+        super().__init__(line)
+        self.line = line
+
+
 def image_names(text: str) -> list[tuple[str, int]]:
     """Each local image the text names, with the line of the text (1-based) its target ends on, in the
     order of their lines, as often as it is named: where the service's parser finds an image, and nowhere
@@ -257,7 +271,11 @@ def image_names(text: str) -> list[tuple[str, int]]:
     found: list[tuple[str, int]] = []
     noted: dict[int, int] = {}  # an inline note's (`^[...]`) id: the line its text starts on
     in_note = 0
-    for token in _parser().parse(text, {}):
+    env: dict[str, Any] = {}
+    tokens = _parser().parse(text, env)
+    if comments.UNCLOSED in env:
+        raise UnclosedComment(env[comments.UNCLOSED] + 1)
+    for token in tokens:
         if token.type == "footnote_open":
             in_note = noted.get(token.meta["id"], 0)
         if token.type != "inline":
