@@ -152,3 +152,28 @@ def test_pandoc_reads_the_references_of_the_docx_as_links_to_its_bookmarks(
     # pandoc reads a picture and the caption under it as one figure: its caption, the number and the alt.
     read = " ".join(pandoc("-f", "docx", "-t", "markdown", "--wrap=none", str(path)).split())
     assert re.search(r"!\[\[\]\{#fig-coast \.anchor\}Figure.1: A map of the coast\]", read), read[:500]
+
+
+def test_the_pdfs_references_say_their_targets_pages_where_the_export_asks(
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Runs of one chapter: a reference to a figure in a later run is set before that run's pages are known.
+    from bindery.engine import pdf as pdf_module
+
+    monkeypatch.setattr(pdf_module, "RUN_CHAPTERS", 1)
+    monkeypatch.setattr(pdf_module, "FIRST_RUN_SHARE", 1)
+    view, data = export(stack, _book(stack), "pdf", {"reference_pages": "on"})
+    path = tmp_path / "pages.pdf"
+    path.write_bytes(data)
+    with pikepdf.open(path) as pdf:
+        labels = [pdf.pages[n].label for n in range(len(pdf.pages))]
+    pages = subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True).stdout.split("\f")
+    shown = {
+        target: labels[next(n for n, page in enumerate(pages) if caption in page.replace("\u00a0", " "))]
+        for target, caption in (("fig-coast", "Figure 1: A map"), ("fig-harbour", "Figure 2: The harbour"))
+    }
+    text = " ".join("\f".join(pages).replace("\u00a0", " ").split())
+    assert f"As Figure 1 on page {shown['fig-coast']} shows" in text, text[:800]
+    assert f"See Figure 2 on page {shown['fig-harbour']} too" in text  # a run after it: known after
+    assert shown["fig-harbour"] != shown["fig-coast"] and "page 000" not in text
+    assert _unresolved(view) == [("@fig-nowhere", 6, "@fig-nowhere")]

@@ -30,11 +30,10 @@ def test_options_have_defaults_and_a_poll_shows_them(stack: Stack) -> None:
     book = stack.create_book()
     shown = {fmt: _submit(stack, book, fmt).body["options"] for fmt in ("markdown", "html", "epub", "pdf")}
     book_options = {"toc_depth": 1, "figure_numbers": "book"}
-    assert shown == {
-        "markdown": {}, "html": book_options, "epub": book_options, "pdf": {"page_size": "a5", **book_options}
-    }  # fmt: skip
+    pdf = {"page_size": "a5", "reference_pages": "off", **book_options}
+    assert shown == {"markdown": {}, "html": book_options, "epub": book_options, "pdf": pdf}
     export_id = _submit(stack, book, "pdf", {"page_size": "letter"}).body["id"]
-    assert stack.poll(book, export_id).body["options"] == {"page_size": "letter", **book_options}
+    assert stack.poll(book, export_id).body["options"] == {**pdf, "page_size": "letter"}
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,8 @@ TOC_DEPTH = Option(1, (1, 2, 3))  # 1: chapters; 2 and 3: their ## and ### headi
 PAGE_SIZE = Option("a5", ("a5", "a4", "letter", "6x9in"))
 # Figures and tables: "Figure 7" through the book, or "Figure 3.2" in each chapter (`engine.crossrefs`).
 FIGURE_NUMBERS = Option("book", ("book", "chapter"))
+# The pdf's numbered references with their targets' pages: "Figure 3 on page 41" (`engine.page_refs`).
+REFERENCE_PAGES = Option("off", ("off", "on"))
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,12 @@ FORMATS: dict[str, Format] = {
     "markdown": Format("bindery.engine.markdown", "md", "text/markdown; charset=utf-8"),
     "html": Format("bindery.engine.html", "html", "text/html; charset=utf-8", _BOOK_OPTIONS),
     "epub": Format("bindery.engine.epub", "epub", "application/epub+zip", _BOOK_OPTIONS),
-    "pdf": Format("bindery.engine.pdf", "pdf", "application/pdf", {**_BOOK_OPTIONS, "page_size": PAGE_SIZE}),
+    "pdf": Format(
+        "bindery.engine.pdf",
+        "pdf",
+        "application/pdf",
+        {**_BOOK_OPTIONS, "page_size": PAGE_SIZE, "reference_pages": REFERENCE_PAGES},
+    ),
     "docx": Format(
         "bindery.engine.docx",
         "docx",
@@ -219,6 +226,7 @@ class Text:
 Skipped = dict[str, object]  # {"ordinal": 3, "title": "...", "reason": "..."}
 FORMATS_OPTION_DEFAULTS = {
     "toc_depth": TOC_DEPTH.default, "page_size": PAGE_SIZE.default, "figure_numbers": FIGURE_NUMBERS.default,
+    "reference_pages": REFERENCE_PAGES.default,
 }  # fmt: skip
 
 

@@ -205,9 +205,16 @@ class Links:
     label it asks for is `asked`, so that the chapter's built piece is keyed by what they name."""
 
     def __init__(
-        self, anchors: Anchors, chapter: int, href: Callable[[Anchor], str], *, by_chapter: bool = False
+        self,
+        anchors: Anchors,
+        chapter: int,
+        href: Callable[[Anchor], str],
+        *,
+        by_chapter: bool = False,
+        pages: bool = False,
     ) -> None:
         self.anchors, self.chapter, self.href, self.by_chapter = anchors, chapter, href, by_chapter
+        self.pages = pages  # a numbered reference says its target's page too (the pdf's: `page_refs`)
         self._own = iter(anchors.of_chapter(chapter))
         self.asked: set[str] = set()
         self._captioned: set[str] = set()  # the chapter's figures and tables set with their numbers

@@ -75,6 +75,12 @@ def _asset_name(src: str) -> str | None:
     return name
 
 
+def image_file(asset: Asset) -> str:
+    """Where, under the pdf's compile's root, an asset's bytes are written for Typst to read: named by its
+    object id, with the extension of its real type (an asset's own name may have none)."""
+    return f"img/{asset.file_name}"
+
+
 def image_bytes(asset: Asset, read: Callable[[Asset], Iterable[bytes]]) -> Iterable[bytes]:
     """An asset's bytes as a package carries them: as read, but a WebP as the PNG of its pixels (epub and
     docx readers need not show WebP)."""

@@ -35,27 +35,27 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bindery.engine import Report, Sink, Source, Text, markup, skipped
+from bindery.engine import Report, Sink, Source, Text, markup, page_refs, skipped
 from bindery.engine.compiler import CompileError, Compiler
-from bindery.engine.figures import Figures
+from bindery.engine.figures import Figures, image_file
 from bindery.engine.join import GOTO, Folios, Joined, join
 from bindery.engine.literals import literal
 from bindery.engine.pdf_source import (
     PAGE_SIZES,
-    Opened,
     RunParser,
     chapters_source,
     contents,
     ends_run,
     engine_digest,
     front_matter,
+    opened_of,
     outline,
     page_labels,
     preamble,
 )
 from bindery.engine.pieces import Kept, Piece, from_summary, read_piece
 from bindery.engine.typefaces import font_dirs
-from bindery.engine.typeset import Chapter, Parse, image_file
+from bindery.engine.typeset import Chapter, Parse
 from bindery.images import Asset
 from bindery.observability import logger
 
@@ -117,7 +117,6 @@ class _Book:
         self.written: set[str] = set()
         self.runs: list[Piece] = []
         self.kept: list[Piece] = []  # every piece of the book compiled or found so far
-        self.opened: list[Opened] = []
         self.engine = engine_digest(fonts, DESIGN, PIECE_VERSION)
         self.parser = RunParser(parse, self.page, self.engine, self.figures, self.report, source)
         self.images_of: dict[str, dict[str, Asset]] = {}  # the images a piece places, by its name
@@ -125,7 +124,7 @@ class _Book:
         self.kept_pieces = Kept(source.pieces)
         self.runs_set, self.joined = 0, Joined(0, 0, 0)
         self.begun: list[_Setting] = []  # the runs begun and not yet counted, in order (`_count`)
-        self.first = 1  # the page the next run counted opens on
+        self.titles: list[list[str]] = []  # each run's chapters' titles
         self.front: Piece | Path | None = None  # the title page and imprint: sent first (`typeset`)
         shutil.copy(DESIGN, root / "book.typ")
         (root / "img").mkdir()
@@ -150,6 +149,7 @@ class _Book:
             self._start_run(run)
         self._free()
         if self.runs:
+            page_refs.number(self.runs, lambda run: run.path.with_suffix(".typ").read_text(), self._set_again)
             self.runs[-1].blank_after = False  # nothing follows the last chapter
         return self._bound(), self.report
 
@@ -178,7 +178,7 @@ class _Book:
         self.parser.flush()
 
     def _count(self, setting: _Setting) -> None:
-        """A run begun, done and counted: each chapter's page, from the run's first (`self.first`)."""
+        """A run begun, done and counted, and its chapters' titles (their pages are `opened_of` it)."""
         name, run, opening, images, begun = setting
         try:
             piece = begun if isinstance(begun, Piece) else self._finish(begun, keep=True)
@@ -192,16 +192,15 @@ class _Book:
                     self.report.skipped.append(skipped(chapter, exc))
                     run[n] = (chapter, self.parser.unrendered(chapter))
             piece = self._compile(name, opening + chapters_source(run), keep=True, images=images)
-        chapters = iter(run)
-        for mark in piece.marks:
-            number = self.first + mark.page
-            if mark.level == 1:
-                self.opened.append(Opened(next(chapters)[0].title, number, mark.top))
-            elif self.opened:  # every level reaches the outline; the contents keep toc_depth
-                self.opened[-1].headings.append((mark.level, mark.title, number, mark.top))
         piece.blank_after = piece.pages % 2 == 1
         self.runs.append(piece)
-        self.first += piece.pages + piece.blank_after
+        self.titles.append([chapter.title for chapter, _ in run])
+
+    def _set_again(self, run: Piece, source: str) -> Piece:
+        """A run set again with the pages its references name (`bindery.engine.page_refs`)."""
+        self.kept.remove(run)
+        name = run.path.stem
+        return self._compile(name, source, keep=True, images=self.images_of[name], reused=True)
 
     def _compile(
         self, name: str, source: str, *, keep: bool = False, images: dict[str, Asset] | None = None,
@@ -350,6 +349,7 @@ class _Book:
         # The title page and imprint (which names the revision); the contents, reused while no page moved.
         front = self.front
         assert isinstance(front, Piece)  # finished by `_free`
+        self.opened = opened_of(self.runs, self.titles)
         front.blank_after = front.pages % 2 == 1
         listed, targets = contents(source, self.page, self.opened, GOTO, front.pages + front.blank_after + 1)
         toc = self._compile("contents", listed, keep=True, reused=True)

@@ -24,6 +24,7 @@ from bindery.engine.figures import Figures
 from bindery.engine.join import Entry
 from bindery.engine.literals import literal, text
 from bindery.engine.measures import Block, head
+from bindery.engine.pieces import Piece
 from bindery.engine.typefaces import cjk_face
 from bindery.engine.typeset import Chapter, Parse, chapter_source
 from bindery.language import text_direction
@@ -88,6 +89,7 @@ class RunParser:
     ):
         self.parse, self.page, self.engine, self.anchors = parse, page, engine, source.anchors
         self.by_chapter = source.option("figure_numbers") == "chapter"
+        self.pages = source.option("reference_pages") == "on"
         pieces = source.pieces
         self.figures, self.report = figures, report
         self.pieces = _Held(pieces) if pieces is not None else None
@@ -115,7 +117,7 @@ class RunParser:
 
         anchors = self.anchors
         own = anchors.own(chapter.ordinal) if anchors is not None else None
-        head = [self.engine, parse_code(), DIALECT, self.page.typst(), own, self.by_chapter]
+        head = [self.engine, parse_code(), DIALECT, self.page.typst(), own, self.by_chapter, self.pages]
         names, source = reused(
             chapter, self.report, self.figures, self.pieces, head=head, make=make, anchors=anchors
         )
@@ -129,7 +131,13 @@ class RunParser:
             return self.unrendered(chapter)
         figures.chapter = (chapter.ordinal, chapter.title)
         links = (
-            Links(self.anchors, chapter.ordinal, lambda a: f"#{a.id}", by_chapter=self.by_chapter)
+            Links(
+                self.anchors,
+                chapter.ordinal,
+                lambda a: f"#{a.id}",
+                by_chapter=self.by_chapter,
+                pages=self.pages,
+            )
             if self.anchors is not None
             else None
         )
@@ -283,7 +291,7 @@ def parse_code() -> str:
     digest = hashlib.sha256()
     code = (
         *("typeset", "pdf_tables", "paragraphs", "breaks", "measures", "literals", "figures", "token_tree"),
-        *("pdf_source", "anchors"),
+        *("pdf_source", "anchors", "page_refs"),
         *(
             "markup",
             "block_rules",
@@ -306,6 +314,22 @@ class Opened:
     number: int
     top: float
     headings: list[tuple[int, str, int, float]] = field(default_factory=list)  # level, title, number, top
+
+
+def opened_of(runs: list[Piece], titles: list[list[str]]) -> list[Opened]:
+    """Each chapter as set, with its headings, at its page in the body (its first is 1), from the headings
+    each run's own outline points at (`titles`: each run's chapters')."""
+    opened: list[Opened] = []
+    first = 1
+    for run, named in zip(runs, titles, strict=True):
+        chapters = iter(named)
+        for mark in run.marks:
+            if mark.level == 1:
+                opened.append(Opened(next(chapters), first + mark.page, mark.top))
+            elif opened:  # every level reaches the outline; the contents keep toc_depth
+                opened[-1].headings.append((mark.level, mark.title, first + mark.page, mark.top))
+        first += run.pages + run.blank_after
+    return opened
 
 
 def ends_run(size: int, chapters: int, title: str, run_bytes: int, run_chapters: int) -> bool:

@@ -34,10 +34,10 @@ from urllib.parse import quote
 
 from markdown_it.token import Token
 
-from bindery.engine import crossrefs, pdf_tables
+from bindery.engine import crossrefs, page_refs, pdf_tables
 from bindery.engine.anchors import Links, link_words
 from bindery.engine.breaks import Run, fitted, widest
-from bindery.engine.figures import Figures
+from bindery.engine.figures import Figures, image_file
 from bindery.engine.literals import literal, text
 from bindery.engine.measures import (
     BODY_PT,
@@ -76,12 +76,6 @@ class Chapter:
 
 MAX_QUOTE_DEPTH = 8  # Typst applies a few show rules at each quote and stops at 64 nested; Markdown nests 20
 MAX_QUOTE_BLOCKS = 200  # a quote of many blocks costs Typst more a block than several: more are several
-
-
-def image_file(asset: Asset) -> str:
-    """Where, under the compile's root, an asset's bytes are written for Typst to read: named by its
-    object id, with the extension of its real type (an asset's own name may have none)."""
-    return f"img/{asset.file_name}"
 
 
 class Writer:
@@ -207,8 +201,7 @@ class Writer:
         number = self.links.caption(target_id) if self.links is not None and target_id else None
         if number is None:
             return f"#align(center)[{said}]\n\n" if said else ""
-        kind = crossrefs.kind_of(target_id) or ""
-        here = literal(f"{HERE}{up:.1f}#{quote(target_id)}")
+        here, kind = literal(f"{HERE}{up:.1f}#{quote(target_id)}"), crossrefs.kind_of(target_id) or ""
         numbered = f"#link({here})[{text(crossrefs.label(kind, number))}]"
         return f"#align(center)[{numbered}{text(': ') if said else ''}{said}]\n\n"
 
@@ -224,6 +217,9 @@ class Writer:
         paragraph.open(f"#link({literal(GOTO + '#' + quote(target_id))})[")
         paragraph.text(crossrefs.label(crossrefs.kind_of(target_id) or "", number, token.meta["bare"]))
         paragraph.close()
+        if self.links.pages:  # "on page 41": set once every page is known (`bindery.engine.page_refs`)
+            paragraph.text(" on page\u00a0")
+            paragraph.element(page_refs.placeholder(target_id))
 
     def _paragraph(self, inner: list[Token], body: str) -> str:
         children = [c for c in (inner[0].children or []) if not (c.type == "text" and not c.content.strip())]
