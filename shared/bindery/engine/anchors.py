@@ -54,6 +54,8 @@ class Anchors:
     # the book holds them: (chapter, id). The first of an id is the one numbered.
     targets: list[tuple[int, str]] = field(default_factory=list)
     _numbers: dict[str, tuple[Any, ...]] | None = field(default=None, repr=False)  # (`numbers`, made once)
+    # Each chapter's targets (asked once a chapter: a build reads each target once, not once a chapter).
+    _targets_of: dict[int, list[str]] = field(default_factory=dict, repr=False)
     _ids: Identifiers = field(default_factory=Identifiers, repr=False)
     _by_id: dict[str, Anchor] = field(default_factory=dict, repr=False)
     _by_chapter: dict[int, list[Anchor]] = field(default_factory=dict, repr=False)
@@ -87,6 +89,7 @@ class Anchors:
         if target_id not in self._ids.used:  # (an id a heading has, or a target before, is theirs)
             self._ids.used.add(target_id)
             self.targets.append((chapter, target_id))
+            self._targets_of.setdefault(chapter, []).append(target_id)
             self._by_id[target_id] = Anchor(chapter, 0, target_id, "")
 
     def numbers(self, target_id: str) -> tuple[Any, ...] | None:
@@ -104,8 +107,9 @@ class Anchors:
 
     def numbered_in(self, chapter: int) -> list[Any]:
         """The numbers a chapter's own targets and sections are given (a chapter's piece depends on them)."""
-        own = [a.id for a in self.of_chapter(chapter)] + [t for c, t in self.targets if c == chapter]
-        return [[i, self.numbers(i)] for i in own if self.numbers(i) is not None]
+        own = [a.id for a in self.of_chapter(chapter)] + self._targets_of.get(chapter, [])
+        numbered = ((i, self.numbers(i)) for i in own)
+        return [[i, found] for i, found in numbered if found is not None]
 
     def _numbered(self) -> dict[str, tuple[Any, ...]]:
         made: dict[str, tuple[Any, ...]] = {}

@@ -48,14 +48,13 @@ def numbered(source: str, pages: dict[str, str]) -> str:
     )
 
 
-def number(
-    runs: list[Piece], source_of: Callable[[Piece], str], again: Callable[[Piece, str], Piece]
-) -> None:
-    """Set again each run of `runs` whose references' pages are now known (in place), until none moves."""
+def number(runs: list[Piece], again: Callable[[Piece, str], Piece]) -> None:
+    """Set again each run of `runs` whose references' pages are now known (in place), until none moves:
+    each run's source is read beside its PDF."""
     for _ in range(PASSES):
         pages, moved = folios(runs), False
         for n, run in enumerate(runs):
-            source = source_of(run)
+            source = run.path.with_suffix(".typ").read_text()
             wanted = numbered(source, pages)
             if wanted != source:
                 runs[n] = again(run, wanted)

@@ -149,7 +149,8 @@ class _Book:
             self._start_run(run)
         self._free()
         if self.runs:
-            page_refs.number(self.runs, lambda run: run.path.with_suffix(".typ").read_text(), self._set_again)
+            if self.parser.pages:  # (else no run holds a page reference: none is read again)
+                page_refs.number(self.runs, self._set_again)
             self.runs[-1].blank_after = False  # nothing follows the last chapter
         return self._bound(), self.report
 
