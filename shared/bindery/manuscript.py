@@ -110,7 +110,7 @@ def _starts_afresh(line: bytes) -> bool:
     spaces. So a line in column 0 after a blank one (a list item or a quote of its own, if it opens one) is
     read from there as a whole parse reads it, except inside a fenced code block left open at the top level,
     which the caller tracks."""
-    return line[:1] not in b" \t\r\n"
+    return line[:1] not in b" \t\r\n" and not (line[:1] in b":~" and line[1:2] in b" \t")
 
 
 def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Section]:

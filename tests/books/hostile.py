@@ -97,6 +97,8 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "a table of 256 columns, many rows": _wide_rows,
     "a line of the whole size": lambda n: _chapter(_repeat("word ", n).rstrip()),
     "images named": _images,
+    "a definition list of many terms": lambda n: _chapter(_repeat("Term\n:   its definition\n", n)),
+    "definitions after blank lines": lambda n: _chapter("Term\n\n" + _repeat(":   a definition\n\n", n)),
     # The book as one document (issue 47): each link's words are read to warn of it, once.
     "links to nowhere in one paragraph": lambda n: _chapter(_repeat("[m](#missing) words words\n", n)),
     "numbered references to nowhere": lambda n: _chapter(_repeat("See @fig-none and [-@tbl-none].\n", n)),

@@ -257,6 +257,16 @@ def styles(language: str, rtl: bool, cjk: bool) -> str:
             "Normal",
         ),
         _style("paragraph", "Cover", "Cover", '<w:pPr><w:jc w:val="center"/></w:pPr>', "Normal"),
+        # A definition list's term and its definition, pandoc's docx styles.
+        _style(
+            "paragraph",
+            "DefinitionTerm",
+            "Definition Term",
+            '<w:pPr><w:keepNext/><w:spacing w:after="0"/></w:pPr><w:rPr><w:b/><w:bCs/></w:rPr>',
+            "Normal",
+            "Definition",
+        ),
+        _style("paragraph", "Definition", "Definition", '<w:pPr><w:ind w:left="567"/></w:pPr>', "Normal"),
         _style(
             "paragraph",
             "HorizontalRule",

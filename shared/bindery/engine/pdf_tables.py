@@ -1,6 +1,6 @@
 """A Markdown table as Typst source (`bindery.engine.typeset` writes the rest of a chapter): its cells in
 bands of as many columns as the measure holds, and tables of at most MAX_TABLE_ROWS rows, one under another,
-each with the header's cells above its own."""
+each with the header's cells above its own. And a definition list, as Typst's term list (`terms`)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,10 @@ class Writer(Protocol):
 
     def inline(self, children: list[Token]) -> str: ...
 
+    def blocks(self, tokens: list[Token]) -> str: ...
 
+
+TERMS_INDENT = 18.0  # a definition's indent under its term, in pt
 MAX_TABLE_ROWS = 200  # Typst lays a table out in work that grows faster than its rows: more are several
 _LITERAL = re.compile(r'#("(?:[^"\\]|\\.)*")')  # one string literal set as text (`literals.text`)
 
@@ -94,3 +97,31 @@ def _cell(writer: Writer, cell: list[Token]) -> str:
         return literal(alone)
     content = writer.inline(cell)
     return m[1] if (m := _LITERAL.fullmatch(content)) else f"[{content}]"
+
+
+def terms(writer: Writer, inner: list[Token]) -> str:
+    """A definition list as Typst's term list: each term, and its definitions' blocks, indented under it."""
+    items: list[str] = []
+    i = 0
+    while i < len(inner):
+        if inner[i].type == "dt_open":
+            term = writer.inline(inner[i + 1].children or [])
+            said: list[str] = []
+            i += 3
+            while i < len(inner) and inner[i].type == "dd_open":
+                end = next(
+                    j
+                    for j in range(i, len(inner))
+                    if inner[j].type == "dd_close" and inner[j].level == inner[i].level
+                )
+                with writer.narrowed(writer.measure - TERMS_INDENT):
+                    said.append(writer.blocks(inner[i + 1 : end]).strip())
+                i = end + 1
+            items.append(f"terms.item([{term}], [{' '.join(said)}])")
+        else:
+            i += 1
+    return (
+        f"#terms(hanging-indent: {TERMS_INDENT}pt, separator: [#linebreak()], {', '.join(items)})\n\n"
+        if items
+        else ""
+    )

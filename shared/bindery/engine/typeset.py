@@ -186,6 +186,8 @@ class Writer:
             image = next((c for c in inner[0].children or [] if c.type == "image"), None)
             alt = self._set(plain_text(image.children or [])) if image is not None else ""
             return f"#align(center)[{body}]\n\n" + self._caption(token.meta["id"], alt, self.image_height)
+        if kind == "dl_open":
+            return pdf_tables.terms(self, inner)
         if kind == "table_open" and "caption" in token.meta:
             caption = self._caption(str(token.attrGet("id") or ""), self.inline(token.meta["caption"]), 0.0)
             return caption + pdf_tables.table(self, inner)

@@ -99,7 +99,7 @@ class Writer:
         self.blocks(tokens, 0, len(tokens), self.out.body, note=False)
 
     def blocks(self, tokens: list[Token], start: int, end: int, out: list[str], *, note: bool) -> None:
-        quote = 0
+        quote = defined = 0  # block quotes and definitions open around the block
         lists: list[tuple[int, bool]] = []  # (num id, first paragraph of the item still to come)
         cells: list[str] | None = None  # the row being gathered
         table: list[tuple[bool, list[str]]] = []  # (header row?, cells)
@@ -131,6 +131,8 @@ class Writer:
                     style = "FootnoteText"
                 elif lists:
                     style = "ListParagraph"
+                elif defined:
+                    style = "Definition"
                 elif quote:
                     style = "BlockText"
                 elif alone is not None:
@@ -184,6 +186,14 @@ class Writer:
             elif kind == "hr":
                 out.append(paragraph("HorizontalRule", ""))
                 self._first = True
+            elif kind == "dt_open":  # a definition list's term, its words inline
+                out.append(
+                    self._para("DefinitionTerm", self.inline(tokens[i + 1], note=note), tokens[i + 1].content)
+                )
+                i += 3
+                continue
+            elif kind in ("dd_open", "dd_close"):
+                defined += 1 if kind == "dd_open" else -1
             elif kind == "blockquote_open":
                 quote += 1
             elif kind == "blockquote_close":

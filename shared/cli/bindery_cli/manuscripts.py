@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 from markdown_it import MarkdownIt, rules_inline
 from markdown_it.rules_inline import StateInline
+from mdit_py_plugins.deflist import deflist_plugin
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.footnote.index import footnote_inline
 
@@ -308,9 +309,10 @@ def local_name(src: str) -> str | None:
 @functools.cache
 def _parser() -> MarkdownIt:
     """The service's reading of a manuscript (`bindery.engine.markup.parser`): CommonMark with tables,
-    strikethrough and footnotes, raw HTML as text, and comments left out by the service's own rules. Each
-    image and inline note keeps where its text is, for the line an error names."""
+    strikethrough, footnotes and definition lists, raw HTML as text, and comments left out by the
+    service's own rules. Each image and inline note keeps where its text is, for the line an error names."""
     md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]).use(footnote_plugin)
+    md.use(deflist_plugin)
     comments.install(md)
     md.inline.ruler.at("image", _placed(rules_inline.image, end=True))
     md.inline.ruler.at("footnote_inline", _placed(footnote_inline, end=False))

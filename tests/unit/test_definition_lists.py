@@ -1,0 +1,75 @@
+"""Definition lists, as pandoc writes them (`Term`, then `:   its definition`, its later paragraphs indented
+four spaces): a `dl` in html and epub, Word's Definition Term and Definition styles in the docx (pandoc's),
+Typst's term list in the pdf; and a link inside a definition lands, as pandoc's guide's options link to its
+sections from theirs."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import zipfile
+from pathlib import Path
+
+from tests.unit.conftest import Stack
+from tests.unit.test_illustrated import export
+from tests.validators import epubcheck, pandoc
+
+BOOK = """# Options
+
+`-f` *FORMAT*, `--from=`*FORMAT*
+
+:   Specify the input format. See [Markdown variants](#markdown-variants).
+
+    A second paragraph of the same definition.
+
+`-o` *FILE*
+
+:   Write output to *FILE*.
+
+# Markdown variants
+
+Text.
+"""
+
+
+def test_html_sets_a_definition_list_as_pandoc_does_and_its_links_land(stack: Stack) -> None:
+    _, data = export(stack, stack.create_book(BOOK), "html")
+    html = data.decode()
+    assert "<dl>" in html and html.count("<dt>") == 2 and html.count("<dd>") == 2
+    assert '<a href="#markdown-variants">Markdown variants</a>' in html and "<pre>" not in html
+    ours = re.findall(r"<(dl|dt|dd)>", html)
+    theirs = re.findall(r"<(dl|dt|dd)>", pandoc("-f", "markdown", "-t", "html", text=BOOK))
+    assert ours == theirs
+
+
+def test_the_epub_sets_it_as_a_dl_and_epubcheck_passes(stack: Stack, tmp_path: Path) -> None:
+    _, data = export(stack, stack.create_book(BOOK), "epub")
+    page = zipfile.ZipFile(io.BytesIO(data)).read("OEBPS/chapter-000001.xhtml").decode()
+    assert "<dl>" in page and 'href="chapter-000002.xhtml#markdown-variants"' in page
+    (tmp_path / "dl.epub").write_bytes(data)
+    report = epubcheck(tmp_path / "dl.epub")
+    assert "0 fatals / 0 errors / 0 warnings" in report, report[-2000:]
+
+
+def test_the_docx_uses_pandocs_definition_styles_and_pandoc_reads_a_definition_list(
+    stack: Stack, tmp_path: Path
+) -> None:
+    _, data = export(stack, stack.create_book(BOOK), "docx")
+    document = zipfile.ZipFile(io.BytesIO(data)).read("word/document.xml").decode()
+    assert document.count('w:val="DefinitionTerm"') == 2 and document.count('w:val="Definition"') == 3
+    (tmp_path / "dl.docx").write_bytes(data)
+    read = pandoc("-f", "docx", "-t", "html", str(tmp_path / "dl.docx"))
+    assert read.count("<dt>") == 2 and read.count("<dd>") == 2, read
+
+
+def test_the_pdf_sets_each_term_and_its_definition(stack: Stack, tmp_path: Path) -> None:
+    view, data = export(stack, stack.create_book(BOOK), "pdf")
+    (tmp_path / "dl.pdf").write_bytes(data)
+    text = " ".join(
+        subprocess.run(
+            ["pdftotext", str(tmp_path / "dl.pdf"), "-"], capture_output=True, text=True
+        ).stdout.split()
+    )
+    assert "-f FORMAT, --from=FORMAT Specify the input format. See Markdown variants." in text, text[:600]
+    assert "A second paragraph of the same definition." in text and view["complete"] is True
