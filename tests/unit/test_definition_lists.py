@@ -11,6 +11,13 @@ import subprocess
 import zipfile
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from mdit_py_plugins.deflist import deflist_plugin
+
+from bindery.engine import deflists, markup
 from tests.unit.conftest import Stack
 from tests.unit.test_illustrated import export
 from tests.validators import epubcheck, pandoc
@@ -73,3 +80,57 @@ def test_the_pdf_sets_each_term_and_its_definition(stack: Stack, tmp_path: Path)
     )
     assert "-f FORMAT, --from=FORMAT Specify the input format. See Markdown variants." in text, text[:600]
     assert "A second paragraph of the same definition." in text and view["complete"] is True
+
+
+_LINES = st.sampled_from(
+    [
+        "Term",
+        "Another *term*",
+        ":   A definition",
+        "~   Compact",
+        ": x",
+        "    more of it",
+        "  lazy",
+        "",
+        "- item",
+        "> quote",
+        "    code",
+        "```",
+        "Text",
+        ":",
+        "~",
+        "1. one",
+        "    - nested",
+        "\t tabbed",
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_LINES, max_size=20))
+def test_bindery_reads_a_definition_list_as_the_plugin_does_where_no_line_is_a_heading(
+    lines: list[str],
+) -> None:
+    """Bindery's rule is the plugin's but for headings: where no line is one, the tokens are the plugin's."""
+    text = "\n".join(lines)
+    theirs = MarkdownIt("commonmark").use(deflist_plugin)
+    ours = MarkdownIt("commonmark")
+    deflists.install(ours)
+    assert _shape(ours.parse(text)) == _shape(theirs.parse(text))
+
+
+def test_a_heading_is_never_a_term_so_the_cut_and_the_parse_read_the_same_chapters() -> None:
+    tokens = markup.parser().parse("Term\n:   one\n\n# Title\n:   two\n\n## Sub\n:   three\n")
+    assert [t.type for t in tokens if t.type in ("dt_open", "heading_open")] == [
+        "dt_open",
+        "heading_open",
+        "heading_open",
+    ]
+    # pandoc (whose headings need a blank line before them) takes `# Title` for the list's second term.
+    native = pandoc("-f", "markdown", "-t", "native", text="Term\n:   one\n\n# Title\n:   two\n")
+    assert 'Str "#"' in native
+
+
+def _shape(tokens: list[Token]) -> list[tuple[str, str, bool, list[int] | None]]:
+    # A later term's `dd` map starts at the term's line in the plugin's (Bindery's starts at its own line).
+    return [(t.type, t.content, t.hidden, None if t.type == "dd_open" else t.map) for t in tokens]

@@ -20,17 +20,15 @@ for blocks (`bindery.engine.block_rules`) and within them (`bindery.engine.inlin
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
 from markdown_it import MarkdownIt
-from mdit_py_plugins.deflist import deflist_plugin
 from mdit_py_plugins.footnote import footnote_plugin
 
-from bindery.engine import block_rules, comments, crossrefs, headings, inline_rules
+from bindery.engine import block_rules, comments, crossrefs, deflists, headings, inline_rules
 from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
 
@@ -56,10 +54,7 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "xhtmlOut": xhtml, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.use(footnote_plugin)
-    md.use(deflist_plugin)  # pandoc's definition lists: `Term` then `:   its definition`
-    md.block.ruler.at(
-        "deflist", _no_heading_term(md.block.ruler.__rules__[md.block.ruler.__find__("deflist")].fn)
-    )
+    deflists.install(md)  # pandoc's definition lists: `Term` then `:   its definition`
     dialect(md)
     block_rules.install(md)
     inline_rules.install(md)
@@ -72,20 +67,6 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md.add_render_rule("figure_close", _figure_close)
     md.add_render_rule("table_open", _table_open)
     return md
-
-
-_ATX_LINE = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
-
-
-def _no_heading_term(rule: Any) -> Any:
-    """The definition list's rule, but a heading is never a term: `# Title` over `:   a definition` is a
-    heading and a paragraph, as pandoc reads them (and as the cut, which cuts at the heading, reads them)."""
-
-    def deflist(state: Any, start: int, end: int, silent: bool) -> bool:
-        line = state.src[state.bMarks[start] : state.eMarks[start]]
-        return False if _ATX_LINE.match(line) else bool(rule(state, start, end, silent))
-
-    return deflist
 
 
 def dialect(md: MarkdownIt) -> None:

@@ -1,0 +1,150 @@
+"""Definition lists, as pandoc writes them: a term on one line, then (after at most one blank line) each of
+its definitions opened by `:` or `~` and a space, their later lines indented.
+
+    Term
+    :   its definition
+
+        its second paragraph
+
+The rule is mdit-py-plugins' (markdown-it-deflist's), with one change of what it reads: an ATX heading line
+is never a term. The plugin took `# Title` after a definition for the list's next term when a `:` line
+followed it; pandoc does too, but pandoc's headings need a blank line before them and Bindery's, like
+CommonMark's, do not, and the cut (`bindery.manuscript`), which cuts a chapter at any `# Title` in column
+0, must read the same headings as the parse. Each line is read once: a term looks at most two lines ahead.
+"""
+
+from __future__ import annotations
+
+from markdown_it import MarkdownIt
+from markdown_it.rules_block import StateBlock
+
+
+def install(md: MarkdownIt) -> None:
+    md.block.ruler.before("paragraph", "deflist", deflist, {"alt": ["paragraph", "reference", "blockquote"]})
+
+
+def _is_heading(state: StateBlock, line: int) -> bool:
+    """Whether `line` opens an ATX heading (`#` to `######`, then a space, a tab or the line's end)."""
+    pos, end = state.bMarks[line] + state.tShift[line], state.eMarks[line]
+    hashes = 0
+    while pos + hashes < end and state.src[pos + hashes] == "#":
+        hashes += 1
+    return 1 <= hashes <= 6 and (pos + hashes == end or state.src[pos + hashes] in " \t")
+
+
+def _marker_end(state: StateBlock, line: int) -> int:
+    """Where a definition's marker (`:` or `~`, then at least one space, then text) ends at `line`, or -1."""
+    start, end = state.bMarks[line] + state.tShift[line], state.eMarks[line]
+    if start >= end or state.src[start] not in ":~":
+        return -1
+    pos = state.skipSpaces(start + 1)
+    return start + 1 if start + 1 < pos < end else -1
+
+
+def _term_at(state: StateBlock, line: int, end: int) -> tuple[int, int] | None:
+    """The first definition's line and where its marker ends, if `line` is a term (not a heading, not blank,
+    and a definition on the next line or the one after a blank)."""
+    if state.isEmpty(line) or state.sCount[line] < state.blkIndent or _is_heading(state, line):
+        return None
+    dd = line + 1
+    if dd < end and state.isEmpty(dd):
+        dd += 1
+    if dd >= end or state.sCount[dd] < state.blkIndent:
+        return None
+    content = _marker_end(state, dd)
+    return (dd, content) if content >= 0 else None
+
+
+def deflist(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    if state.is_code_block(start):
+        return False
+    if silent:  # as a terminator: a definition's marker ends the block before it, inside a definition only
+        return state.ddIndent >= 0 and _marker_end(state, start) >= 0
+    found = _term_at(state, start, end)
+    if found is None:
+        return False
+    dd_line, content = found
+    first = len(state.tokens)
+    opened = state.push("dl_open", "dl", 1)
+    opened.map = lines = [start, 0]
+    tight, term = True, start
+    while True:
+        state.push("dt_open", "dt", 1).map = [term, term]
+        inline = state.push("inline", "", 0)
+        inline.map = [term, term]
+        inline.content = state.getLines(term, term + 1, state.blkIndent, False).strip()
+        inline.children = []
+        state.push("dt_close", "dt", -1)
+        after_blank = False
+        while True:  # each definition of this term
+            line, loose = _definition(state, dd_line, content, end)
+            if loose or after_blank:
+                tight = False
+            # A definition that ends with a blank line makes the list loose, unless it is the last.
+            after_blank = (state.line - dd_line) > 1 and state.isEmpty(state.line - 1)
+            if line >= end or state.sCount[line] < state.blkIndent:
+                break
+            content = _marker_end(state, line)
+            if content < 0:
+                break
+            dd_line = line
+        if line >= end or state.sCount[line] < state.blkIndent:
+            break
+        found = _term_at(state, line, end)
+        if found is None:
+            break
+        term, (dd_line, content) = line, found
+    state.push("dl_close", "dl", -1)
+    lines[1] = state.line = line
+    if tight:
+        _tighten(state, first)
+    return True
+
+
+def _definition(state: StateBlock, line: int, content: int, end: int) -> tuple[int, bool]:
+    """A `dd` of the definition at `line`, whose marker ends at `content`, parsed as a container of blocks
+    indented past the marker (the plugin's reading): the line after it, and whether it was loose."""
+    opened = state.push("dd_open", "dd", 1)
+    opened.map = lines = [line, 0]
+    pos, limit = content, state.eMarks[line]
+    offset = state.sCount[line] + content - (state.bMarks[line] + state.tShift[line])
+    while pos < limit and state.src[pos] in " \t":
+        offset += 4 - offset % 4 if state.src[pos] == "\t" else 1
+        pos += 1
+    kept = (
+        state.tight,
+        state.ddIndent,
+        state.blkIndent,
+        state.tShift[line],
+        state.sCount[line],
+        state.parentType,
+    )
+    state.blkIndent = state.ddIndent = state.sCount[line] + 2
+    state.tShift[line] = pos - state.bMarks[line]
+    state.sCount[line] = offset
+    state.tight = True
+    state.parentType = "deflist"
+    state.md.block.tokenize(state, line, end)
+    loose = not state.tight
+    (
+        state.tight,
+        state.ddIndent,
+        state.blkIndent,
+        state.tShift[line],
+        state.sCount[line],
+        state.parentType,
+    ) = kept
+    state.push("dd_close", "dd", -1)
+    lines[1] = state.line
+    return state.line, loose
+
+
+def _tighten(state: StateBlock, first: int) -> None:
+    """A tight list's paragraphs are hidden, as a tight bullet list's are (their text is the item's)."""
+    level = state.level + 2
+    tokens, i = state.tokens, first + 2
+    while i < len(tokens) - 2:
+        if tokens[i].level == level and tokens[i].type == "paragraph_open":
+            tokens[i].hidden = tokens[i + 2].hidden = True
+            i += 2
+        i += 1
