@@ -18,12 +18,13 @@ import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bindery import errors
 from bindery.engine.anchors import Anchors
 from bindery.engine.comments import CLOSER
 from bindery.engine.crossrefs import TARGET_LINE
+from bindery.engine.spans import SPAN_ID_LINE
 from bindery.normalising import normalise
 from bindery.window import COMMENT
 from bindery.window import closes as _closes
@@ -151,7 +152,7 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
     held = False  # the window waits for a closer: a comment opener in it has none yet
     tokens = 0  # made by the reads so far
     yielded = 0  # sections so far: the open one, if it is one, is the next
-    kept: set[int] = set()  # where each note definition and numbered target kept so far starts
+    kept: set[Any] = set()  # where each note definition kept so far starts, and each target (and its id)
     hashed = _Hashed()
     waiting = hashed.waiting  # outside a fence the window is its last lines, so the rest is hashable
 
@@ -207,8 +208,9 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
                         anchors.note(yielded + 1, label, starts[first], written)
             while targets and targets[0][0] < line:
                 first, after, target_id = targets.popleft()
-                if (after > read_up_to or starts[first] not in kept) and (stop is None or after <= stop):
-                    kept.add(starts[first])
+                at = (starts[first], target_id)  # (a paragraph may hold several spans' ids)
+                if (after > read_up_to or at not in kept) and (stop is None or after <= stop):
+                    kept.add(at)
                     if anchors is not None:
                         anchors.target(yielded + 1, target_id)
 
@@ -299,7 +301,7 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
                 or _DEFINITION.match(line)
                 or (_SETEXT.match(line) and len(window) > 1 and window[-2].strip())
             )
-        ) or (b"{" in line and TARGET_LINE.search(line)):
+        ) or (b"{" in line and (TARGET_LINE.search(line) or SPAN_ID_LINE.search(line))):
             candidates += 1
             if line[:1] == b"#":
                 # A heading in column 0 is one, unless a fence this window opened is still open; either way

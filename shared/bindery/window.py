@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bindery.engine import crossrefs
+from bindery.engine import crossrefs, spans
 from bindery.engine.comments import CLOSER, OPENED, UNCLOSED
 from bindery.engine.headings import parse_attributes, split_attributes, words
 
@@ -58,7 +58,8 @@ class Read:
     definitions: dict[str, Any] = field(default_factory=dict)  # its link reference definitions
     # Its footnote definitions, in order: (first line, line after the last, label, the lines as written).
     notes: list[tuple[int, int, str, str]] = field(default_factory=list)
-    # Its numbered figures and tables (`bindery.engine.crossrefs`): (first line, line after the last, id).
+    # Its numbered figures and tables (`bindery.engine.crossrefs`) and its spans' ids
+    # (`bindery.engine.spans`): (first line, line after the last, id).
     targets: list[tuple[int, int, str]] = field(default_factory=list)
 
 
@@ -109,6 +110,10 @@ def read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> Read:
             markup = token.markup.encode()
             if token.map[0] == len(window) - 1 or not closes(markup, window[-1]):
                 open_fence = markup
+
+    def parse_inline(content: str) -> Any:
+        return parser.parseInline(content, env)[0]
+
     return Read(
         headings,
         open_fence,
@@ -118,5 +123,7 @@ def read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> Read:
         len(tokens),
         env.get("references", {}),
         notes,
-        crossrefs.targets(tokens, lambda content: parser.parseInline(content, env)[0]),
+        sorted(
+            crossrefs.targets(tokens, parse_inline) + spans.targets(tokens, parse_inline), key=lambda t: t[0]
+        ),
     )

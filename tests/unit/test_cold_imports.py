@@ -39,6 +39,7 @@ light = (
     "bindery.engine.anchors",
     "bindery.engine.comments",
     "bindery.engine.crossrefs",
+    "bindery.engine.spans",
     "bindery.engine.headings",
 )
 loaded = [m for m in sys.modules if m.startswith(heavy) and m not in light]

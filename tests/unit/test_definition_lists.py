@@ -92,15 +92,12 @@ _LINES = st.sampled_from(
         "    more of it",
         "  lazy",
         "",
-        "- item",
-        "> quote",
         "    code",
-        "```",
         "Text",
         ":",
         "~",
-        "1. one",
         "    - nested",
+        "    > quoted",
         "\t tabbed",
     ]
 )
@@ -108,10 +105,11 @@ _LINES = st.sampled_from(
 
 @settings(max_examples=500, deadline=None)
 @given(st.lists(_LINES, max_size=20))
-def test_bindery_reads_a_definition_list_as_the_plugin_does_where_no_line_is_a_heading(
+def test_bindery_reads_a_definition_list_as_the_plugin_does_where_no_line_opens_a_block_of_its_own(
     lines: list[str],
 ) -> None:
-    """Bindery's rule is the plugin's but for headings: where no line is one, the tokens are the plugin's."""
+    """Bindery's rule is the plugin's but for a heading or a list or quote in column 0 (never a later term
+    in Bindery's): where no line is one, the tokens are the plugin's."""
     text = "\n".join(lines)
     theirs = MarkdownIt("commonmark").use(deflist_plugin)
     ours = MarkdownIt("commonmark")
@@ -129,6 +127,14 @@ def test_a_heading_is_never_a_term_so_the_cut_and_the_parse_read_the_same_chapte
     # pandoc (whose headings need a blank line before them) takes `# Title` for the list's second term.
     native = pandoc("-f", "markdown", "-t", "native", text="Term\n:   one\n\n# Title\n:   two\n")
     assert 'Str "#"' in native
+
+
+def test_a_list_or_quote_after_a_definition_is_one_not_a_term_as_the_cut_reads_it_afresh() -> None:
+    tokens = markup.parser().parse("Term\n:   one\n\n- ## listed\n:   two\n\n> ## quoted\n:   three\n")
+    kinds = [
+        t.type for t in tokens if t.type in ("dt_open", "bullet_list_open", "blockquote_open", "heading_open")
+    ]
+    assert kinds == ["dt_open", "bullet_list_open", "heading_open", "blockquote_open", "heading_open"]
 
 
 def _shape(tokens: list[Token]) -> list[tuple[str, str, bool, list[int] | None]]:

@@ -243,7 +243,7 @@ _LINES = st.sampled_from(
 def test_any_manuscript_is_cut_as_a_whole_parse_would_cut_it(lines: list[str]) -> None:
     manuscript = "\n".join(lines)
     assert _streamed(manuscript) == _whole_parse(manuscript)
-    assert _streamed_index(manuscript) == _whole_book(manuscript)
+    assert _streamed_index(manuscript) == _whole_book(manuscript), lines
 
 
 # Blocks that run long: a list item, a block quote or a fence of many lines, so that a candidate can sit

@@ -21,11 +21,12 @@ from bindery.engine.headings import Identifiers
 
 # Bump on any change to what the anchors hold or how an id is made: a list's anchors of another version are
 # read as none, and the build finds them again.
-VERSION = 6
+VERSION = 7
 
 # A footnote's citation, and its definition (at a line's start, as markdown-it's footnote plugin reads one).
 _CITED = re.compile(r"\[\^([^\]\s]+)\]")
 _DEFINED = re.compile(r"^ {0,3}\[\^([^\]\s]+)\]:", re.MULTILINE)
+NUMBERED = ("fig", "tbl")  # the kinds of target numbered (`bindery.engine.crossrefs`)
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")  # an address that leaves the book (RFC 3986's scheme)
 
 
@@ -85,7 +86,7 @@ class Anchors:
             self.notes[label] = (chapter, written)
 
     def target(self, chapter: int, target_id: str) -> None:
-        """A figure or a table the cut found with a numbered id."""
+        """A figure or a table the cut found with a numbered id, or a span with an id."""
         if target_id not in self._ids.used:  # (an id a heading has, or a target before, is theirs)
             self._ids.used.add(target_id)
             self.targets.append((chapter, target_id))
@@ -121,6 +122,8 @@ class Anchors:
         in_chapter: dict[tuple[int, str], int] = {}
         for chapter, target_id in self.targets:
             kind = target_id.split("-", 1)[0]
+            if kind not in NUMBERED:
+                continue  # a span's id: a target, not numbered
             in_book[kind] = in_book.get(kind, 0) + 1
             in_chapter[chapter, kind] = in_chapter.get((chapter, kind), 0) + 1
             made[target_id] = (in_book[kind], chapters.get(chapter, 0), in_chapter[chapter, kind])
@@ -244,11 +247,16 @@ class Links:
     def caption(self, target_id: str) -> str | None:
         """The number of a figure or table of this chapter, the first time it is asked (the one the book
         numbers, and whose id it has), or None: any other is set without an id or a number."""
+        return self.number(target_id) if self.owns(target_id) else None
+
+    def owns(self, target_id: str) -> bool:
+        """Whether a target (a figure, a table, a span) with this id is the one the book's index holds: in
+        this chapter, and the first asked for. Only it is set with the id; any other is set without one."""
         found = self.anchors.find(target_id)
         if found is None or found.level != 0 or found.chapter != self.chapter or target_id in self._captioned:
-            return None
+            return False
         self._captioned.add(target_id)
-        return self.number(target_id)
+        return True
 
     def number(self, target_id: str) -> str | None:
         """A numbered target's number as the book shows it (`3`, or `2.3` numbered by chapter; a section's

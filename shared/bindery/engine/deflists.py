@@ -6,16 +6,18 @@ its definitions opened by `:` or `~` and a space, their later lines indented.
 
         its second paragraph
 
-The rule is mdit-py-plugins' (markdown-it-deflist's), with one change of what it reads: an ATX heading line
-is never a term. The plugin took `# Title` after a definition for the list's next term when a `:` line
-followed it; pandoc does too, but pandoc's headings need a blank line before them and Bindery's, like
-CommonMark's, do not, and the cut (`bindery.manuscript`), which cuts a chapter at any `# Title` in column
-0, must read the same headings as the parse. Each line is read once: a term looks at most two lines ahead.
+The rule is mdit-py-plugins' (markdown-it-deflist's), with two changes of what it reads, so that the cut
+(`bindery.manuscript`), which cuts a chapter at any `# Title` in column 0 and starts afresh at a line in
+column 0 after a blank one, reads the same chapters, headings and targets as the parse: an ATX heading line
+is never a term, and a line that opens another block (a list item, a quote) is never a later term. (The
+plugin, and pandoc, took `# Title` or `- ## A` after a definition for the list's next term when a `:` line
+followed it; pandoc's headings need a blank line before them, and Bindery's, like CommonMark's, do not.)
+Each line is read once: a term looks at most two lines ahead.
 """
 
 from __future__ import annotations
 
-from markdown_it import MarkdownIt
+from markdown_it import MarkdownIt, rules_block
 from markdown_it.rules_block import StateBlock
 
 
@@ -55,6 +57,18 @@ def _term_at(state: StateBlock, line: int, end: int) -> tuple[int, int] | None:
     return (dd, content) if content >= 0 else None
 
 
+def _opens_block(state: StateBlock, line: int, end: int) -> bool:
+    """Whether a rule asked before this one (a list, a quote, a note, a fence...) opens a block at `line`:
+    such a line is no later term of a list, but that block, as it is where a list starts. (The cut starts
+    afresh at a line in column 0 after a blank one, and reads `- ## A` there as a list holding a heading.)"""
+    for rule in state.md.block.ruler.getRules(""):
+        if rule is deflist:
+            return False
+        if rule is not rules_block.code and rule(state, line, end, True):  # (code: none past a definition)
+            return True
+    return False
+
+
 def deflist(state: StateBlock, start: int, end: int, silent: bool) -> bool:
     if state.is_code_block(start):
         return False
@@ -90,7 +104,7 @@ def deflist(state: StateBlock, start: int, end: int, silent: bool) -> bool:
             dd_line = line
         if line >= end or state.sCount[line] < state.blkIndent:
             break
-        found = _term_at(state, line, end)
+        found = None if _opens_block(state, line, end) else _term_at(state, line, end)
         if found is None:
             break
         term, (dd_line, content) = line, found

@@ -7,10 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bindery.engine.ooxml import text
+from bindery.engine import spans
+from bindery.engine.ooxml import RunState, text
 
 if TYPE_CHECKING:
     from markdown_it.token import Token
+
+    from bindery.engine.anchors import Links
 
 
 @dataclass
@@ -22,6 +25,29 @@ class Counters:
     link: int = 0
     picture: int = 1
     bookmark: int = 0  # each heading's and numbered target's, where an internal link lands (`anchors`)
+
+
+NOTE_MARK = '<w:r><w:rPr><w:rStyle w:val="FootnoteReference"/></w:rPr><w:footnoteRef/></w:r>'
+
+
+def span_edge(
+    counters: Counters, links: Links | None, token: Token, state: RunState, opened: list[tuple[int, int]]
+) -> str:
+    """A bracketed span's start or end (`bindery.engine.spans`): a bookmark named as its id where the book's
+    index holds this span (a link to it lands there), and small capitals for `.smallcaps`."""
+    if token.type == "span_close":
+        mark, small = opened.pop()
+        state.smallcaps -= small
+        return f'<w:bookmarkEnd w:id="{mark}"/>' if mark else ""
+    small = int(spans.SMALLCAPS in spans.classes(token))
+    state.smallcaps += small
+    span_id = token.meta.get("id")
+    if not span_id or links is None or not links.owns(span_id):
+        opened.append((0, small))
+        return ""
+    counters.bookmark += 1
+    opened.append((counters.bookmark, small))
+    return f'<w:bookmarkStart w:id="{counters.bookmark}" w:name="{text(span_id)}"/>'
 
 
 def bookmarked(counters: Counters, name: str, runs: str) -> str:

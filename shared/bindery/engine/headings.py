@@ -25,9 +25,9 @@ if TYPE_CHECKING:  # the cut and a build's anchors import this module; markdown-
     from markdown_it.token import Token
 
 # pandoc's attributes: `{#id .class key=value key="a value"}`, at the end of the heading's text.
-_ATTRIBUTE = r'(?:#[^\s{}#.="][^\s{}#="]*|\.[^\s{}#.="]+|[A-Za-z_][\w.-]*=(?:"[^"]*"|[^\s{}"]*)|-)'
-ATTRIBUTES = re.compile(r"(?:^|(?<=\s))\{\s*(" + _ATTRIBUTE + r"(?:\s+" + _ATTRIBUTE + r")*)\s*\}\s*$")
-_ONE = re.compile(_ATTRIBUTE)
+ATTRIBUTE = r'(?:#[^\s{}#.="][^\s{}#="]*|\.[^\s{}#.="]+|[A-Za-z_][\w.-]*=(?:"[^"]*"|[^\s{}"]*)|-)'
+ATTRIBUTES = re.compile(r"(?:^|(?<=\s))\{\s*(" + ATTRIBUTE + r"(?:\s+" + ATTRIBUTE + r")*)\s*\}\s*$")
+_ONE = re.compile(ATTRIBUTE)
 UNNUMBERED = "unnumbered"
 # The ids Bindery gives what it writes around the text: a chapter's section (`ch-2`), a note and its
 # citations (`fn-ch1-1`, `fnref-ch1-1`, `fnref-ch1-1:1`). No heading takes one, so none is on a page twice.

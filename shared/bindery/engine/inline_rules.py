@@ -25,6 +25,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.footnote.index import _data_from_env
 
 from bindery.engine.comments import comment_inline
+from bindery.engine.spans import bracketed_span
 
 
 def install(md: MarkdownIt) -> None:
@@ -373,6 +374,7 @@ _MARKERS: dict[Any, str] = {
     rules_inline.strikethrough.tokenize: "~",
     rules_inline.emphasis.tokenize: "*_",
     rules_inline.link: "[",
+    bracketed_span: "[",
     rules_inline.image: "!",
     rules_inline.autolink: "<",
     rules_inline.html_inline: "<",

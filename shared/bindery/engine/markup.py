@@ -28,7 +28,7 @@ from typing import Any
 from markdown_it import MarkdownIt
 from mdit_py_plugins.footnote import footnote_plugin
 
-from bindery.engine import block_rules, comments, crossrefs, deflists, headings, inline_rules
+from bindery.engine import block_rules, comments, crossrefs, deflists, headings, inline_rules, spans
 from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
 
@@ -66,6 +66,7 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md.add_render_rule("figure_open", _figure_open)
     md.add_render_rule("figure_close", _figure_close)
     md.add_render_rule("table_open", _table_open)
+    md.add_render_rule("span_open", _span_open)
     return md
 
 
@@ -76,6 +77,7 @@ def dialect(md: MarkdownIt) -> None:
     comments.install(md)
     headings.install(md)
     crossrefs.install(md)
+    spans.install(md)
     md.core.ruler.push("link_lines", _link_lines)
     md.core.ruler.push("note_headings", _note_headings)
 
@@ -203,6 +205,14 @@ def _table_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str
     opened = str(self.renderToken(tokens, idx, options, env))
     said = self.renderInline(caption, options, env)
     return f"{opened}<caption>{crossrefs.label('tbl', number) + ': ' if number else ''}{said}</caption>\n"
+
+
+def _span_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    token = tokens[idx]
+    links: Links | None = env.get("links")
+    span_id = token.meta.get("id")
+    owned = bool(span_id) and (links is None or links.owns(span_id))
+    return f"<span{spans.html_attributes(token, owned)}>"
 
 
 def _link_close(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:

@@ -6,6 +6,7 @@ table, a paragraph's indentation and alignment. Every piece of the author's text
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from html import escape
 
 # The characters outside XML 1.0's Char production (C0 controls but tab and line feeds, lone surrogates,
@@ -16,6 +17,17 @@ QUOTE_INDENT = 567  # twips a block quote is set in on each side (docx_parts' Bl
 LIST_INDENT = 720  # twips each list level is set in (docx_parts' numbering), its marker hanging 360
 TEXT_W = 9070  # the text block's width in twips (docx_parts: A4 less its margins), which tables share
 MAX_INDENT = TEXT_W * 2 // 3  # the furthest a quoted paragraph is set in
+
+
+@dataclass
+class RunState:
+    """The inline state a run is written in: how deep in each emphasis, and the link it is in, if any."""
+
+    bold: int = 0
+    italic: int = 0
+    strike: int = 0
+    link: str | None = None  # the relationship id of the link being written (`#id`: to a bookmark)
+    smallcaps: int = 0
 
 
 def text(value: str) -> str:

@@ -1,6 +1,7 @@
 """A Markdown table as Typst source (`bindery.engine.typeset` writes the rest of a chapter): its cells in
 bands of as many columns as the measure holds, and tables of at most MAX_TABLE_ROWS rows, one under another,
-each with the header's cells above its own. And a definition list, as Typst's term list (`terms`)."""
+each with the header's cells above its own. And lists: a bullet or ordered list (`listed`), and a
+definition list, as Typst's term list (`terms`)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,17 @@ from typing import Protocol
 from markdown_it.token import Token
 
 from bindery.engine.breaks import widest
-from bindery.engine.literals import literal
-from bindery.engine.measures import BODY_PT, MAX_HEADER_LINES, TABLE_INSET, TABLE_PT, columns_held
-from bindery.engine.token_tree import plain_text
+from bindery.engine.literals import literal, text
+from bindery.engine.measures import (
+    BODY_PT,
+    BULLET_INDENT,
+    DIGIT_INDENT,
+    MAX_HEADER_LINES,
+    TABLE_INSET,
+    TABLE_PT,
+    columns_held,
+)
+from bindery.engine.token_tree import list_items, plain_text
 
 
 class Writer(Protocol):
@@ -28,10 +37,33 @@ class Writer(Protocol):
 
     def blocks(self, tokens: list[Token]) -> str: ...
 
+    def may_indent(self, indent: float) -> bool: ...
+
 
 TERMS_INDENT = 18.0  # a definition's indent under its term, in pt
 MAX_TABLE_ROWS = 200  # Typst lays a table out in work that grows faster than its rows: more are several
 _LITERAL = re.compile(r'#("(?:[^"\\]|\\.)*")')  # one string literal set as text (`literals.text`)
+
+
+def listed(writer: Writer, token: Token, inner: list[Token]) -> str:
+    """A bullet or ordered list, each item's blocks indented past its marker."""
+    items = list_items(inner)
+    tight = bool(inner) and len(inner) > 1 and inner[1].hidden
+    start = token.attrGet("start")
+    first = int(start) if start else 1
+    ordered = token.type == "ordered_list_open"
+    indent = (len(str(first + len(items) - 1)) + 2) * DIGIT_INDENT if ordered else BULLET_INDENT
+    if not writer.may_indent(indent):
+        # Nested too deep to indent again: each item set as a paragraph, its marker before it.
+        return "".join(
+            text(f"{first + n}. " if ordered else "• ") + writer.blocks(item).rstrip("\n") + "\n\n"
+            for n, item in enumerate(items)
+        )
+    with writer.narrowed(writer.measure - indent):
+        written = [writer.blocks(item) for item in items]
+    call = "enum" if ordered else "list"
+    args = f"tight: {'true' if tight else 'false'}" + (f", start: {int(start)}" if start else "")
+    return f"#{call}({args}, " + ", ".join(f"[{item}]" for item in written) + ")\n\n"
 
 
 def table(writer: Writer, inner: list[Token]) -> str:

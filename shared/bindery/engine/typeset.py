@@ -34,17 +34,15 @@ from urllib.parse import quote
 
 from markdown_it.token import Token
 
-from bindery.engine import crossrefs, page_refs, pdf_tables
+from bindery.engine import crossrefs, page_refs, pdf_tables, spans
 from bindery.engine.anchors import Links, link_words
 from bindery.engine.breaks import Run, fitted, widest
 from bindery.engine.figures import Figures, image_file
 from bindery.engine.literals import literal, text
 from bindery.engine.measures import (
     BODY_PT,
-    BULLET_INDENT,
     CODE_INSET,
     CODE_PT,
-    DIGIT_INDENT,
     HEADING_PT,
     MAX_IMAGE_HEIGHT,
     MIN_MEASURE,
@@ -59,7 +57,7 @@ from bindery.engine.measures import (
 )
 from bindery.engine.navigation import GOTO, HERE
 from bindery.engine.paragraphs import WRAPS, Paragraph
-from bindery.engine.token_tree import close_of, in_runs, list_items, plain_text
+from bindery.engine.token_tree import close_of, in_runs, plain_text
 from bindery.images import Asset
 
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")  # a link that leaves the book; the rest stay text
@@ -108,7 +106,7 @@ class Writer:
         finally:
             self.measure = outer
 
-    def _may_indent(self, indent: float) -> bool:
+    def may_indent(self, indent: float) -> bool:
         return self.measure - indent >= MIN_MEASURE * self.block.width_pt
 
     def chapter(self, tokens: list[Token]) -> str:
@@ -163,9 +161,9 @@ class Writer:
             finally:
                 self.size = BODY_PT
         if kind in ("bullet_list_open", "ordered_list_open"):
-            return self._list(token, inner)
+            return pdf_tables.listed(self, token, inner)
         if kind == "blockquote_open":
-            if self.quotes >= MAX_QUOTE_DEPTH or not self._may_indent(QUOTE_INDENT):
+            if self.quotes >= MAX_QUOTE_DEPTH or not self.may_indent(QUOTE_INDENT):
                 return self.blocks(inner)  # deeper still: its text, at the deepest quote's indent
             self.quotes += 1
             try:
@@ -206,6 +204,15 @@ class Writer:
         here, kind = literal(f"{HERE}{up:.1f}#{quote(target_id)}"), crossrefs.kind_of(target_id) or ""
         numbered = f"#link({here})[{text(crossrefs.label(kind, number))}]"
         return f"#align(center)[{numbered}{text(': ') if said else ''}{said}]\n\n"
+
+    def _span(self, token: Token, paragraph: Paragraph) -> None:
+        """A bracketed span: small capitals for `.smallcaps`; where the book's index holds it, an empty link
+        to itself before its words, where the join names a destination as its id (`HERE`)."""
+        paragraph.open("#smallcaps[" if spans.SMALLCAPS in spans.classes(token) else "#[")
+        span_id = token.meta.get("id")
+        if span_id and self.links is not None and self.links.owns(span_id):
+            here = literal(f"{HERE}0.0#{quote(span_id)}")
+            paragraph.element(f"#link({here})[#box(width: 0pt, height: 1em)]")
 
     def _crossref(self, token: Token, paragraph: Paragraph) -> None:
         """`@fig-map`: "Figure 3", linked to it; one the book does not number, `?@fig-map`, and a warning."""
@@ -248,25 +255,6 @@ class Writer:
             return f"#code({points(self.measure)}, {raw})\n\n"
         return f"#{raw}\n\n"
 
-    def _list(self, token: Token, inner: list[Token]) -> str:
-        items = list_items(inner)
-        tight = bool(inner) and len(inner) > 1 and inner[1].hidden
-        start = token.attrGet("start")
-        first = int(start) if start else 1
-        ordered = token.type == "ordered_list_open"
-        indent = (len(str(first + len(items) - 1)) + 2) * DIGIT_INDENT if ordered else BULLET_INDENT
-        if not self._may_indent(indent):
-            # Nested too deep to indent again: each item set as a paragraph, its marker before it.
-            return "".join(
-                text(f"{first + n}. " if ordered else "• ") + self.blocks(item).rstrip("\n") + "\n\n"
-                for n, item in enumerate(items)
-            )
-        with self.narrowed(self.measure - indent):
-            written = [self.blocks(item) for item in items]
-        call = "enum" if ordered else "list"
-        args = f"tight: {'true' if tight else 'false'}" + (f", start: {int(start)}" if start else "")
-        return f"#{call}({args}, " + ", ".join(f"[{item}]" for item in written) + ")\n\n"
-
     def inline(self, children: list[Token]) -> str:
         outer, self.run = self.run, Run()  # a note's body is written in the middle of the text citing it
         try:
@@ -294,9 +282,11 @@ class Writer:
                 paragraph.code(child.content)
             elif kind in WRAPS:
                 paragraph.open(WRAPS[kind])
+            elif kind == "span_open":
+                self._span(child, paragraph)
             elif kind == "link_open":
                 paragraph.open(self._link(children, n))
-            elif kind in ("em_close", "strong_close", "s_close", "link_close"):
+            elif kind in ("em_close", "strong_close", "s_close", "link_close", "span_close"):
                 paragraph.close()
             elif kind == "hardbreak":
                 paragraph.element("#linebreak()")

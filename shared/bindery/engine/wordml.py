@@ -17,15 +17,24 @@ numbering of its ordered lists, the targets of its links, the images it shows) i
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from markdown_it.token import Token
 
 from bindery.engine import crossrefs
 from bindery.engine.anchors import Links, link_words
-from bindery.engine.docx_notes import Counters, bookmarked, note_numbers
+from bindery.engine.docx_notes import NOTE_MARK, Counters, bookmarked, note_numbers, span_edge
 from bindery.engine.figures import Figures
-from bindery.engine.ooxml import LIST_INDENT, alignment, indentation, paragraph, run, table_xml, text
+from bindery.engine.ooxml import (
+    LIST_INDENT,
+    RunState,
+    alignment,
+    indentation,
+    paragraph,
+    run,
+    table_xml,
+    text,
+)
 from bindery.engine.token_tree import heading_text, image_alone, spoken_text
 from bindery.images import Asset
 from bindery.language import text_direction
@@ -46,16 +55,6 @@ class Chapter:
     # The links of its notes: a part's relationships are its own, and the notes are another part.
     note_links: list[tuple[str, str]] = field(default_factory=list)
     headings: list[tuple[int, str]] = field(default_factory=list)  # (level, text as the body shows it)
-
-
-@dataclass
-class _Run:
-    """The inline state a run is written in."""
-
-    bold: int = 0
-    italic: int = 0
-    strike: int = 0
-    link: str | None = None  # the relationship id of the link being written, if any
 
 
 Image = Callable[[Asset, str], str]  # (an asset, its alt text) -> the run that shows it
@@ -154,7 +153,7 @@ class Writer:
                 runs = self.inline(inline, note=note)
                 if note and not self._noted:  # the note's number, at the head of its first paragraph
                     self._noted = True
-                    runs = self._note_mark() + run(" ") + runs
+                    runs = NOTE_MARK + run(" ") + runs
                 out.append(self._para(style, runs, inline.content, extra=extra, indent=indent))
                 if kind == "figure_open" and alone is not None:  # numbered (`engine.crossrefs`)
                     out.append(self._caption(token.meta["id"], self._text(spoken_text(alone))))
@@ -249,7 +248,7 @@ class Writer:
                     self._noted = False
                     self.blocks(tokens, i + 1, close, body, note=True)
                     if not self._noted:  # a note with no paragraph of its own still shows its number
-                        body.insert(0, paragraph("FootnoteText", self._note_mark()))
+                        body.insert(0, paragraph("FootnoteText", NOTE_MARK))
                     self.out.notes.append(f'<w:footnote w:id="{number}">{"".join(body)}</w:footnote>')
                 i = close
             i += 1
@@ -257,9 +256,10 @@ class Writer:
     # ---- inline -------------------------------------------------------------------------------------
 
     def inline(self, token: Token, *, note: bool = False) -> str:
-        state = _Run()
+        state = RunState()
         out: list[str] = []
         opened = 0  # where the link being written began in `out`
+        spans_open: list[tuple[int, int]] = []  # each span open: its bookmark's number (0: none), small caps
         links = self.out.note_links if note else self.out.links  # the relationships of the part it is in
         children = token.children or []
         for index, child in enumerate(children):
@@ -278,6 +278,8 @@ class Writer:
                 state.italic += 1 if kind.endswith("open") else -1
             elif kind in ("s_open", "s_close"):
                 state.strike += 1 if kind.endswith("open") else -1
+            elif kind in ("span_open", "span_close"):
+                out.append(span_edge(self.counters, self.anchors, child, state, spans_open))
             elif kind == "link_open":
                 href = str(child.attrGet("href") or "")
                 target = (
@@ -311,7 +313,7 @@ class Writer:
                 out.append(self._crossref(child, state))
         return "".join(out)
 
-    def _figure(self, token: Token, state: _Run, links: list[tuple[str, str]]) -> str:
+    def _figure(self, token: Token, state: RunState, links: list[tuple[str, str]]) -> str:
         alt = spoken_text(token)
         src = str(token.attrGet("src") or "")
         found = self.figures.resolve(src, alt)
@@ -323,7 +325,7 @@ class Writer:
             self.counters.link += 1
             rel = f"rIdL{self.counters.link}"
             links.append((rel, src))
-            linked = _Run(state.bold, state.italic, state.strike, rel)
+            linked = replace(state, link=rel)
             return self._styled(f"[{alt or 'image'}]", linked)
         return self._styled(f"[{alt or (found if isinstance(found, str) else '') or 'image'}]", state)
 
@@ -335,7 +337,7 @@ class Writer:
         numbered = self._text(crossrefs.label(crossrefs.kind_of(target_id) or "", number) + ": ")
         return self._para("Caption", bookmarked(self.counters, target_id, numbered + runs), "")
 
-    def _crossref(self, token: Token, state: _Run) -> str:
+    def _crossref(self, token: Token, state: RunState) -> str:
         """`@fig-map`: "Figure 3", a link to its bookmark; one the book does not number, `?@fig-map`."""
         target_id = token.meta["id"]
         number = self.anchors.number(target_id) if self.anchors is not None else None
@@ -344,7 +346,7 @@ class Writer:
                 self.figures.unlanded(f"@{target_id}", token.content, token.meta.get("line"))
             return self._styled(f"?@{target_id}", state)
         said = crossrefs.label(crossrefs.kind_of(target_id) or "", number, token.meta["bare"])
-        return self._styled(said, _Run(state.bold, state.italic, state.strike, f"#{target_id}"))
+        return self._styled(said, replace(state, link=f"#{target_id}"))
 
     def _note_ref(self, token: Token, in_note: bool) -> str:
         cited = token.meta["id"]
@@ -361,17 +363,15 @@ class Writer:
             for n in [cited, *self.follows.get(cited, ())]
         )
 
-    def _note_mark(self) -> str:
-        return '<w:r><w:rPr><w:rStyle w:val="FootnoteReference"/></w:rPr><w:footnoteRef/></w:r>'
-
     def _text(self, value: str) -> str:
-        return self._styled(value, _Run())
+        return self._styled(value, RunState())
 
-    def _styled(self, value: str, state: _Run, style: str = "") -> str:
+    def _styled(self, value: str, state: RunState, style: str = "") -> str:
         props = style
         props += "<w:b/>" if state.bold else ""
         props += "<w:i/>" if state.italic else ""
         props += "<w:strike/>" if state.strike else ""
+        props += "<w:smallCaps/>" if state.smallcaps else ""
         if state.link is not None and not style:
             props = '<w:rStyle w:val="Hyperlink"/>' + props
         if text_direction(value) == "rtl":
@@ -380,7 +380,7 @@ class Writer:
         return self._wrap(run(value, props), state)
 
     @staticmethod
-    def _wrap(runs: str, state: _Run, *, opening: bool = False) -> str:
+    def _wrap(runs: str, state: RunState, *, opening: bool = False) -> str:
         """`runs` in the hyperlink being written, if any (`opening`: that hyperlink's opening tag alone)."""
         if state.link is None or not (runs or opening):
             return runs

@@ -1,0 +1,98 @@
+"""Bracketed spans, as pandoc reads them (`bracketed_spans`): `[text]{#id .class key=value}`.
+
+- Its words are set as they would be without the brackets, inside a `span_open`/`span_close` pair that
+  carries the attributes: `class` on the token; its id, and pandoc's `key=value` pairs, in its `meta`.
+- Its id is a target of the book (`targets`, which the cut reads, feeds `bindery.engine.anchors`), so a
+  link to `#id` lands on it in every format, as pandoc's guide's links to `[...]{#option--reference-doc}`
+  do. Only the span the book's index holds takes the id (`Links.owns`): the first of an id, in its chapter.
+- `.smallcaps` is set in small capitals in every format; any other class reaches the html and epub as a
+  class, and `custom-style="Name"` the docx as that character style (pandoc's reading).
+
+A span is tried before a link (as pandoc does): `[words]{.x}` is a span even where `[words]` names a
+heading; `[words](url)` and `[words][ref]` are links, whose `]` is not followed by `{`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from bindery.engine.headings import ATTRIBUTE, parse_attributes
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_inline import StateInline
+    from markdown_it.token import Token
+
+# The attributes right after a span's `]`; each part stops at a brace, so a failed try reads no further.
+_ATTRIBUTES = re.compile(r"\{\s*(" + ATTRIBUTE + r"(?:\s+" + ATTRIBUTE + r")*)\s*\}")
+# A block's inline content that may hold a span with an id (a byte search first, then this).
+_WITH_ID = re.compile(r"\]\{[^{}]*#")
+SPAN_ID_LINE = re.compile(rb"\]\{[^{}\n]*#")  # a line the cut reads for a span's id
+SMALLCAPS = "smallcaps"
+CUSTOM_STYLE = "custom-style"
+
+
+def install(md: MarkdownIt) -> None:
+    md.inline.ruler.before("link", "bracketed_span", bracketed_span)
+
+
+def bracketed_span(state: StateInline, silent: bool) -> bool:
+    start = state.pos
+    if state.src[start] != "[" or state.src[start + 1 : start + 2] == "^":
+        return False  # (`[^1]` cites a note, as pandoc reads it, before it may open a span)
+    end = state.md.helpers.parseLinkLabel(state, start, False)
+    if end < 0 or end + 1 >= state.posMax or state.src[end + 1] != "{":
+        return False
+    found = _ATTRIBUTES.match(state.src, end + 1, state.posMax)
+    if found is None:
+        return False
+    if not silent:
+        given = parse_attributes(found.group(1))
+        opened = state.push("span_open", "span", 1)
+        if given.classes:
+            opened.attrSet("class", " ".join(given.classes))
+        opened.meta.update(id=given.id, values=given.values)
+        maximum = state.posMax
+        state.pos, state.posMax = start + 1, end
+        state.md.inline.tokenize(state)
+        state.posMax = maximum
+        state.push("span_close", "span", -1)
+    state.pos = found.end()
+    return True
+
+
+def classes(token: Token) -> list[str]:
+    return str(token.attrGet("class") or "").split()
+
+
+def targets(tokens: list[Token], parse_inline: Any) -> list[tuple[int, int, str]]:
+    """The ids of the spans of a block parse's tokens (the cut's, whose inline content is not parsed), as
+    (first line, line after the last, id), in order: each block's inline content that may hold one is
+    parsed. A span inside a footnote's definition is the note's, as its headings are: no target of the
+    book's (the note is set in the chapter citing it)."""
+    found: list[tuple[int, int, str]] = []
+    in_note = False
+    for token in tokens:
+        if token.type in ("footnote_reference_open", "footnote_reference_close"):
+            in_note = token.type == "footnote_reference_open"
+        elif token.type == "inline" and not in_note and token.map and "]{" in token.content:
+            if _WITH_ID.search(token.content) is None:
+                continue
+            for child in parse_inline(token.content).children or []:
+                if child.type == "span_open" and child.meta.get("id"):
+                    found.append((token.map[0], token.map[1], str(child.meta["id"])))
+    return found
+
+
+def html_attributes(token: Token, owned: bool) -> str:
+    """A span's attributes as html writes them: its id (where the book's index holds this span), its
+    classes, and each `key=value` as `data-key` (pandoc's html5), escaped."""
+    from html import escape
+
+    out = [f' id="{escape(token.meta["id"])}"'] if owned and token.meta.get("id") else []
+    if token.attrGet("class"):
+        out.append(f' class="{escape(str(token.attrGet("class")))}"')
+    for key, value in token.meta.get("values", {}).items():
+        out.append(f' data-{escape(key.lower())}="{escape(value)}"')
+    return "".join(out)
