@@ -99,6 +99,9 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "images named": _images,
     "a definition list of many terms": lambda n: _chapter(_repeat("Term\n:   its definition\n", n)),
     "definitions after blank lines": lambda n: _chapter("Term\n\n" + _repeat(":   a definition\n\n", n)),
+    "spans with ids, many": lambda n: _chapter(_repeat("[a span]{#s .smallcaps} words ", n)),
+    "spans nested deep": lambda n: _chapter(_repeat("[", n // 8) + "a" + _repeat("]{.x}", n // 8)),
+    "span attributes never closed": lambda n: _chapter(_repeat("[a]{.b .c #d k=v ", n)),
     # The book as one document (issue 47): each link's words are read to warn of it, once.
     "links to nowhere in one paragraph": lambda n: _chapter(_repeat("[m](#missing) words words\n", n)),
     "numbered references to nowhere": lambda n: _chapter(_repeat("See @fig-none and [-@tbl-none].\n", n)),

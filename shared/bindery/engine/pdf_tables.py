@@ -40,6 +40,7 @@ class Writer(Protocol):
     def may_indent(self, indent: float) -> bool: ...
 
 
+PARAGRAPH_BREAK = "\n\n"
 TERMS_INDENT = 18.0  # a definition's indent under its term, in pt
 MAX_TABLE_ROWS = 200  # Typst lays a table out in work that grows faster than its rows: more are several
 _LITERAL = re.compile(r'#("(?:[^"\\]|\\.)*")')  # one string literal set as text (`literals.text`)
@@ -149,7 +150,7 @@ def terms(writer: Writer, inner: list[Token]) -> str:
                 with writer.narrowed(writer.measure - TERMS_INDENT):
                     said.append(writer.blocks(inner[i + 1 : end]).strip())
                 i = end + 1
-            items.append(f"terms.item([{term}], [{' '.join(said)}])")
+            items.append(f"terms.item([{term}], [{PARAGRAPH_BREAK.join(said)}])")  # (a paragraph each)
         else:
             i += 1
     return (
