@@ -17,6 +17,7 @@ from bindery import engine
 from bindery.chapter_lists import read_chapter_list
 from bindery.clock import Clock
 from bindery.config import Settings
+from bindery.engine import typography
 from bindery.engine.anchors import Anchors
 from bindery.faults import translated
 from bindery.limits import CallerClass
@@ -162,9 +163,10 @@ class Builds:
                     read_asset=lambda asset: self.objects.chunks(asset_key(book.id, asset.object_id)),
                     pieces=pieces,
                     anchors=anchors,
-                )
+                ).set_titles()
                 progress = _Progress(self, export, len(chapters))
-                report = renderer.render(source, self._chapter_texts(book, chapters, progress), writer)
+                texts = self._chapter_texts(book, chapters, progress, source.quotes)
+                report = renderer.render(source, texts, writer)
                 size = writer.commit()
                 sha256 = writer.sha256
         except StorageError:
@@ -271,7 +273,11 @@ class Builds:
         return chapters, anchors
 
     def _chapter_texts(
-        self, book: Book, chapters: list[Chapter], progress: _Progress
+        self,
+        book: Book,
+        chapters: list[Chapter],
+        progress: _Progress,
+        quotes: typography.Quotes | None = None,
     ) -> Iterator[engine.Text]:
         """Each chapter, in order, its text read from the cut's manuscript only when the renderer asks for
         it (`_Manuscript`): a cold build reads the whole book in one streaming GET, and a re-export that
@@ -282,7 +288,7 @@ class Builds:
                 load = functools.partial(manuscript.read, chapter.offset, chapter.size_bytes)
                 yield engine.Text(
                     chapter.ordinal,
-                    chapter.title,
+                    typography.plain(chapter.title, quotes),
                     load=load,
                     digest=chapter.sha256 or None,
                     size=chapter.size_bytes,

@@ -99,6 +99,8 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "images named": _images,
     "a definition list of many terms": lambda n: _chapter(_repeat("Term\n:   its definition\n", n)),
     "definitions after blank lines": lambda n: _chapter("Term\n\n" + _repeat(":   a definition\n\n", n)),
+    "quotes of one kind opened, of the other closed": lambda n: _chapter(_repeat("\"a' ", n)),
+    "quotes across emphasis": lambda n: _chapter(_repeat("*\"a* b' -- c... ", n)),
     "spans with ids, many": lambda n: _chapter(_repeat("[a span]{#s .smallcaps} words ", n)),
     "spans nested deep": lambda n: _chapter(_repeat("[", n // 8) + "a" + _repeat("]{.x}", n // 8)),
     "span attributes never closed": lambda n: _chapter(_repeat("[a]{.b .c #d k=v ", n)),

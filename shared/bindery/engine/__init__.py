@@ -11,7 +11,7 @@ import gc
 import hashlib
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -35,6 +35,8 @@ PAGE_SIZE = Option("a5", ("a5", "a4", "letter", "6x9in"))
 FIGURE_NUMBERS = Option("book", ("book", "chapter"))
 # The pdf's numbered references with their targets' pages: "Figure 3 on page 41" (`engine.page_refs`).
 REFERENCE_PAGES = Option("off", ("off", "on"))
+# Quotes as the book's language sets them, dashes and ellipses (`engine.typography`); off: as typed.
+TYPOGRAPHY = Option("on", ("on", "off"))
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class Format:
     options: dict[str, Option] = field(default_factory=dict)
 
 
-_BOOK_OPTIONS = {"toc_depth": TOC_DEPTH, "figure_numbers": FIGURE_NUMBERS}
+_BOOK_OPTIONS = {"toc_depth": TOC_DEPTH, "figure_numbers": FIGURE_NUMBERS, "typography": TYPOGRAPHY}
 FORMATS: dict[str, Format] = {
     "markdown": Format("bindery.engine.markdown", "md", "text/markdown; charset=utf-8"),
     "html": Format("bindery.engine.html", "html", "text/html; charset=utf-8", _BOOK_OPTIONS),
@@ -167,6 +169,21 @@ class Source:
     def option(self, name: str) -> Any:
         return self.options.get(name, FORMATS_OPTION_DEFAULTS.get(name))
 
+    @property
+    def quotes(self) -> tuple[str, str, str, str] | None:
+        """The quotes the book's text is set with (`engine.typography`), or None: set as typed."""
+        from bindery.engine.typography import quotes_for
+
+        return quotes_for(self.language) if self.option("typography") == "on" else None
+
+    def set_titles(self) -> Source:
+        """This source with its title and its chapters' set as their text is (`quotes`)."""
+        from bindery.engine.typography import plain
+
+        quotes = self.quotes
+        titles = tuple(plain(title, quotes) for title in self.chapter_titles)
+        return replace(self, title=plain(self.title, quotes), chapter_titles=titles)
+
 
 class Text:
     """A chapter as a renderer reads it: its ordinal, title and markdown, and `digest`, the SHA-256 of its
@@ -226,7 +243,7 @@ class Text:
 Skipped = dict[str, object]  # {"ordinal": 3, "title": "...", "reason": "..."}
 FORMATS_OPTION_DEFAULTS = {
     "toc_depth": TOC_DEPTH.default, "page_size": PAGE_SIZE.default, "figure_numbers": FIGURE_NUMBERS.default,
-    "reference_pages": REFERENCE_PAGES.default,
+    "reference_pages": REFERENCE_PAGES.default, "typography": TYPOGRAPHY.default,
 }  # fmt: skip
 
 

@@ -31,7 +31,7 @@ from typing import Any
 from markdown_it import __version__ as markdown_it_version
 from mdit_py_plugins import __version__ as plugins_version
 
-from bindery.engine import Pieces, Report, Text, markup
+from bindery.engine import Pieces, Report, Text, markup, typography
 from bindery.engine.anchors import Anchor, Anchors, Links
 from bindery.engine.figures import Figures
 from bindery.images import Asset
@@ -151,7 +151,7 @@ def render_chapter(
         return [[h.level, h.title, h.anchor] for h in rendered.headings], made(rendered.html)
 
     own = anchors.own(text.ordinal) if anchors is not None else None
-    head = [version, DIALECT, list(reads), own, by_chapter]
+    head = [version, DIALECT, list(reads), own, by_chapter, typography.setting(md)]
     headings, data = reused(
         text, report, figures, pieces, head=head, make=make, compressed=compressed, anchors=anchors
     )

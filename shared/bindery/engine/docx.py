@@ -34,7 +34,7 @@ import zipfile
 from collections.abc import Callable, Iterable
 from typing import IO
 
-from bindery.engine import Report, Sink, Source, Text, markup, skipped
+from bindery.engine import Report, Sink, Source, Text, markup, skipped, typography
 from bindery.engine import docx_parts as parts
 from bindery.engine.anchors import Anchors, Links
 from bindery.engine.figures import Figures, image_bytes
@@ -160,6 +160,7 @@ class DocxRenderer:
 
     def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> Report:
         figures = Figures({a.name: a for a in source.assets}, lambda asset, alt: "")
+        typography.configure(self._md, source.quotes)
         report = Report(notes=figures.notes)
         meta = source.metadata
         primary = source.language.split("-", 1)[0].lower()

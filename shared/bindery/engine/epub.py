@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from html import escape
 
-from bindery.engine import Report, Sink, Source, Text, chapter_pieces, markup
+from bindery.engine import Report, Sink, Source, Text, chapter_pieces, markup, typography
 from bindery.engine.anchors import Anchor
 from bindery.engine.figures import Figures, image_bytes
 from bindery.engine.zipped import Deflated, ZipWriter
@@ -133,6 +133,7 @@ class EpubRenderer:
 
     def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> Report:
         figures = Figures({a.name: a for a in source.assets}, _image_tag)
+        typography.configure(self._md, source.quotes)
         report = Report(notes=figures.notes)
         cover = next((a for a in source.assets if a.name == source.metadata.cover), None)
         contents: Contents = []

@@ -14,7 +14,7 @@ import base64
 from collections.abc import Callable, Iterable, Iterator
 from html import escape
 
-from bindery.engine import SPOOL_IN_MEMORY, Report, Sink, Source, Text, chapter_pieces, markup
+from bindery.engine import SPOOL_IN_MEMORY, Report, Sink, Source, Text, chapter_pieces, markup, typography
 from bindery.engine.figures import Figures
 from bindery.images import Asset
 from bindery.spools import RollingSpool
@@ -54,6 +54,7 @@ class HtmlRenderer:
 
     def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> Report:
         figures = Figures({a.name: a for a in source.assets}, _placeholder)
+        typography.configure(self._md, source.quotes)
         report = Report(notes=figures.notes)
         contents: list[tuple[int, str, list[markup.Heading]]] = []
         spool = RollingSpool(SPOOL_IN_MEMORY)

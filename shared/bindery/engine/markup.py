@@ -28,7 +28,16 @@ from typing import Any
 from markdown_it import MarkdownIt
 from mdit_py_plugins.footnote import footnote_plugin
 
-from bindery.engine import block_rules, comments, crossrefs, deflists, headings, inline_rules, spans
+from bindery.engine import (
+    block_rules,
+    comments,
+    crossrefs,
+    deflists,
+    headings,
+    inline_rules,
+    spans,
+    typography,
+)
 from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
 
@@ -78,6 +87,7 @@ def dialect(md: MarkdownIt) -> None:
     headings.install(md)
     crossrefs.install(md)
     spans.install(md)
+    typography.install(md)
     md.core.ruler.push("link_lines", _link_lines)
     md.core.ruler.push("note_headings", _note_headings)
 

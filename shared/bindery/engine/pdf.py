@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bindery.engine import Report, Sink, Source, Text, markup, page_refs, skipped
+from bindery.engine import Report, Sink, Source, Text, markup, page_refs, skipped, typography
 from bindery.engine.compiler import CompileError, Compiler
 from bindery.engine.figures import Figures, image_file
 from bindery.engine.join import GOTO, Folios, Joined, join
@@ -59,8 +59,7 @@ from bindery.engine.typeset import Chapter, Parse
 from bindery.images import Asset
 from bindery.observability import logger
 
-HERE = Path(__file__).resolve().parent
-DESIGN = HERE / "book.typ"
+DESIGN = Path(__file__).resolve().parent / "book.typ"
 
 MAX_MANUSCRIPT_BYTES = 50 * 1024 * 1024  # measured by `make bench` against the worker's timeout
 RUN_BYTES = 512 * 1024  # a run of chapters is compiled once it holds this much manuscript
@@ -88,6 +87,7 @@ class PdfRenderer:
 
     def render(self, source: Source, chapters: Iterable[Text], out: Sink) -> Report:
         fonts = font_dirs()
+        typography.configure(self._md, source.quotes)
         with tempfile.TemporaryDirectory(prefix="bindery-pdf-") as tmp:
             book = _Book(source, Path(tmp), self._md.parse, time.monotonic() + self.time_limit, fonts)
             try:

@@ -88,6 +88,7 @@ class RunParser:
         source: Source,
     ):
         self.parse, self.page, self.engine, self.anchors = parse, page, engine, source.anchors
+        self.quotes = source.quotes  # (the parse sets the text with them: `engine.typography`)
         self.by_chapter = source.option("figure_numbers") == "chapter"
         self.pages = source.option("reference_pages") == "on"
         pieces = source.pieces
@@ -117,7 +118,16 @@ class RunParser:
 
         anchors = self.anchors
         own = anchors.own(chapter.ordinal) if anchors is not None else None
-        head = [self.engine, parse_code(), DIALECT, self.page.typst(), own, self.by_chapter, self.pages]
+        head = [
+            self.engine,
+            parse_code(),
+            DIALECT,
+            self.page.typst(),
+            own,
+            self.by_chapter,
+            self.pages,
+            self.quotes,
+        ]
         names, source = reused(
             chapter, self.report, self.figures, self.pieces, head=head, make=make, anchors=anchors
         )
