@@ -85,16 +85,18 @@ def _whole_book(
 
     events: list[tuple[int, str, Any]] = []  # (first line, kind, what): headings and targets, in order
     in_note = False
+    spans: list[tuple[int, str, Any]] = []
     for i, t in enumerate(tokens):
         if t.type in ("footnote_block_open", "footnote_block_close"):
             in_note = t.type == "footnote_block_open"  # a note's headings are the note's, not the book's
         if t.type == "heading_open" and t.map and not in_note:
             events.append((t.map[0], "heading", (int(t.tag[1]), *headings.explicit_and_words(tokens, i))))
         if t.type == "inline" and t.map and not in_note:  # each span's id (read from the whole parse's)
-            spans = [c.meta["id"] for c in t.children or [] if c.type == "span_open" and c.meta.get("id")]
-            events.extend((t.map[0], "target", span_id) for span_id in spans)
+            ids = [c.meta["id"] for c in t.children or [] if c.type == "span_open" and c.meta.get("id")]
+            spans.extend((t.map[0], "target", span_id) for span_id in ids)
     for first, _, target_id in crossrefs.targets(blocks, lambda content: md.parseInline(content, env)[0]):
         events.append((first, "target", target_id))
+    events.extend(spans)  # (a block's figure or table before its spans, as the cut lists them)
     given = headings.Identifiers()
     found: list[tuple[int, int, str, str]] = []
     targets: list[tuple[int, str]] = []
@@ -228,6 +230,9 @@ _LINES = st.sampled_from(
         "~   Another, with a [link](#x)",
         "    # a heading in it",
         "A [span]{#sp .smallcaps} and [another]{#sp2}",
+        "| a line of verse",
+        "|   # indented in it",
+        "- [ ] a task",
         "- [listed]{#sp} in a list",
         "[^c]: A note's [span]{#sp3}",
         "[^a]: A note",

@@ -46,7 +46,7 @@ table{border-collapse:collapse}td,th{border:1px solid #999;padding:.2em .4em}
 blockquote{margin-inline-start:1em;padding-inline-start:1em;border-inline-start:2px solid #bbb}
 .cover{text-align:center;margin-top:5%}.cover img{max-height:95vh}
 .title-page{text-align:center;margin-top:20%}.authors{font-size:1.2em}
-.footnotes{font-size:.9em}.smallcaps{font-variant:small-caps}
+.footnotes{font-size:.9em}.smallcaps{font-variant:small-caps}ul.task-list{list-style:none}
 """
 
 

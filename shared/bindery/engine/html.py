@@ -35,7 +35,7 @@ pre{overflow-x:auto;background:#f6f6f6;padding:.6rem}
 code{font-family:'DejaVu Sans Mono',monospace;font-size:.92em}
 table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.2rem .5rem}
 blockquote{margin-inline-start:0;padding-inline-start:1rem;border-inline-start:3px solid #ccc;color:#555}
-.footnotes{font-size:.9em}.missing-image{color:#a33}.smallcaps{font-variant:small-caps}
+.footnotes{font-size:.9em}.missing-image{color:#a33}.smallcaps{font-variant:small-caps}ul.task-list{list-style:none}
 @media print{body{max-width:none;margin:0;font-size:11pt}section.chapter{break-before:page}
 nav.toc{break-after:page}a{color:inherit;text-decoration:none}pre{white-space:pre-wrap}}
 """

@@ -25,6 +25,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.footnote.index import _data_from_env
 
 from bindery.engine.comments import comment_inline
+from bindery.engine.scripts import subscript, superscript
 from bindery.engine.spans import bracketed_span
 
 
@@ -375,6 +376,8 @@ _MARKERS: dict[Any, str] = {
     rules_inline.emphasis.tokenize: "*_",
     rules_inline.link: "[",
     bracketed_span: "[",
+    superscript: "^",
+    subscript: "~",
     rules_inline.image: "!",
     rules_inline.autolink: "<",
     rules_inline.html_inline: "<",

@@ -35,7 +35,10 @@ from bindery.engine import (
     deflists,
     headings,
     inline_rules,
+    line_blocks,
+    scripts,
     spans,
+    tasks,
     typography,
 )
 from bindery.engine.anchors import Links, link_words
@@ -87,6 +90,9 @@ def dialect(md: MarkdownIt) -> None:
     headings.install(md)
     crossrefs.install(md)
     spans.install(md)
+    scripts.install(md)
+    tasks.install(md)
+    line_blocks.install(md)
     typography.install(md)
     md.core.ruler.push("link_lines", _link_lines)
     md.core.ruler.push("note_headings", _note_headings)

@@ -28,6 +28,15 @@ class RunState:
     strike: int = 0
     link: str | None = None  # the relationship id of the link being written (`#id`: to a bookmark)
     smallcaps: int = 0
+    raised: int = 0  # superscripts open less subscripts open: above 0 raised, below lowered
+
+    def properties(self) -> str:
+        """The run's properties for its emphasis (a style first, and its language after, are the writer's)."""
+        props = ("<w:b/>" if self.bold else "") + ("<w:i/>" if self.italic else "")
+        props += ("<w:strike/>" if self.strike else "") + ("<w:smallCaps/>" if self.smallcaps else "")
+        if self.raised:
+            props += f'<w:vertAlign w:val="{"superscript" if self.raised > 0 else "subscript"}"/>'
+        return props
 
 
 def text(value: str) -> str:

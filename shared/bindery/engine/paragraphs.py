@@ -28,7 +28,15 @@ DENSE_BREAKS = 0.3
 
 
 # The inline wrappers a paragraph opens and closes, by the token that opens each.
-WRAPS = {"em_open": "#emph[", "strong_open": "#strong[", "s_open": "#strike["}
+WRAPS = {
+    "em_open": "#emph[",
+    "strong_open": "#strong[",
+    "s_open": "#strike[",
+    "sup_open": "#super[",
+    "sub_open": "#sub[",
+}
+# The tokens that close what a paragraph opened: each of WRAPS, a link and a span.
+CLOSES = frozenset({*(kind.replace("_open", "_close") for kind in WRAPS), "link_close", "span_close"})
 LINK = "#link("
 # Typst 0.15 fails a pdf whose link holds a soft hyphen ("expected link ancestor in logical tree"): in a
 # link it is left out, which loses a place the link's words may hyphenate and nothing a reader sees.

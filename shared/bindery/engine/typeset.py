@@ -56,7 +56,7 @@ from bindery.engine.measures import (
     points,
 )
 from bindery.engine.navigation import GOTO, HERE
-from bindery.engine.paragraphs import WRAPS, Paragraph
+from bindery.engine.paragraphs import CLOSES, WRAPS, Paragraph
 from bindery.engine.token_tree import close_of, in_runs, plain_text
 from bindery.images import Asset
 
@@ -286,7 +286,7 @@ class Writer:
                 self._span(child, paragraph)
             elif kind == "link_open":
                 paragraph.open(self._link(children, n))
-            elif kind in ("em_close", "strong_close", "s_close", "link_close", "span_close"):
+            elif kind in CLOSES:
                 paragraph.close()
             elif kind == "hardbreak":
                 paragraph.element("#linebreak()")

@@ -71,6 +71,8 @@ _SET = {"---": "—", "--": "–", "...": "…"}
 # French: the space typed before high punctuation does not break (a narrow one before ; ! ?, a full one :).
 _FRENCH_SPACE = re.compile(r" (?=[;!?:])")
 _QUOTE = re.compile("['\"]")
+_WANTED = re.compile("['\"]|--|\\.\\.\\.")  # what a paragraph must hold for this to change it
+_FRENCH_WANTED = re.compile("['\"]|--|\\.\\.\\.| [;!?:]")
 _OPTION = "bindery_quotes"
 
 
@@ -101,8 +103,10 @@ def _typography(state: StateCore) -> None:
     quotes = state.md.options.get(_OPTION)
     if not quotes:
         return
+    wanted = _FRENCH_WANTED if NNBSP in quotes[0] else _WANTED
     for token in state.tokens:
-        if token.type == "inline" and token.children:
+        # (a search of the block's text first: most paragraphs of most books hold no quote or dash)
+        if token.type == "inline" and token.children and wanted.search(token.content):
             set_inline(token.children, quotes)
 
 

@@ -278,6 +278,8 @@ class Writer:
                 state.italic += 1 if kind.endswith("open") else -1
             elif kind in ("s_open", "s_close"):
                 state.strike += 1 if kind.endswith("open") else -1
+            elif kind in ("sup_open", "sup_close", "sub_open", "sub_close"):
+                state.raised += (1 if kind.endswith("open") else -1) * (1 if kind[:3] == "sup" else -1)
             elif kind in ("span_open", "span_close"):
                 out.append(span_edge(self.counters, self.anchors, child, state, spans_open))
             elif kind == "link_open":
@@ -367,11 +369,7 @@ class Writer:
         return self._styled(value, RunState())
 
     def _styled(self, value: str, state: RunState, style: str = "") -> str:
-        props = style
-        props += "<w:b/>" if state.bold else ""
-        props += "<w:i/>" if state.italic else ""
-        props += "<w:strike/>" if state.strike else ""
-        props += "<w:smallCaps/>" if state.smallcaps else ""
+        props = style + state.properties()
         if state.link is not None and not style:
             props = '<w:rStyle w:val="Hyperlink"/>' + props
         if text_direction(value) == "rtl":

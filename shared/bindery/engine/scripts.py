@@ -1,0 +1,48 @@
+"""Superscript and subscript, as pandoc reads them: `2^10^`, `H~2~O`. What stands between the marks is text
+that holds no space (a backslash makes one a no-break space: `P~a\\ cat~`), so a mark looks no further
+than the next space or mark: linear work. `~~` is strikethrough's, read before.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_inline import StateInline
+
+# markdown-it's backslash escapes: an escaped character stands for itself.
+_UNESCAPE = re.compile(r"\\([ \\!\"#$%&'()*+,./:;<=>?@\[\]^_`{|}~-])")
+
+# A mark, then characters that are no space and no mark (or any escaped but a line's end), then the mark.
+_SUPERSCRIPT = re.compile(r"\^((?:\\[^\n]|[^\s^\\])+)\^")
+_SUBSCRIPT = re.compile(r"~((?:\\[^\n]|[^\s~\\])+)~")
+
+
+def install(md: MarkdownIt) -> None:
+    md.inline.ruler.after("strikethrough", "subscript", subscript)
+    md.inline.ruler.after("emphasis", "superscript", superscript)
+    for tag in ("sup", "sub"):  # (markdown-it's renderToken asks of each what a tag has none of)
+        md.add_render_rule(f"{tag}_open", lambda *_, tag=tag: f"<{tag}>")
+        md.add_render_rule(f"{tag}_close", lambda *_, tag=tag: f"</{tag}>")
+
+
+def _script(state: StateInline, silent: bool, pattern: re.Pattern[str], tag: str) -> bool:
+    found = None if silent else pattern.match(state.src, state.pos, state.posMax)
+    if found is None:
+        return False
+    said = _UNESCAPE.sub(lambda m: "\u00a0" if m[1] == " " else m[1], found[1])
+    state.push(f"{tag}_open", tag, 1).markup = found[0][0]
+    state.push("text", "", 0).content = said
+    state.push(f"{tag}_close", tag, -1).markup = found[0][0]
+    state.pos = found.end()
+    return True
+
+
+def superscript(state: StateInline, silent: bool) -> bool:
+    return _script(state, silent, _SUPERSCRIPT, "sup")
+
+
+def subscript(state: StateInline, silent: bool) -> bool:
+    return _script(state, silent, _SUBSCRIPT, "sub")

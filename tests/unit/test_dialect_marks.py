@@ -1,0 +1,72 @@
+"""Superscript and subscript, task lists and line blocks (issue 48), as pandoc reads them, in every format
+with the structure it has for each: `sup`/`sub`, Word's raised and lowered runs, Typst's `super`/`sub`; a
+task's box (☐, ☒) before its words; a line block's lines kept, each ending in a break, its leading spaces
+kept. Each file is read back as its reader reads it, and beside pandoc's reading of the same manuscript."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import zipfile
+from pathlib import Path
+
+from tests.unit.conftest import Stack
+from tests.unit.test_illustrated import export
+from tests.validators import epubcheck, pandoc
+
+BOOK = """# Marks
+
+Water is H~2~O, and 2^10^ is 1024; a P~a\\ cat~ too. ~~Struck~~ stays struck.
+
+- [ ] an open task
+- [x] a done one
+- a plain item
+
+| The limerick packs laughs anatomical
+|    Into space that is quite economical.
+|
+| After an empty line
+"""
+
+
+def test_html_reads_as_pandocs_html_does(stack: Stack) -> None:
+    _, data = export(stack, stack.create_book(BOOK), "html")
+    html = data.decode()
+    ours = re.findall(r"<(sup|sub)>([^<]*)</", html)
+    theirs = re.findall(r"<(sup|sub)>([^<]*)</", pandoc("-f", "markdown", "-t", "html", text=BOOK))
+    assert ours == theirs == [("sub", "2"), ("sup", "10"), ("sub", "a\u00a0cat")]
+    assert '<ul class="task-list">' in html and '<li class="task">☐ an open task</li>' in html
+    assert "☒ a done one" in html and "<li>a plain item</li>" in html
+    assert re.search(
+        r'<p class="line-block">The limerick[^<]*<br ?/?>\n\u00a0{3}Into space[^<]*<br ?/?>\n<br ?/?>', html
+    )
+
+
+def test_the_epub_passes_epubcheck(stack: Stack, tmp_path: Path) -> None:
+    _, data = export(stack, stack.create_book(BOOK), "epub")
+    page = zipfile.ZipFile(io.BytesIO(data)).read("OEBPS/chapter-000001.xhtml").decode()
+    assert "H<sub>2</sub>O" in page and "2<sup>10</sup>" in page and 'class="line-block"' in page
+    (tmp_path / "m.epub").write_bytes(data)
+    assert "0 fatals / 0 errors / 0 warnings" in epubcheck(tmp_path / "m.epub")
+
+
+def test_the_docx_raises_and_lowers_runs_and_pandoc_reads_them_back(stack: Stack, tmp_path: Path) -> None:
+    _, data = export(stack, stack.create_book(BOOK), "docx")
+    (tmp_path / "m.docx").write_bytes(data)
+    read = pandoc("-f", "docx", "-t", "markdown", str(tmp_path / "m.docx"))
+    flat = " ".join(read.split())
+    assert "H~2~O" in flat and "2^10^" in flat and "~~Struck~~" in flat, read
+    assert "- [ ] an open task" in read and "- [x] a done one" in read, read  # (pandoc reads the boxes so)
+    # A line block's lines end in breaks, which pandoc reads as its hard line breaks.
+    assert re.search(r"The limerick packs laughs anatomical\\\s*\n\s*\S*Into space", read), read
+
+
+def test_the_pdf_keeps_the_boxes_and_the_lines(stack: Stack, tmp_path: Path) -> None:
+    _, data = export(stack, stack.create_book(BOOK), "pdf")
+    (tmp_path / "m.pdf").write_bytes(data)
+    text = subprocess.run(["pdftotext", str(tmp_path / "m.pdf"), "-"], capture_output=True, text=True).stdout
+    assert "☐ an open task" in text and "☒ a done one" in text, text
+    lines = [line.strip() for line in text.splitlines()]
+    assert "The limerick packs laughs anatomical" in lines and "Into space that is quite economical." in lines
+    assert "After an empty line" in lines
