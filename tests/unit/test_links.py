@@ -349,7 +349,7 @@ def test_a_note_defined_in_another_chapter_is_set_where_it_is_cited_as_pandoc_se
     text = " ".join(_note_texts(data, fmt, tmp_path).split())
     assert "[^" not in text, text
     assert "Built in 1820, of granite." in text and "seen for fourteen miles" in text
-    assert "Chapter two's own note." in text and "A note no chapter cites from here." not in text
+    assert "Chapter two’s own note." in text and "A note no chapter cites from here." not in text
     assert text.count("A fixed white light") == 2  # cited in two chapters: set in each, as each is a page
     assert "warnings" not in polled
     pandoc_text = " ".join(pandoc("-f", "markdown", "-t", "plain", "--wrap=none", text=NOTES).split())

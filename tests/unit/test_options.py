@@ -29,7 +29,7 @@ def _submit(stack: Stack, book: str, fmt: str, options: Any = None, key: str | N
 def test_options_have_defaults_and_a_poll_shows_them(stack: Stack) -> None:
     book = stack.create_book()
     shown = {fmt: _submit(stack, book, fmt).body["options"] for fmt in ("markdown", "html", "epub", "pdf")}
-    book_options = {"toc_depth": 1, "figure_numbers": "book"}
+    book_options = {"toc_depth": 1, "figure_numbers": "book", "typography": "on"}
     pdf = {"page_size": "a5", "reference_pages": "off", **book_options}
     assert shown == {"markdown": {}, "html": book_options, "epub": book_options, "pdf": pdf}
     export_id = _submit(stack, book, "pdf", {"page_size": "letter"}).body["id"]
@@ -99,7 +99,11 @@ def test_a_value_equal_to_an_allowed_one_becomes_it(fmt: str) -> None:
 def test_a_float_equal_to_an_allowed_value_is_shown_as_it_and_is_the_same_request(stack: Stack) -> None:
     book = stack.create_book()
     first = _submit(stack, book, "docx", {"toc_depth": 2.0}, key="k2")
-    assert first.status == 202 and first.body["options"] == {"toc_depth": 2, "figure_numbers": "book"}
+    assert first.status == 202 and first.body["options"] == {
+        "toc_depth": 2,
+        "figure_numbers": "book",
+        "typography": "on",
+    }
     assert repr(first.body["options"]["toc_depth"]) == "2"  # not 2.0
     again = _submit(stack, book, "docx", {"toc_depth": 2}, key="k2")
     assert again.status == 202 and again.body["id"] == first.body["id"]
