@@ -177,7 +177,7 @@ def test_every_format_keeps_every_character_of_a_manuscript(
     expected = text_characters(manuscript_text(manuscript))
     with tempfile.TemporaryDirectory() as tmp:
         for fmt in FORMATS:
-            # (typography sets quotes and dashes as other characters, by design: tests/unit/test_typography.py)
+            # (typography sets quotes and dashes as other characters: tests/unit/test_typography.py)
             path = _build("hostile", fmt, Path(tmp), manuscript, typography="off")
             assert expected - text_characters(_read(fmt, path)) == {}, fmt
             if fmt == "markdown":
