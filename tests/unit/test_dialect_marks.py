@@ -11,6 +11,8 @@ import subprocess
 import zipfile
 from pathlib import Path
 
+import pikepdf
+
 from tests.unit.conftest import Stack
 from tests.unit.test_illustrated import export
 from tests.validators import epubcheck, pandoc
@@ -27,6 +29,8 @@ Water is H~2~O, and 2^10^ is 1024; a P~a\\ cat~ too. ~~Struck~~ stays struck.
 |    Into space that is quite economical.
 |
 | After an empty line
+
+Read https://example.com/guide?page=2. It is (https://example.org/a_(b)) there; `https://in.code` is code.
 """
 
 
@@ -34,8 +38,16 @@ def test_html_reads_as_pandocs_html_does(stack: Stack) -> None:
     _, data = export(stack, stack.create_book(BOOK), "html")
     html = data.decode()
     ours = re.findall(r"<(sup|sub)>([^<]*)</", html)
-    theirs = re.findall(r"<(sup|sub)>([^<]*)</", pandoc("-f", "markdown", "-t", "html", text=BOOK))
+    theirs = re.findall(
+        r"<(sup|sub)>([^<]*)</", pandoc("-f", "markdown+autolink_bare_uris", "-t", "html", text=BOOK)
+    )
     assert ours == theirs == [("sub", "2"), ("sup", "10"), ("sub", "a\u00a0cat")]
+    assert '<a href="https://example.com/guide?page=2">https://example.com/guide?page=2</a>. It' in html
+    assert '(<a href="https://example.org/a_(b)">' in html and "<code>https://in.code</code>" in html
+    theirs_links = re.findall(
+        r'<a\s+href="([^"]+)"', pandoc("-f", "markdown+autolink_bare_uris", "-t", "html", text=BOOK)
+    )
+    assert re.findall(r'<a href="(http[^"]+)"', html) == theirs_links
     assert '<ul class="task-list">' in html and '<li class="task">☐ an open task</li>' in html
     assert "☒ a done one" in html and "<li>a plain item</li>" in html
     assert re.search(
@@ -57,6 +69,10 @@ def test_the_docx_raises_and_lowers_runs_and_pandoc_reads_them_back(stack: Stack
     read = pandoc("-f", "docx", "-t", "markdown", str(tmp_path / "m.docx"))
     flat = " ".join(read.split())
     assert "H~2~O" in flat and "2^10^" in flat and "~~Struck~~" in flat, read
+    rels = zipfile.ZipFile(io.BytesIO(data)).read("word/_rels/document.xml.rels").decode()
+    assert (
+        'Target="https://example.com/guide?page=2"' in rels and 'Target="https://example.org/a_(b)"' in rels
+    )
     assert "- [ ] an open task" in read and "- [x] a done one" in read, read  # (pandoc reads the boxes so)
     # A line block's lines end in breaks, which pandoc reads as its hard line breaks.
     assert re.search(r"The limerick packs laughs anatomical\\\s*\n\s*\S*Into space", read), read
@@ -70,3 +86,7 @@ def test_the_pdf_keeps_the_boxes_and_the_lines(stack: Stack, tmp_path: Path) -> 
     lines = [line.strip() for line in text.splitlines()]
     assert "The limerick packs laughs anatomical" in lines and "Into space that is quite economical." in lines
     assert "After an empty line" in lines
+    with pikepdf.open(tmp_path / "m.pdf") as pdf:
+        annots = [a for page in pdf.pages for a in page.get("/Annots", [])]
+        uris = [str(a.A.URI) for a in annots if "/A" in a and "/URI" in a.A]
+    assert "https://example.com/guide?page=2" in uris and "https://example.org/a_(b)" in uris

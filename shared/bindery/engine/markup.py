@@ -29,6 +29,7 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.footnote import footnote_plugin
 
 from bindery.engine import (
+    bare_urls,
     block_rules,
     comments,
     crossrefs,
@@ -93,6 +94,7 @@ def dialect(md: MarkdownIt) -> None:
     scripts.install(md)
     tasks.install(md)
     line_blocks.install(md)
+    bare_urls.install(md)
     typography.install(md)
     md.core.ruler.push("link_lines", _link_lines)
     md.core.ruler.push("note_headings", _note_headings)

@@ -1,0 +1,76 @@
+"""Bare URLs as links, as pandoc's `autolink_bare_uris` reads them: an address with its scheme (`https://`,
+`http://`, `ftp://`, `mailto:`) in a paragraph's text is a link to itself, as `<https://...>` is. A
+sentence's punctuation after it (`.`, `,`, `;`, `:`, `!`, `?`, a quote, or a closing parenthesis with no
+opening one inside the address) is not the address's. Text already in a link or code is left alone; one
+search of each text, so linear work.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_core import StateCore
+    from markdown_it.token import Token
+
+_SCHEMES = ("http://", "https://", "ftp://", "mailto:")
+_URL = re.compile(r"(?<![\w@/.-])(?:https?://|ftp://|mailto:)[^\s<>\"'`]+")
+_TRAILING = ".,;:!?*_~"
+
+
+def install(md: MarkdownIt) -> None:
+    md.core.ruler.after("inline", "bare_urls", bare_urls)
+
+
+def bare_urls(state: StateCore) -> None:
+    if "://" not in state.src and "mailto:" not in state.src:
+        return
+    for token in state.tokens:
+        if token.type == "inline" and token.children and any(s in token.content for s in _SCHEMES):
+            token.children = _linked(state, token.children)
+
+
+def _end(url: str) -> str:
+    """The address without the sentence's punctuation after it."""
+    while url and (url[-1] in _TRAILING or (url[-1] == ")" and url.count("(") < url.count(")"))):
+        url = url[:-1]
+    return url
+
+
+def _linked(state: StateCore, children: list[Token]) -> list[Token]:
+    from markdown_it.token import Token
+
+    out: list[Token] = []
+    depth = 0  # inside a link: its words are not an address of their own
+    for child in children:
+        if child.type == "link_open":
+            depth += 1
+        elif child.type == "link_close":
+            depth -= 1
+        if child.type != "text" or depth or not any(s in child.content for s in _SCHEMES):
+            out.append(child)
+            continue
+        text, at = child.content, 0
+        for found in _URL.finditer(text):
+            url = _end(found[0])
+            href = state.md.normalizeLink(url)
+            if url.endswith(("//", ":")) or not state.md.validateLink(href):
+                continue
+            if found.start() > at:
+                out.append(_text(Token, text[at : found.start()], child.level))
+            opened = Token("link_open", "a", 1, level=child.level, markup="linkify", info="auto")
+            opened.attrSet("href", href)
+            out += [opened, _text(Token, url, child.level + 1)]
+            out.append(Token("link_close", "a", -1, level=child.level, markup="linkify", info="auto"))
+            at = found.start() + len(url)
+        if at == 0:
+            out.append(child)
+        elif at < len(text):
+            out.append(_text(Token, text[at:], child.level))
+    return out
+
+
+def _text(token_type: type[Token], content: str, level: int) -> Token:
+    return token_type("text", "", 0, content=content, level=level)
