@@ -35,6 +35,7 @@ from bindery.engine import (
     crossrefs,
     deflists,
     headings,
+    inline_html,
     inline_rules,
     line_blocks,
     scripts,
@@ -95,6 +96,7 @@ def dialect(md: MarkdownIt) -> None:
     tasks.install(md)
     line_blocks.install(md)
     bare_urls.install(md)
+    inline_html.install(md)
     typography.install(md)
     md.core.ruler.push("link_lines", _link_lines)
     md.core.ruler.push("note_headings", _note_headings)

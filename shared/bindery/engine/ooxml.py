@@ -29,14 +29,35 @@ class RunState:
     link: str | None = None  # the relationship id of the link being written (`#id`: to a bookmark)
     smallcaps: int = 0
     raised: int = 0  # superscripts open less subscripts open: above 0 raised, below lowered
+    keys: int = 0  # inside `<kbd>`: a monospaced face
+    marked: int = 0  # inside `<mark>`: highlighted
+
+    def mark(self, kind: str) -> None:
+        """An element that changes how its runs look opens or closes (`MARKS`)."""
+        name, step = MARKS[kind]
+        setattr(self, name, getattr(self, name) + step)
 
     def properties(self) -> str:
         """The run's properties for its emphasis (a style first, and its language after, are the writer's)."""
-        props = ("<w:b/>" if self.bold else "") + ("<w:i/>" if self.italic else "")
+        props = _MONO if self.keys else ""
+        props += ("<w:b/>" if self.bold else "") + ("<w:i/>" if self.italic else "")
         props += ("<w:strike/>" if self.strike else "") + ("<w:smallCaps/>" if self.smallcaps else "")
+        props += '<w:highlight w:val="yellow"/>' if self.marked else ""
         if self.raised:
             props += f'<w:vertAlign w:val="{"superscript" if self.raised > 0 else "subscript"}"/>'
         return props
+
+
+# Each token that opens or closes how runs look: the RunState field it moves, and by how much.
+MARKS = {
+    f"{kind}_{edge}": (name, sign * (1 if edge == "open" else -1))
+    for kind, name, sign in (
+        ("strong", "bold", 1), ("em", "italic", 1), ("s", "strike", 1), ("sup", "raised", 1),
+        ("sub", "raised", -1), ("kbd", "keys", 1), ("mark", "marked", 1),
+    )
+    for edge in ("open", "close")
+}  # fmt: skip
+_MONO = '<w:rFonts w:ascii="Courier New" w:hAnsi="Courier New" w:cs="Courier New"/>'
 
 
 def text(value: str) -> str:

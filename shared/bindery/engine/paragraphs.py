@@ -34,6 +34,10 @@ WRAPS = {
     "s_open": "#strike[",
     "sup_open": "#super[",
     "sub_open": "#sub[",
+    "kbd_open": '#text(font: "DejaVu Sans Mono", size: 0.9em)[',
+    "mark_open": "#highlight[",
+    "small_open": "#text(size: 0.85em)[",
+    "abbr_open": "#[",
 }
 # The tokens that close what a paragraph opened: each of WRAPS, a link and a span.
 CLOSES = frozenset({*(kind.replace("_open", "_close") for kind in WRAPS), "link_close", "span_close"})

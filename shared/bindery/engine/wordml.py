@@ -27,6 +27,7 @@ from bindery.engine.docx_notes import NOTE_MARK, Counters, bookmarked, note_numb
 from bindery.engine.figures import Figures
 from bindery.engine.ooxml import (
     LIST_INDENT,
+    MARKS,
     RunState,
     alignment,
     indentation,
@@ -272,14 +273,8 @@ class Writer:
                 out.append(self._styled(" ", state))
             elif kind == "hardbreak":
                 out.append(self._wrap("<w:r><w:br/></w:r>", state))
-            elif kind in ("strong_open", "strong_close"):
-                state.bold += 1 if kind.endswith("open") else -1
-            elif kind in ("em_open", "em_close"):
-                state.italic += 1 if kind.endswith("open") else -1
-            elif kind in ("s_open", "s_close"):
-                state.strike += 1 if kind.endswith("open") else -1
-            elif kind in ("sup_open", "sup_close", "sub_open", "sub_close"):
-                state.raised += (1 if kind.endswith("open") else -1) * (1 if kind[:3] == "sup" else -1)
+            elif kind in MARKS:
+                state.mark(kind)
             elif kind in ("span_open", "span_close"):
                 out.append(span_edge(self.counters, self.anchors, child, state, spans_open))
             elif kind == "link_open":
