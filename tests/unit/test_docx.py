@@ -102,9 +102,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         if book not in made:
             manuscript, title, spec = _spec(book)
             path = folder / f"{book}.docx"
-            # The hostile book's literals are read back as typed (typography would curl their quotes).
-            options = {"typography": "off"} if book == "hostile" else {}
-            made[book] = path, build(manuscript, title, path, spec, **options)
+            # Read back beside the manuscript as typed (tests/unit/test_typography.py sets its quotes).
+            made[book] = path, build(manuscript, title, path, spec, typography="off")
         return made[book]
 
     return get
@@ -199,11 +198,23 @@ def _features_styles(document: Any, by_style: dict[str, list[str]], title: str) 
     # After a heading the first paragraph, then body text; each kind of block in its own style.
     assert by_style["First Paragraph"][0].startswith("Text with emphasis")
     assert any(t.startswith("An unbroken word wider") for t in by_style["Body Text"])
-    assert by_style["Heading 2"] == ["A second level"] and by_style["Heading 3"] == ["A third level"]
+    assert by_style["Heading 2"] == ["A second level", "Pandoc's dialect"]
+    assert by_style["Heading 3"] == ["A third level"]
     assert by_style["Block Text"] == ["A block quote, with emphasis, over two lines."]
     assert by_style["Source Code"][0].startswith("def hello(name: str) -> str:")
-    items = ["a list item", "another, with a nested list:", "first", "second"]
+    items = [
+        "a list item",
+        "another, with a nested list:",
+        "first",
+        "second",
+        "☐ an open task",
+        "☒ a done one",
+    ]
     assert by_style["List Paragraph"] == items
+    assert by_style["Definition Term"] == ["Term"] and by_style["Definition"] == [
+        "Its definition, with emphasis."
+    ]
+    assert by_style["Warning"] == ["An aside: the light is not lit in daylight."]
     (table,) = document.tables
     assert table.style is not None and table.style.name == "Table"
     assert [c.text for c in table.rows[0].cells] == ["column", "other", "number"]

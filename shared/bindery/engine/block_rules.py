@@ -22,6 +22,7 @@ from markdown_it.rules_block import StateBlock
 from mdit_py_plugins.footnote.index import footnote_def
 
 from bindery.engine.comments import comment_block
+from bindery.engine.divs import fenced_div
 
 
 def install(md: MarkdownIt) -> None:
@@ -129,4 +130,5 @@ _BLOCK_MARKERS: dict[Any, str] = {
     comment_block: "<",
     rules_block.heading: "#",
     footnote_def: "[",
+    fenced_div: ":",
 }

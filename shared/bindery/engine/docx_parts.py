@@ -140,6 +140,24 @@ def _style(kind: str, sid: str, name: str, body: str, based: str = "", nxt: str 
     )
 
 
+# An aside's paragraphs (engine/divs.py): a rule at their left in the html's colour, on the html's ground.
+ASIDE_COLOURS = {
+    "Note": "4A6F96",
+    "Tip": "2F7A4F",
+    "Warning": "A5521B",
+    "Caution": "A5521B",
+    "Important": "6B46A8",
+}
+
+
+def _aside(name: str, colour: str) -> str:
+    border = f'<w:pBdr><w:left w:val="single" w:sz="18" w:space="8" w:color="{colour}"/></w:pBdr>'
+    return _style(
+        "paragraph", name, name, f'<w:pPr>{border}<w:shd w:val="clear" w:color="auto" w:fill="F2F5F8"/>'
+        '<w:ind w:left="284"/></w:pPr>', "BodyText",
+    )  # fmt: skip
+
+
 def _heading(level: int, size: int, page_break: bool) -> str:
     brk = "<w:pageBreakBefore/>" if page_break else ""
     spacing = '<w:spacing w:before="480" w:after="240"/>' if level == 1 else '<w:spacing w:before="240"/>'
@@ -266,6 +284,7 @@ def styles(language: str, rtl: bool, cjk: bool) -> str:
             "Normal",
             "Definition",
         ),
+        *(_aside(name, colour) for name, colour in ASIDE_COLOURS.items()),
         _style("paragraph", "Definition", "Definition", '<w:pPr><w:ind w:left="567"/></w:pPr>', "Normal"),
         _style(
             "paragraph",

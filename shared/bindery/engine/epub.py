@@ -47,6 +47,9 @@ blockquote{margin-inline-start:1em;padding-inline-start:1em;border-inline-start:
 .cover{text-align:center;margin-top:5%}.cover img{max-height:95vh}
 .title-page{text-align:center;margin-top:20%}.authors{font-size:1.2em}
 .footnotes{font-size:.9em}.smallcaps{font-variant:small-caps}ul.task-list{list-style:none}
+.note,.tip,.warning,.caution,.important{margin:1em 0;padding:.3em 1em;border-left:.25em solid #4a6f96}
+.note,.tip,.warning,.caution,.important{background:#f2f5f8}.tip{border-color:#2f7a4f}
+.warning,.caution{border-color:#a5521b}.important{border-color:#6b46a8}
 """
 
 

@@ -36,6 +36,9 @@ code{font-family:'DejaVu Sans Mono',monospace;font-size:.92em}
 table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.2rem .5rem}
 blockquote{margin-inline-start:0;padding-inline-start:1rem;border-inline-start:3px solid #ccc;color:#555}
 .footnotes{font-size:.9em}.missing-image{color:#a33}.smallcaps{font-variant:small-caps}ul.task-list{list-style:none}
+.note,.tip,.warning,.caution,.important{margin:1em 0;padding:.3em 1em;border-left:.25em solid #4a6f96}
+.note,.tip,.warning,.caution,.important{background:#f2f5f8}.tip{border-color:#2f7a4f}
+.warning,.caution{border-color:#a5521b}.important{border-color:#6b46a8}
 @media print{body{max-width:none;margin:0;font-size:11pt}section.chapter{break-before:page}
 nav.toc{break-after:page}a{color:inherit;text-decoration:none}pre{white-space:pre-wrap}}
 """

@@ -34,6 +34,7 @@ from bindery.engine import (
     comments,
     crossrefs,
     deflists,
+    divs,
     headings,
     inline_html,
     inline_rules,
@@ -68,7 +69,8 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "xhtmlOut": xhtml, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.use(footnote_plugin)
-    deflists.install(md)  # pandoc's definition lists: `Term` then `:   its definition`
+    deflists.install(md)
+    divs.install(md)  # pandoc's definition lists: `Term` then `:   its definition`
     dialect(md)
     block_rules.install(md)
     inline_rules.install(md)
@@ -81,6 +83,7 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md.add_render_rule("figure_close", _figure_close)
     md.add_render_rule("table_open", _table_open)
     md.add_render_rule("span_open", _span_open)
+    md.add_render_rule("div_open", _div_open)
     return md
 
 
@@ -225,6 +228,14 @@ def _table_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str
     opened = str(self.renderToken(tokens, idx, options, env))
     said = self.renderInline(caption, options, env)
     return f"{opened}<caption>{crossrefs.label('tbl', number) + ': ' if number else ''}{said}</caption>\n"
+
+
+def _div_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    """A fenced div: its classes; an aside (`divs.ASIDES`) is a note to the text around it, as ARIA says."""
+    token = tokens[idx]
+    classes = escape(str(token.attrGet("class") or ""))
+    role = ' role="note"' if divs.aside(token) else ""
+    return f'<div class="{classes}"{role}>\n' if classes else "<div>\n"
 
 
 def _span_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:

@@ -31,6 +31,7 @@ class Block:
 
 # What nesting takes from the measure, at least (book.typ's design and Typst's defaults; measured at 10pt):
 QUOTE_INDENT = 2 * 1.5 * 9.5  # a block quote: 1.5 em each side, its text 9.5pt
+ASIDE_INDENT = 12.5  # an aside (book.typ's `aside`): its rule, 2.5pt, and 10pt of inset at its left
 BULLET_INDENT = 12.0  # a bullet list: its marker and 0.5 em (10.5pt measured at the deepest marker)
 DIGIT_INDENT = 5.0  # a numbered list: half an em for each character of its widest number and its dot,
 # and one more for the body's indent ("1." is 11.9pt measured; "1000000000." 53.7pt)

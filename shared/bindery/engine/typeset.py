@@ -34,12 +34,13 @@ from urllib.parse import quote
 
 from markdown_it.token import Token
 
-from bindery.engine import crossrefs, page_refs, pdf_tables, spans
+from bindery.engine import crossrefs, divs, page_refs, pdf_tables, spans
 from bindery.engine.anchors import Links, link_words
 from bindery.engine.breaks import Run, fitted, widest
 from bindery.engine.figures import Figures, image_file
 from bindery.engine.literals import literal, text
 from bindery.engine.measures import (
+    ASIDE_INDENT,
     BODY_PT,
     CODE_INSET,
     CODE_PT,
@@ -186,6 +187,9 @@ class Writer:
             return f"#align(center)[{body}]\n\n" + self._caption(token.meta["id"], alt, self.image_height)
         if kind == "dl_open":
             return pdf_tables.terms(self, inner)
+        if kind == "div_open" and divs.aside(token) and self.may_indent(ASIDE_INDENT):
+            with self.narrowed(self.measure - ASIDE_INDENT):
+                return f"#aside({literal(str(divs.aside(token)))})[{self.blocks(inner)}]\n\n"
         if kind == "table_open" and "caption" in token.meta:
             caption = self._caption(str(token.attrGet("id") or ""), self.inline(token.meta["caption"]), 0.0)
             return caption + pdf_tables.table(self, inner)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from markdown_it.token import Token
 
-from bindery.engine import crossrefs
+from bindery.engine import crossrefs, divs
 from bindery.engine.anchors import Links, link_words
 from bindery.engine.docx_notes import NOTE_MARK, Counters, bookmarked, note_numbers, span_edge
 from bindery.engine.figures import Figures
@@ -100,6 +100,7 @@ class Writer:
 
     def blocks(self, tokens: list[Token], start: int, end: int, out: list[str], *, note: bool) -> None:
         quote = defined = 0  # block quotes and definitions open around the block
+        asides: list[str] = [""]  # the divs open around it: each an aside's style, or "" (not an aside)
         lists: list[tuple[int, bool]] = []  # (num id, first paragraph of the item still to come)
         cells: list[str] | None = None  # the row being gathered
         table: list[tuple[bool, list[str]]] = []  # (header row?, cells)
@@ -135,6 +136,8 @@ class Writer:
                     style = "Definition"
                 elif quote:
                     style = "BlockText"
+                elif asides[-1]:
+                    style = asides[-1]
                 elif alone is not None:
                     style = "Figure"
                 else:
@@ -194,6 +197,10 @@ class Writer:
                 continue
             elif kind in ("dd_open", "dd_close"):
                 defined += 1 if kind == "dd_open" else -1
+            elif kind == "div_open":
+                asides.append((divs.aside(token) or "").capitalize())
+            elif kind == "div_close" and len(asides) > 1:
+                asides.pop()
             elif kind == "blockquote_open":
                 quote += 1
             elif kind == "blockquote_close":

@@ -1,0 +1,120 @@
+"""Fenced divs, as pandoc reads them: a line of three or more colons and a class (`::: note`) or attributes
+(`::: {.warning}`) opens one, a line of colons alone closes the innermost open, and one never closed runs
+to the end of what holds it. An opener starts a block of its own (it does not end a paragraph); a closer
+ends the paragraph before it.
+
+    ::: warning
+    The light is not lit in daylight.
+    :::
+
+`note`, `tip`, `warning`, `caution` and `important` (and Quarto's `callout-note`, ...) are asides, set apart
+in every format (`ASIDES`): a `div` with the ARIA role `note` in html and epub, Word paragraph styles of
+those names (a rule at their left, as the html's), a Typst block with a rule at its left in the pdf. Any
+other class reaches the html and epub as a class; its blocks are the blocks around it elsewhere.
+
+The block rule leaves each fence a marker at the level it stands (`div_open`, `div_close`, of no nesting),
+so a heading inside a div is where the cut finds it, and a chapter cut inside a div is read alone as the
+whole book reads it; `balance` then pairs the markers in each container (nesting +1 and -1), closes one
+left open where its container ends, and drops a closer with nothing open (and an opener past MAX_DEPTH). An id is not kept: the book's
+index does not hold a div's (a link to one would land nowhere).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bindery.engine.headings import parse_attributes
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_block import StateBlock
+    from markdown_it.rules_core import StateCore
+    from markdown_it.token import Token
+
+ASIDES = ("note", "tip", "warning", "caution", "important")
+MAX_DEPTH = 16  # divs open at once; an opener past them is dropped, its blocks the open div's
+_OPENER = re.compile(r":{3,}[ \t]*(?:\{([^{}\n]*)\}|([^\s{}:]+))[ \t]*:*[ \t]*$")
+_CLOSER = re.compile(r":{3,}[ \t]*$")
+
+
+def install(md: MarkdownIt) -> None:
+    md.block.ruler.before("fence", "fenced_div", fenced_div, {"alt": ["paragraph"]})
+    md.core.ruler.after("block", "div_balance", balance)
+
+
+def fenced_div(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    if state.is_code_block(start):
+        return False
+    pos, limit = state.bMarks[start] + state.tShift[start], state.eMarks[start]
+    if not state.src.startswith(":::", pos):
+        return False
+    line = state.src[pos:limit]
+    closer = _CLOSER.match(line) is not None
+    opener = None if closer else _OPENER.match(line)
+    if silent:  # as a paragraph's end, a closer alone; as a block of its own (`deflists`), either
+        return closer or (opener is not None and state.parentType != "paragraph")
+    if opener is None:
+        if not closer:
+            return False
+        token = state.push("div_close", "div", 0)
+    else:
+        token = state.push("div_open", "div", 0)
+        classes = parse_attributes(opener[1]).classes if opener[1] is not None else (opener[2],)
+        if classes:
+            token.attrSet("class", " ".join(classes))
+    token.map, token.markup = [start, start + 1], ":::"
+    state.line = start + 1
+    return True
+
+
+def aside(token: Token) -> str | None:
+    """The kind of aside a div is (`note`, `warning`, ...), or None."""
+    for name in str(token.attrGet("class") or "").split():
+        kind = name.removeprefix("callout-")
+        if kind in ASIDES:
+            return kind
+    return None
+
+
+def balance(state: StateCore) -> None:
+    if ":::" not in state.src:
+        return
+    out: list[Token] = []
+    opened: list[tuple[int, list[Token]]] = []  # the containers open, each with the divs opened in it
+    divs: list[Token] = []  # the divs open in the innermost container
+    depth = 0  # divs open, in every container
+    for token in state.tokens:
+        if token.type == "div_open":
+            if depth >= MAX_DEPTH:
+                continue
+            token.nesting = 1
+            divs.append(token)
+            depth += 1
+        elif token.type == "div_close":
+            if not divs:
+                continue  # nothing open here: dropped
+            divs.pop()
+            depth -= 1
+            token.nesting = -1
+        elif token.nesting == 1:
+            opened.append((len(out), divs))
+            divs = []
+        elif token.nesting == -1:
+            out.extend(_closes(divs))
+            depth -= len(divs)
+            divs = opened.pop()[1] if opened else []
+        out.append(token)
+    out.extend(_closes(divs))
+    state.tokens[:] = out
+
+
+def _closes(divs: list[Token]) -> list[Token]:
+    """The closers of divs left open, innermost first."""
+    from markdown_it.token import Token
+
+    closers = []
+    for div in reversed(divs):
+        closer = Token("div_close", "div", -1, level=div.level, markup=":::")
+        closers.append(closer)
+    return closers
