@@ -15,8 +15,8 @@ other class reaches the html and epub as a class; its blocks are the blocks arou
 The block rule leaves each fence a marker at the level it stands (`div_open`, `div_close`, of no nesting),
 so a heading inside a div is where the cut finds it, and a chapter cut inside a div is read alone as the
 whole book reads it; `balance` then pairs the markers in each container (nesting +1 and -1), closes one
-left open where its container ends, and drops a closer with nothing open (and an opener past MAX_DEPTH). An id is not kept: the book's
-index does not hold a div's (a link to one would land nowhere).
+left open where its container ends, and drops a closer with nothing open (and an opener past MAX_DEPTH).
+An id is not kept: the book's index does not hold a div's (a link to one would land nowhere).
 """
 
 from __future__ import annotations
