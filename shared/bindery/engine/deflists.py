@@ -115,6 +115,10 @@ def deflist(state: StateBlock, start: int, end: int, silent: bool) -> bool:
     return True
 
 
+# What a definition's parse changes of the state, and puts back after it (with its line's indent).
+_KEPT = ("tight", "ddIndent", "blkIndent", "parentType")
+
+
 def _definition(state: StateBlock, line: int, content: int, end: int) -> tuple[int, bool]:
     """A `dd` of the definition at `line`, whose marker ends at `content`, parsed as a container of blocks
     indented past the marker (the plugin's reading): the line after it, and whether it was loose."""
@@ -125,14 +129,7 @@ def _definition(state: StateBlock, line: int, content: int, end: int) -> tuple[i
     while pos < limit and state.src[pos] in " \t":
         offset += 4 - offset % 4 if state.src[pos] == "\t" else 1
         pos += 1
-    kept = (
-        state.tight,
-        state.ddIndent,
-        state.blkIndent,
-        state.tShift[line],
-        state.sCount[line],
-        state.parentType,
-    )
+    kept = [getattr(state, name) for name in _KEPT], state.tShift[line], state.sCount[line]
     state.blkIndent = state.ddIndent = state.sCount[line] + 2
     state.tShift[line] = pos - state.bMarks[line]
     state.sCount[line] = offset
@@ -140,14 +137,9 @@ def _definition(state: StateBlock, line: int, content: int, end: int) -> tuple[i
     state.parentType = "deflist"
     state.md.block.tokenize(state, line, end)
     loose = not state.tight
-    (
-        state.tight,
-        state.ddIndent,
-        state.blkIndent,
-        state.tShift[line],
-        state.sCount[line],
-        state.parentType,
-    ) = kept
+    for name, value in zip(_KEPT, kept[0], strict=True):
+        setattr(state, name, value)
+    state.tShift[line], state.sCount[line] = kept[1], kept[2]
     state.push("dd_close", "dd", -1)
     lines[1] = state.line
     return state.line, loose
