@@ -80,3 +80,55 @@ def test_the_pdf_names_a_destination_for_the_span_and_links_to_it(stack: Stack, 
     # found the place it names.
     here, there = sorted(p for p, name in links if name == "option--reference-doc")
     assert here == page < there
+
+
+CLASHING = """# One [in the title]{#titled}
+
+A [span ch]{#ch-1}, [fn]{#fn-ch1-1}, [r]{#fnref-ch1-1}, [c2]{#ch-2} and [t]{#tbl-x}, with a note.[^1]
+
+[^1]: The note.
+
+# Two
+
+| a | b |
+|---|---|
+| 1 | 2 |
+
+: Lights {#tbl-x}
+
+See @tbl-x, [the title](#titled), [a link with a [span]{#in-link} in it](#titled).
+"""
+
+
+def test_a_span_never_takes_an_id_a_page_or_a_numbered_target_has(stack: Stack, tmp_path: Path) -> None:
+    book = stack.create_book(CLASHING)
+    view, data = export(stack, book, "html")
+    html = data.decode()
+    for taken in ("ch-1", "ch-2", "fn-ch1-1", "fnref-ch1-1", "tbl-x"):
+        assert html.count(f'id="{taken}"') == 1, taken  # Bindery's own, or the table's: the span has none
+    assert re.search(r'<table id="tbl-x"', html) and '<a href="#tbl-x">Table\u00a01</a>' in html
+    assert '<a href="#titled">a link with a <span id="in-link">span</span> in it</a>' in html
+    assert not view.get("warnings"), view
+    _, data = export(stack, book, "epub")
+    (tmp_path / "c.epub").write_bytes(data)
+    assert "0 fatals / 0 errors / 0 warnings" in epubcheck(tmp_path / "c.epub")
+
+
+def test_the_pdf_lands_a_link_on_a_span_in_a_chapters_title_and_names_no_placeholder(
+    stack: Stack, tmp_path: Path
+) -> None:
+    import pikepdf
+
+    _, data = export(stack, stack.create_book(CLASHING), "pdf")
+    named, links = _pdf_links(data, tmp_path)
+    assert "titled" in named and "titled" in {name for _, name in links}
+    with pikepdf.open(tmp_path / "book.pdf") as pdf:
+        said = [str(a.get("/Contents", "")) for page in pdf.pages for a in page.get("/Annots", [])]
+    assert said and not [s for s in said if "bindery-" in s], said
+
+
+def test_a_spans_key_values_are_read_as_pandocs_html_writes_them() -> None:
+    html = markup.parser().render(
+        '[x]{id=real class="c1 c2" lang=fr dir=rtl onclick=y style="a" data-y=z k=v}'
+    )
+    assert html == '<p><span id="real" class="c1 c2" lang="fr" dir="rtl" data-y="z" data-k="v">x</span></p>\n'

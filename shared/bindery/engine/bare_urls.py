@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from markdown_it.token import Token
 
 _SCHEMES = ("http://", "https://", "ftp://", "mailto:")
-_URL = re.compile(r"(?<![\w@/.-])(?:https?://|ftp://|mailto:)[^\s<>\"'`]+")
+_URL = re.compile(r"(?<![\w@/.-])(?:https?://|ftp://|mailto:)(?:[^\s<>\"'`]|'(?=[^\s<>\"'`]))+", re.IGNORECASE)
 _TRAILING = ".,;:!?*_~"
 
 
@@ -25,11 +25,16 @@ def install(md: MarkdownIt) -> None:
 
 
 def bare_urls(state: StateCore) -> None:
-    if "://" not in state.src and "mailto:" not in state.src:
+    if "://" not in state.src and "mailto:" not in state.src.lower():
         return
     for token in state.tokens:
-        if token.type == "inline" and token.children and any(s in token.content for s in _SCHEMES):
+        if token.type == "inline" and token.children and _has_scheme(token.content):
             token.children = _linked(state, token.children)
+
+
+def _has_scheme(text: str) -> bool:
+    lowered = text.lower()
+    return any(scheme in lowered for scheme in _SCHEMES)
 
 
 def _end(url: str) -> str:
@@ -49,7 +54,7 @@ def _linked(state: StateCore, children: list[Token]) -> list[Token]:
             depth += 1
         elif child.type == "link_close":
             depth -= 1
-        if child.type != "text" or depth or not any(s in child.content for s in _SCHEMES):
+        if child.type != "text" or depth or not _has_scheme(child.content):
             out.append(child)
             continue
         text, at = child.content, 0

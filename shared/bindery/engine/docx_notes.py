@@ -42,7 +42,7 @@ def span_edge(
     small = int(spans.SMALLCAPS in spans.classes(token))
     state.smallcaps += small
     span_id = token.meta.get("id")
-    if not span_id or links is None or not links.owns(span_id):
+    if not spans.claimable(span_id) or links is None or not links.owns(span_id):
         opened.append((0, small))
         return ""
     counters.bookmark += 1

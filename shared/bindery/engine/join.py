@@ -318,12 +318,15 @@ def _write_piece(
                 action = annot.get("/A")
                 # (Typst writes an address as UTF-8; ours are ASCII, a heading's id %-encoded.)
                 uri = bytes(action.get("/URI", b"")).decode("utf-8", "replace") if action is not None else ""
+                # Typst describes a link by its address (its /Contents, which a screen reader speaks): a
+                # placeholder's is the name of the place it goes to.
                 if uri.startswith((GOTO + "#", HERE)):
                     named = unquote(uri.partition("#")[2])  # a heading's id (Typst's label), or a target's
                     annot.A = Dictionary(S=Name.GoTo, D=pikepdf.String(named.encode()))
+                    annot.Contents = pikepdf.String(named)
                 elif targets and uri.startswith(GOTO):
                     to = pikepdf.String(destination(int(uri.removeprefix(GOTO))))
-                    annot.A = Dictionary(S=Name.GoTo, D=to)
+                    annot.A, annot.Contents = Dictionary(S=Name.GoTo, D=to), to
         roots.extend(int(each.objgen[0]) for each in pdf.pages)
         for key, value in _numbers(theirs.ParentTree):
             if value.is_indirect:

@@ -242,7 +242,7 @@ def _span_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
     token = tokens[idx]
     links: Links | None = env.get("links")
     span_id = token.meta.get("id")
-    owned = bool(span_id) and (links is None or links.owns(span_id))
+    owned = spans.claimable(span_id) and (links is None or links.owns(span_id))
     return f"<span{spans.html_attributes(token, owned)}>"
 
 

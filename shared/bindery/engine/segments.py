@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 # Bump on any change to what the join writes for a piece (it is in every kept piece's key).
-JOIN_VERSION = "join-3"
+JOIN_VERSION = "join-4"
 FIRST = 16  # the join's own objects are numbered below this; the pieces' spans start here
 GRAIN, KEY_GRAIN = 1024, 256  # spans of numbers and of keys are rounded up to these, with an eighth spare
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from bindery.engine.headings import ATTRIBUTE, parse_attributes
+from bindery.engine.headings import ATTRIBUTE, RESERVED, parse_attributes
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -39,27 +39,40 @@ def install(md: MarkdownIt) -> None:
 
 def bracketed_span(state: StateInline, silent: bool) -> bool:
     start = state.pos
-    if state.src[start] != "[" or state.src[start + 1 : start + 2] == "^":
-        return False  # (`[^1]` cites a note, as pandoc reads it, before it may open a span)
+    if silent or state.src[start] != "[" or state.src[start + 1 : start + 2] == "^":
+        # (`[^1]` cites a note, as pandoc reads it; silent, a link's label walks on through a span, which
+        # may stand in a link's words)
+        return False
     end = state.md.helpers.parseLinkLabel(state, start, False)
     if end < 0 or end + 1 >= state.posMax or state.src[end + 1] != "{":
         return False
     found = _ATTRIBUTES.match(state.src, end + 1, state.posMax)
     if found is None:
         return False
-    if not silent:
-        given = parse_attributes(found.group(1))
-        opened = state.push("span_open", "span", 1)
-        if given.classes:
-            opened.attrSet("class", " ".join(given.classes))
-        opened.meta.update(id=given.id, values=given.values)
-        maximum = state.posMax
-        state.pos, state.posMax = start + 1, end
-        state.md.inline.tokenize(state)
-        state.posMax = maximum
-        state.push("span_close", "span", -1)
+    given = parse_attributes(found.group(1))
+    values = dict(given.values)
+    span_id = given.id or values.pop("id", None)  # (`id=x`, `class="a b"`: pandoc's id and classes)
+    named = [*given.classes, *values.pop("class", "").split()]
+    opened = state.push("span_open", "span", 1)
+    if named:
+        opened.attrSet("class", " ".join(named))
+    opened.meta.update(id=span_id, values=values)
+    maximum = state.posMax
+    state.pos, state.posMax = start + 1, end
+    state.md.inline.tokenize(state)
+    state.posMax = maximum
+    state.push("span_close", "span", -1)
     state.pos = found.end()
     return True
+
+
+def claimable(span_id: str | None) -> bool:
+    """Whether a span may take this id: not one of Bindery's own (`ch-2`, a note's), which a page already
+    holds, nor a numbered target's (`fig-`, `tbl-`, `sec-`), which is its figure's, table's or section's."""
+    if not span_id or RESERVED.fullmatch(span_id):
+        return False
+    kind = span_id.split("-", 1)[0]
+    return not (kind in ("fig", "tbl", "sec") and "-" in span_id)
 
 
 def classes(token: Token) -> list[str]:
@@ -80,7 +93,7 @@ def targets(tokens: list[Token], parse_inline: Any) -> list[tuple[int, int, str]
             if _WITH_ID.search(token.content) is None:
                 continue
             for child in parse_inline(token.content).children or []:
-                if child.type == "span_open" and child.meta.get("id"):
+                if child.type == "span_open" and claimable(child.meta.get("id")):
                     found.append((token.map[0], token.map[1], str(child.meta["id"])))
     return found
 
@@ -90,9 +103,17 @@ def html_attributes(token: Token, owned: bool) -> str:
     classes, and each `key=value` as `data-key` (pandoc's html5), escaped."""
     from html import escape
 
-    out = [f' id="{escape(token.meta["id"])}"'] if owned and token.meta.get("id") else []
+    out = [f' id="{escape(token.meta["id"])}"'] if owned and claimable(token.meta.get("id")) else []
     if token.attrGet("class"):
         out.append(f' class="{escape(str(token.attrGet("class")))}"')
     for key, value in token.meta.get("values", {}).items():
-        out.append(f' data-{escape(key.lower())}="{escape(value)}"')
+        key = key.lower()
+        if key in _HTML_KEYS or key.startswith("data-"):
+            out.append(f' {escape(key)}="{escape(value)}"')  # (as pandoc's html5 writes them)
+        elif not key.startswith("on") and key != "style":
+            out.append(f' data-{escape(key)}="{escape(value)}"')
     return "".join(out)
+
+
+# The attributes a span's `key=value` gives the html as they are: no script, no style, no address.
+_HTML_KEYS = frozenset({"lang", "dir", "title", "translate"})

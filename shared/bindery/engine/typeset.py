@@ -113,8 +113,12 @@ class Writer:
     def chapter(self, tokens: list[Token]) -> str:
         tokens = self._take_notes(tokens)
         if tokens and tokens[0].type == "heading_open" and tokens[0].tag == "h1":
-            tokens = tokens[3:]  # the chapter's own title: book.typ sets it as the chapter's heading
+            # The chapter's own title: book.typ sets it as the chapter's heading, and the places of its
+            # spans' ids are where the chapter's text begins.
+            marks = [self._span_mark(c) for c in tokens[1].children or [] if c.type == "span_open"]
+            tokens = tokens[3:]
             self.anchor = self._next_id()
+            return "".join(f"#place({mark})\n\n" for mark in marks if mark) + self.blocks(tokens)
         return self.blocks(tokens)
 
     def _take_notes(self, tokens: list[Token]) -> list[Token]:
@@ -213,10 +217,14 @@ class Writer:
         """A bracketed span: small capitals for `.smallcaps`; where the book's index holds it, an empty link
         to itself before its words, where the join names a destination as its id (`HERE`)."""
         paragraph.open("#smallcaps[" if spans.SMALLCAPS in spans.classes(token) else "#[")
+        if mark := self._span_mark(token):
+            paragraph.element(f"#{mark}")
+
+    def _span_mark(self, token: Token) -> str:
         span_id = token.meta.get("id")
-        if span_id and self.links is not None and self.links.owns(span_id):
-            here = literal(f"{HERE}0.0#{quote(span_id)}")
-            paragraph.element(f"#link({here})[#box(width: 0pt, height: 1em)]")
+        if not spans.claimable(span_id) or self.links is None or not self.links.owns(span_id):
+            return ""
+        return f"link({literal(f'{HERE}0.0#{quote(span_id)}')})[#box(width: 0pt, height: 1em)]"
 
     def _crossref(self, token: Token, paragraph: Paragraph) -> None:
         """`@fig-map`: "Figure 3", linked to it; one the book does not number, `?@fig-map`, and a warning."""
