@@ -16,7 +16,11 @@ if TYPE_CHECKING:
     from markdown_it.token import Token
 
 _SCHEMES = ("http://", "https://", "ftp://", "mailto:")
-_URL = re.compile(r"(?<![\w@/.-])(?:https?://|ftp://|mailto:)(?:[^\s<>\"'`]|'(?=[^\s<>\"'`]))+", re.IGNORECASE)
+# An address: its scheme (in any case), then what no space, angle bracket, quote or backtick ends; an
+# apostrophe inside it is its own (`https://en.wikipedia.org/wiki/Ender's_Game`).
+_URL = re.compile(
+    r"(?<![\w@/.-])(?:https?://|ftp://|mailto:)(?:[^\s<>\"'`]|'(?=[^\s<>\"'`]))+", re.IGNORECASE
+)
 _TRAILING = ".,;:!?*_~"
 
 

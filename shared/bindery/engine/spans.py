@@ -15,7 +15,7 @@ heading; `[words](url)` and `[words][ref]` are links, whose `]` is not followed 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from bindery.engine.headings import ATTRIBUTE, RESERVED, parse_attributes
 
@@ -66,7 +66,7 @@ def bracketed_span(state: StateInline, silent: bool) -> bool:
     return True
 
 
-def claimable(span_id: str | None) -> bool:
+def claimable(span_id: str | None) -> TypeGuard[str]:
     """Whether a span may take this id: not one of Bindery's own (`ch-2`, a note's), which a page already
     holds, nor a numbered target's (`fig-`, `tbl-`, `sec-`), which is its figure's, table's or section's."""
     if not span_id or RESERVED.fullmatch(span_id):
