@@ -94,7 +94,7 @@ def test_the_pdf_keeps_the_boxes_and_the_lines(stack: Stack, tmp_path: Path) -> 
     _, data = export(stack, stack.create_book(BOOK), "pdf")
     (tmp_path / "m.pdf").write_bytes(data)
     text = subprocess.run(["pdftotext", str(tmp_path / "m.pdf"), "-"], capture_output=True, text=True).stdout
-    assert "☐ an open task" in text and "☒ a done one" in text, text
+    assert "☐ an open task" in text and "☒ a done one" in text and "• ☐" not in text, text  # (no bullet)
     lines = [line.strip() for line in text.splitlines()]
     assert "The limerick packs laughs anatomical" in lines and "Into space that is quite economical." in lines
     assert "After an empty line" in lines

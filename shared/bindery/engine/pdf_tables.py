@@ -64,6 +64,8 @@ def listed(writer: Writer, token: Token, inner: list[Token]) -> str:
         written = [writer.blocks(item) for item in items]
     call = "enum" if ordered else "list"
     args = f"tight: {'true' if tight else 'false'}" + (f", start: {int(start)}" if start else "")
+    if not ordered and "task-list" in str(token.attrGet("class") or ""):
+        args += ", marker: []"  # (a task's box is its marker: `engine/tasks.py`)
     return f"#{call}({args}, " + ", ".join(f"[{item}]" for item in written) + ")\n\n"
 
 
