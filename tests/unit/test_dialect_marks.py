@@ -102,3 +102,13 @@ def test_the_pdf_keeps_the_boxes_and_the_lines(stack: Stack, tmp_path: Path) -> 
         annots = [a for page in pdf.pages for a in page.get("/Annots", [])]
         uris = [str(a.A.URI) for a in annots if "/A" in a and "/URI" in a.A]
     assert "https://example.com/guide?page=2" in uris and "https://example.org/a_(b)" in uris
+
+
+def test_a_link_too_long_for_typst_is_its_words_in_the_pdf(stack: Stack, tmp_path: Path) -> None:
+    address = "https://example.org/" + "a" * 8_000  # Typst refuses an address past 8,000 characters
+    view, data = export(stack, stack.create_book(f"# Long\n\nSee {address} and [this]({address}).\n"), "pdf")
+    assert view["complete"] is True and not view.get("skipped_chapters"), view
+    (tmp_path / "l.pdf").write_bytes(data)
+    with pikepdf.open(tmp_path / "l.pdf") as pdf:
+        uris = [a.A.URI for page in pdf.pages for a in page.get("/Annots", []) if "/A" in a and "/URI" in a.A]
+    assert uris == []

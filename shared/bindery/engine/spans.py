@@ -39,13 +39,12 @@ def install(md: MarkdownIt) -> None:
 
 def bracketed_span(state: StateInline, silent: bool) -> bool:
     start = state.pos
-    if silent or state.src[start] != "[" or state.src[start + 1 : start + 2] == "^":
-        # (`[^1]` cites a note, as pandoc reads it; silent, a link's label walks on through a span, which
-        # may stand in a link's words)
-        return False
+    if state.src[start] != "[" or state.src[start + 1 : start + 2] == "^":
+        return False  # (`[^1]` cites a note, as pandoc reads it)
+    # (Its label's end is found even when silent: kept for the paragraph, it spares a link's walk.)
     end = state.md.helpers.parseLinkLabel(state, start, False)
-    if end < 0 or end + 1 >= state.posMax or state.src[end + 1] != "{":
-        return False
+    if silent or end < 0 or end + 1 >= state.posMax or state.src[end + 1] != "{":
+        return False  # (silent: a link's label walks on through a span, which may stand in its words)
     found = _ATTRIBUTES.match(state.src, end + 1, state.posMax)
     if found is None:
         return False

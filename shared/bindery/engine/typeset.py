@@ -62,6 +62,7 @@ from bindery.engine.token_tree import close_of, in_runs, plain_text
 from bindery.images import Asset
 
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")  # a link that leaves the book; the rest stay text
+MAX_URL = 8000  # characters of a link's address: Typst refuses a longer one ("URL is too long")
 
 
 @dataclass
@@ -113,8 +114,7 @@ class Writer:
     def chapter(self, tokens: list[Token]) -> str:
         tokens = self._take_notes(tokens)
         if tokens and tokens[0].type == "heading_open" and tokens[0].tag == "h1":
-            # The chapter's own title: book.typ sets it as the chapter's heading, and the places of its
-            # spans' ids are where the chapter's text begins.
+            # The chapter's own title (book.typ's): its spans' ids are placed where its text begins.
             marks = [self._span_mark(c) for c in tokens[1].children or [] if c.type == "span_open"]
             tokens = tokens[3:]
             self.anchor = self._next_id()
@@ -322,7 +322,7 @@ class Writer:
         if self.links is not None and target is None:
             if self.figures is not None:
                 self.figures.unlanded(href, link_words(children, n), children[n].meta.get("line"))
-        elif href.startswith(_SAFE_SCHEMES):
+        elif href.startswith(_SAFE_SCHEMES) and len(href) <= MAX_URL:  # (past it Typst fails the run)
             return f"#link({literal(href)})["
         elif target is not None and target.startswith("#"):
             return (
