@@ -42,10 +42,13 @@ def _has_scheme(text: str) -> bool:
 
 
 def _end(url: str) -> str:
-    """The address without the sentence's punctuation after it."""
-    while url and (url[-1] in _TRAILING or (url[-1] == ")" and url.count("(") < url.count(")"))):
-        url = url[:-1]
-    return url
+    """The address without the sentence's punctuation after it, found in one walk back from its end (a
+    walk that counted the parentheses again at each step was quadratic in `https://a.b/)))...`)."""
+    opened, closed, end = url.count("("), url.count(")"), len(url)
+    while end and (url[end - 1] in _TRAILING or (url[end - 1] == ")" and opened < closed)):
+        closed -= url[end - 1] == ")"
+        end -= 1
+    return url[:end]
 
 
 def _linked(state: StateCore, children: list[Token]) -> list[Token]:

@@ -15,6 +15,7 @@ heading; `[words](url)` and `[words][ref]` are links, whose `]` is not followed 
 from __future__ import annotations
 
 import re
+from html import escape
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from bindery.engine.headings import ATTRIBUTE, RESERVED, parse_attributes
@@ -100,8 +101,6 @@ def targets(tokens: list[Token], parse_inline: Any) -> list[tuple[int, int, str]
 def html_attributes(token: Token, owned: bool) -> str:
     """A span's attributes as html writes them: its id (where the book's index holds this span), its
     classes, and each `key=value` as `data-key` (pandoc's html5), escaped."""
-    from html import escape
-
     out = [f' id="{escape(token.meta["id"])}"'] if owned and claimable(token.meta.get("id")) else []
     if token.attrGet("class"):
         out.append(f' class="{escape(str(token.attrGet("class")))}"')
