@@ -116,6 +116,11 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "spans with ids, many": lambda n: _chapter(_repeat("[a span]{#s .smallcaps} words ", n)),
     "spans nested deep": lambda n: _chapter(_repeat("[", n // 8) + "a" + _repeat("]{.x}", n // 8)),
     "span attributes never closed": lambda n: _chapter(_repeat("[a]{.b .c #d k=v ", n)),
+    "dollars never closed": lambda n: _chapter(_repeat("$a ", n)),
+    "display dollars never closed": lambda n: _chapter(_repeat("$$a ", n)),
+    "formulas, each its own": lambda n: _chapter("".join(f"$x_{{{i}}}^2$ " for i in range(n // 10))),
+    "a formula nested deep": lambda n: _chapter("$" + "{" * _half(n) + "x" + "}" * _half(n) + "$"),
+    "escaped dollars in a formula never closed": lambda n: _chapter("$a" + _repeat("\\$ ", n)),
     # The book as one document (issue 47): each link's words are read to warn of it, once.
     "links to nowhere in one paragraph": lambda n: _chapter(_repeat("[m](#missing) words words\n", n)),
     "numbered references to nowhere": lambda n: _chapter(_repeat("See @fig-none and [-@tbl-none].\n", n)),

@@ -87,6 +87,7 @@ class Made:
 
     headings: list[markup.Heading]
     data: bytes
+    math: bool = False  # whether it holds MathML (an epub's manifest says which pages do)
 
 
 def key_of(
@@ -141,21 +142,23 @@ def render_chapter(
 
     if pieces is None:
         rendered = markup.render_chapter(md, text, report.skipped, figures, links())
-        return Made(rendered.headings, made(rendered.html))
+        return Made(rendered.headings, made(rendered.html), rendered.math)
 
     def make(own: Figures, missed: list[Any]) -> tuple[Any, bytes]:
         asked = links()
         rendered = markup.render_chapter(md, text, missed, own, asked)
         if asked is not None:
             own.named.update(asked.asked)  # each `#id` and `[label` it asked of the book
-        return [[h.level, h.title, h.anchor] for h in rendered.headings], made(rendered.html)
+        headings = [[h.level, h.title, h.anchor] for h in rendered.headings]
+        return {"headings": headings, "math": rendered.math}, made(rendered.html)
 
     own = anchors.own(text.ordinal) if anchors is not None else None
     head = [version, DIALECT, list(reads), own, by_chapter, typography.setting(md)]
-    headings, data = reused(
+    value, data = reused(
         text, report, figures, pieces, head=head, make=make, compressed=compressed, anchors=anchors
     )
-    return Made([markup.Heading(level, title, anchor) for level, title, anchor in headings], data)
+    headings = [markup.Heading(level, title, anchor) for level, title, anchor in value["headings"]]
+    return Made(headings, data, value["math"])
 
 
 def reused(

@@ -21,7 +21,8 @@ DOCUMENT_NAMESPACES = (
     f'xmlns:w="{W}" xmlns:r="{R}" '
     'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing" '
     'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" '
-    'xmlns:pic="http://schemas.openxmlformats.org/drawingml/2006/picture"'
+    'xmlns:pic="http://schemas.openxmlformats.org/drawingml/2006/picture" '
+    'xmlns:m="http://schemas.openxmlformats.org/officeDocument/2006/math"'
 )
 HEAD = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
 

@@ -127,7 +127,9 @@ def _image_tag(asset: Asset, alt: str) -> str:
     return f'<img src="{_packaged(asset)[0]}" alt="{alt}" width="{asset.width}" height="{asset.height}"/>'
 
 
-Contents = list[tuple[int, str, list[markup.Heading]]]
+XHTML = "application/xhtml+xml"
+_MATHML = ' properties="mathml"'  # a page that holds MathML says so
+Contents = list[tuple[int, str, list[markup.Heading], bool]]  # (ordinal, title, headings, holds MathML)
 
 
 class EpubRenderer:
@@ -163,7 +165,7 @@ class EpubRenderer:
                     anchors=source.anchors, href=_page_of(text.ordinal),
                     by_chapter=source.option("figure_numbers") == "chapter",
                 )  # fmt: skip
-                contents.append((text.ordinal, text.title, made.headings))
+                contents.append((text.ordinal, text.title, made.headings, made.math))
                 book.deflated(f"OEBPS/chapter-{text.ordinal:06d}.xhtml", Deflated.from_kept(made.data))
             images = dict(figures.used)
             if cover is not None:
@@ -219,7 +221,7 @@ class EpubRenderer:
             if value:
                 described.append(f"<dc:{element}>{escape(value)}</dc:{element}>")
         described += [f"<dc:subject>{escape(subject)}</dc:subject>" for subject in meta.subjects]
-        described += _accessibility(images, report)
+        described += _accessibility(images, report, any(math for *_, math in contents))
         if cover is not None:
             described.append(f'<meta name="cover" content="img-{cover.object_id}"/>')
         manifest = [
@@ -238,11 +240,11 @@ class EpubRenderer:
                 f'<item id="img-{asset.object_id}" href="{href}" media-type="{media_type}"{properties}/>'
             )
         manifest += [
-            f'<item id="ch{n}" href="chapter-{n:06d}.xhtml" media-type="application/xhtml+xml"/>'
-            for n, _, _ in contents
+            f'<item id="ch{n}" href="chapter-{n:06d}.xhtml" media-type="{XHTML}"{_MATHML * math}/>'
+            for n, _, _, math in contents
         ]
         spine = ['<itemref idref="cover" linear="no"/>', '<itemref idref="title"/>', '<itemref idref="nav"/>']
-        spine += [f'<itemref idref="ch{n}"/>' for n, _, _ in contents]
+        spine += [f'<itemref idref="ch{n}"/>' for n, *_ in contents]
         progression = ' page-progression-direction="rtl"' if source.metadata.direction == "rtl" else ""
         return f"""<?xml version="1.0" encoding="UTF-8"?>
 <package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="book-id"
@@ -261,7 +263,7 @@ class EpubRenderer:
 
     @staticmethod
     def _nav(source: Source, contents: Contents) -> str:
-        chapters = [(f"chapter-{n:06d}.xhtml", title, headings) for n, title, headings in contents]
+        chapters = [(f"chapter-{n:06d}.xhtml", title, headings) for n, title, headings, _ in contents]
         toc = markup.contents(chapters, source.option("toc_depth"), lambda href: href, every_level=True)
         start = (
             '<li><a epub:type="bodymatter" href="chapter-000001.xhtml">Start</a></li>\n' if contents else ""
@@ -277,10 +279,12 @@ class EpubRenderer:
         return _page("Contents", body, source)
 
 
-def _accessibility(images: dict[str, Asset], report: Report) -> list[str]:
+def _accessibility(images: dict[str, Asset], report: Report, math: bool) -> list[str]:
     """schema.org accessibility metadata, each statement true of this book as built: the images it shows
-    and whether each has a text alternative."""
-    every_alt = not report.notes.warnings_total
+    and whether each has a text alternative, and its formulas (MathML, each with its TeX as its text)."""
+    notes = report.notes  # (past the warnings it keeps, it cannot tell: then it says less)
+    kept_all = notes.warnings_total == len(notes.warnings)
+    every_alt = kept_all and not any(note.get("code") == "empty_alt" for note in notes.warnings)
     modes = ["textual", "visual"] if images else ["textual"]
     sufficient = ["textual"] if every_alt else []
     if images:
@@ -288,6 +292,8 @@ def _accessibility(images: dict[str, Asset], report: Report) -> list[str]:
     features = ["structuralNavigation", "tableOfContents", "readingOrder", "displayTransformability"]
     if images and every_alt:
         features.append("alternativeText")
+    if math:
+        features += ["MathML", "describedMath"]
     if not images:
         summary = "A text-only book: every page is text, with a navigable table of contents and headings."
     elif every_alt:
@@ -300,6 +306,8 @@ def _accessibility(images: dict[str, Asset], report: Report) -> list[str]:
             "Some images have no text alternative, and a reader who cannot see them may miss what they show. "
             "The book has a navigable table of contents and headings, and its text reflows."
         )
+    if math:
+        summary += " Its formulas are MathML, each with its TeX as a text alternative."
     out = [f'<meta property="schema:accessMode">{mode}</meta>' for mode in modes]
     out += [f'<meta property="schema:accessModeSufficient">{s}</meta>' for s in sufficient]
     out += [f'<meta property="schema:accessibilityFeature">{f}</meta>' for f in features]

@@ -25,6 +25,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.footnote.index import _data_from_env
 
 from bindery.engine.comments import comment_inline
+from bindery.engine.formulas import formula
 from bindery.engine.inline_html import html_subset
 from bindery.engine.scripts import subscript, superscript
 from bindery.engine.spans import bracketed_span
@@ -379,6 +380,7 @@ _MARKERS: dict[Any, str] = {
     bracketed_span: "[",
     superscript: "^",
     subscript: "~",
+    formula: "$",
     rules_inline.image: "!",
     rules_inline.autolink: "<",
     rules_inline.html_inline: "<",

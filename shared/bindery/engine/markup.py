@@ -35,6 +35,7 @@ from bindery.engine import (
     crossrefs,
     deflists,
     divs,
+    formulas,
     headings,
     inline_html,
     inline_rules,
@@ -48,7 +49,7 @@ from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
 
 # Bump on any change to what this module renders: built pieces of chapters are keyed by it.
-VERSION = 7
+VERSION = 8
 UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
 
 
@@ -63,6 +64,7 @@ class Heading:
 class Rendered:
     html: str
     headings: list[Heading] = field(default_factory=list)
+    math: bool = False  # whether it holds MathML (an epub's page says so)
 
 
 def parser(*, xhtml: bool = False) -> MarkdownIt:
@@ -96,6 +98,7 @@ def dialect(md: MarkdownIt) -> None:
     crossrefs.install(md)
     spans.install(md)
     scripts.install(md)
+    formulas.install(md)
     tasks.install(md)
     line_blocks.install(md)
     bare_urls.install(md)
@@ -146,18 +149,18 @@ def _note_headings(state: Any) -> None:
 
 
 def _link_lines(state: Any) -> None:
-    """Each link's and cross-reference's line in the chapter (its paragraph's first, and the line breaks
-    before it), for the note one that lands nowhere gets."""
-    if "[" not in state.src and "@" not in state.src:
+    """Each link's, cross-reference's and formula's line in the chapter (its paragraph's first, and the
+    line breaks before it), for the note one that lands nowhere (or does not convert) gets."""
+    if "[" not in state.src and "@" not in state.src and "$" not in state.src:
         return
     for token in state.tokens:
-        if token.type != "inline" or not token.map or ("[" not in token.content and "@" not in token.content):
+        if token.type != "inline" or not token.map or not any(mark in token.content for mark in "[@$"):
             continue
         line = token.map[0] + 1
         for child in token.children or ():
             if child.type in ("softbreak", "hardbreak"):
                 line += 1
-            elif child.type in ("link_open", "crossref"):
+            elif child.type in ("link_open", "crossref", *formulas.KINDS):
                 child.meta["line"] = line
 
 
@@ -261,7 +264,7 @@ def render(
     if links is not None:
         env["references"] = links.labels  # the book's definitions and headings, wherever they are
     html = md.render(links.with_notes(text) if links is not None else text, env)
-    return Rendered(html, env.get("headings", []))
+    return Rendered(html, env.get("headings", []), env.get("math", False))
 
 
 def render_chapter(

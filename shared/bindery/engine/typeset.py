@@ -4,7 +4,7 @@ Every word of the manuscript reaches Typst as a string literal (`#"…"`), never
 literal Typst reads nothing but `\\` and `"`, both escaped (`bindery.engine.literals`). So
 `#read("/etc/passwd")`, `#import`, `#let` loops and unbalanced brackets in a book are printed as the text
 they are. The only code in the source is what this module writes around the literals, calls into `book.typ`
-and Typst's own elements, each with arguments it made itself.
+and Typst's own elements, each with arguments it made itself (a formula's math too: `engine.formula_typst`).
 
 Nesting is bounded before Typst sees it: the Markdown parser stops nesting blocks at its `maxNesting`
 (20) and reads anything deeper as text, so a 100,000-deep list becomes one paragraph, not 100,000 levels
@@ -34,7 +34,7 @@ from urllib.parse import quote
 
 from markdown_it.token import Token
 
-from bindery.engine import crossrefs, divs, page_refs, pdf_tables, spans
+from bindery.engine import crossrefs, divs, formula_typst, page_refs, pdf_tables, spans
 from bindery.engine.anchors import Links, link_words
 from bindery.engine.breaks import Run, fitted, widest
 from bindery.engine.figures import Figures, image_file
@@ -303,6 +303,8 @@ class Writer:
             elif kind == "hardbreak":
                 paragraph.element("#linebreak()")
                 self.run = Run()
+            elif kind in formula_typst.KINDS:
+                formula_typst.typeset(child, paragraph, self.figures)
             elif kind == "image":
                 paragraph.flush()
                 paragraph.element(self._image(child))
@@ -324,10 +326,8 @@ class Writer:
                 self.figures.unlanded(href, link_words(children, n), children[n].meta.get("line"))
         elif href.startswith(_SAFE_SCHEMES) and len(href) <= MAX_URL:  # (past it Typst fails the run)
             return f"#link({literal(href)})["
-        elif target is not None and target.startswith("#"):
-            return (
-                f"#link({literal(GOTO + '#' + quote(target[1:]))})["  # (an address is ASCII: the id encoded)
-            )
+        elif target is not None and target.startswith("#"):  # (an address is ASCII: the id encoded)
+            return f"#link({literal(GOTO + '#' + quote(target[1:]))})["
         return "#["
 
     def _next_id(self) -> str | None:  # (a heading inside a note has none: the cut counts none there)

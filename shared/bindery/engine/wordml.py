@@ -21,10 +21,11 @@ from dataclasses import dataclass, field, replace
 
 from markdown_it.token import Token
 
-from bindery.engine import crossrefs, divs
+from bindery.engine import crossrefs, divs, formulas
 from bindery.engine.anchors import Links, link_words
 from bindery.engine.docx_notes import NOTE_MARK, Counters, bookmarked, note_numbers, span_edge
 from bindery.engine.figures import Figures
+from bindery.engine.formula_word import word_formula
 from bindery.engine.ooxml import (
     LIST_INDENT,
     MARKS,
@@ -43,6 +44,7 @@ from bindery.language import text_direction
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")  # a link that leaves the book; the rest stay text
 MAX_LEVEL = 8  # Word's list levels are 0 to 8
 UNTITLED = "Untitled"  # an empty chapter heading's title, as bindery.manuscript names the chapter
+_CODE = '<w:rStyle w:val="VerbatimChar"/>'
 
 
 @dataclass
@@ -181,7 +183,7 @@ class Writer:
                 code = token.content[:-1] if token.content.endswith("\n") else token.content
                 deep = LIST_INDENT * min(len(lists), MAX_LEVEL + 1)
                 indent = indentation(quote, deep) if quote and not note else ""
-                runs = run(code, '<w:rStyle w:val="VerbatimChar"/>' + self.lang)
+                runs = run(code, _CODE + self.lang)
                 out.append(paragraph("SourceCode", runs, extra=indent))
                 self._first = False
             elif kind == "html_block":  # raw HTML is text, as in every format
@@ -261,8 +263,6 @@ class Writer:
                 i = close
             i += 1
 
-    # ---- inline -------------------------------------------------------------------------------------
-
     def inline(self, token: Token, *, note: bool = False) -> str:
         state = RunState()
         out: list[str] = []
@@ -275,7 +275,7 @@ class Writer:
             if kind in ("text", "text_special", "html_inline"):
                 out.append(self._styled(child.content, state))
             elif kind == "code_inline":
-                out.append(self._styled(child.content, state, '<w:rStyle w:val="VerbatimChar"/>'))
+                out.append(self._styled(child.content, state, _CODE))
             elif kind == "softbreak":
                 out.append(self._styled(" ", state))
             elif kind == "hardbreak":
@@ -309,6 +309,8 @@ class Writer:
                     between = "</w:hyperlink>" + self._wrap("", state, opening=True)
                     out[opened:] = ["".join(out[opened:]).replace(between, "")]
                 state.link = None
+            elif kind in formulas.KINDS:  # a Word equation, or its TeX as code where it does not convert
+                out.append(word_formula(child, self.figures, lambda tex: self._styled(tex, state, _CODE)))
             elif kind == "image":
                 out.append(self._figure(child, state, links))
             elif kind == "footnote_ref":
@@ -327,10 +329,8 @@ class Writer:
         # image elsewhere is a link to it.
         if found is None and src.startswith(_SAFE_SCHEMES) and state.link is None:
             self.counters.link += 1
-            rel = f"rIdL{self.counters.link}"
-            links.append((rel, src))
-            linked = replace(state, link=rel)
-            return self._styled(f"[{alt or 'image'}]", linked)
+            links.append((rel := f"rIdL{self.counters.link}", src))
+            return self._styled(f"[{alt or 'image'}]", replace(state, link=rel))
         return self._styled(f"[{alt or (found if isinstance(found, str) else '') or 'image'}]", state)
 
     def _caption(self, target_id: str, runs: str) -> str:
