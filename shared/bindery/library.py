@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import re
 import secrets
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from bindery import errors
+from bindery import errors, front_matter
 from bindery.chapter_lists import write_chapter_list
-from bindery.characters import describe, first_forbidden
 from bindery.clock import Clock, iso
 from bindery.config import Settings
 from bindery.engine.anchors import Anchors
 from bindery.errors import not_found
+from bindery.front_matter import FrontMatter
 from bindery.idempotency import idempotency_for, key_reused
 from bindery.ids import new_cut, valid_id
 from bindery.manuscript import cut
-from bindery.metadata import Metadata, merged, package_identifier
+from bindery.metadata import Metadata, check_title, merged, package_identifier
 from bindery.normalising import Normalised, normalise
 from bindery.objects import Objects, cut_key, upload_key
 from bindery.observability import logger
@@ -48,7 +47,6 @@ from bindery.storage import (
     StorageError,
 )
 
-MAX_TITLE = 500
 # A chapter's title is kept in its chapter item (and in a build's skipped list), and an item is at most
 # 400 KB: a heading longer than this is refused, naming the chapter, before anything is written.
 MAX_CHAPTER_TITLE = 500
@@ -87,14 +85,16 @@ class Library:
     def create_book(
         self,
         caller: str,
-        title: str,
+        title: str | None,
         manuscript: str,
         idempotency_key: str | None = None,
         metadata: Any = None,
     ) -> tuple[Book, list[Chapter], bool]:
         """A new book. Returns it, its chapters, and whether this call made it (False: a replayed
-        Idempotency-Key, answered with the book the first call made)."""
-        check_title(title)
+        Idempotency-Key, answered with the book the first call made). The manuscript's front matter gives
+        the title and each metadata field the request does not (`bindery.front_matter`)."""
+        if title is not None:
+            check_title(title)
         described = merged(Metadata(), metadata) if metadata is not None else Metadata()
         if described.cover is not None:
             raise _unknown_cover(described.cover)  # a new book has no assets yet
@@ -106,7 +106,17 @@ class Library:
         now = self.clock()
         book_id, revision = secrets.token_hex(10), 1
         cut_id = new_cut(revision)
-        chapters = self._stage(book_id, cut_id, data.splitlines(keepends=True), now)
+        chapters, found = self._stage(book_id, cut_id, data.splitlines(keepends=True), now)
+        if found is not None:  # what the request says wins
+            given = metadata if isinstance(metadata, dict) else {}
+            described = merged(described, {k: v for k, v in found.metadata.items() if k not in given})
+            title = title if title is not None else found.title
+        if title is None:
+            raise errors.BadRequest(
+                "send a title, or give the manuscript one in its front matter (`title:`, or a `%` line)",
+                code="missing_field",
+                field="title",
+            )
         self.objects.put_bytes(cut_key(book_id, cut_id), data)
         book = Book(
             book_id, caller, title.strip(), revision, cut_id, len(chapters), len(data), now, now, described
@@ -171,7 +181,8 @@ class Library:
         upload_id: str | None,
     ) -> tuple[Book, list[Chapter]]:
         """Re-cut the book from a new manuscript and bump its revision. With `If-Match: "<revision>"` a
-        book that is no longer at that revision answers 412 and nothing changes."""
+        book that is no longer at that revision answers 412 and nothing changes. The manuscript's front
+        matter, if it has one, gives the book's title and the metadata fields it names (a merge patch)."""
         expected = parse_if_match(if_match)
         book = self.revisions.owned(caller, book_id)
         if expected is not None and expected != book.revision:
@@ -180,13 +191,16 @@ class Library:
         cut_id = new_cut(book.revision + 1)
         if manuscript is not None:
             data = self._inline(manuscript)
-            chapters = self._stage(book_id, cut_id, data.splitlines(keepends=True), now)
+            chapters, found = self._stage(book_id, cut_id, data.splitlines(keepends=True), now)
             self.objects.put_bytes(cut_key(book_id, cut_id), data)
             size = len(data)
         else:
             assert upload_id is not None
-            chapters, size = self._adopt(book_id, self._upload(book_id, upload_id), cut_id, now)
+            chapters, size, found = self._adopt(book_id, self._upload(book_id, upload_id), cut_id, now)
         for _ in range(PUBLISH_TRIES):
+            described = (book.title, book.metadata)
+            if found is not None:  # read onto the book as it is now, on each try
+                described = (found.title or book.title, merged(book.metadata, found.metadata))
             published = self.book_rows.publish_cut(
                 book,
                 cut=cut_id,
@@ -194,6 +208,7 @@ class Library:
                 manuscript_bytes=size,
                 now=self.clock(),
                 retire_at=self.clock() + self.settings.lease_seconds,
+                described=described,
             )
             if published is not None:
                 if upload_id is not None:
@@ -266,18 +281,20 @@ class Library:
 
     # ---- helpers ---------------------------------------------------------------------------------
 
-    def _adopt(self, book_id: str, source: str, cut_id: str, now: float) -> tuple[list[Chapter], int]:
+    def _adopt(
+        self, book_id: str, source: str, cut_id: str, now: float
+    ) -> tuple[list[Chapter], int, FrontMatter | None]:
         """Cut an upload in one streaming read, and keep it as the cut's manuscript. An upload that is
         already normal (the usual LF file) is kept by a server-side copy, so its bytes pass through the
         function once; one that is not (CRLF, a BOM, no final newline) is streamed a second time,
         normalised, into a multipart upload."""
         lines = Normalised(self.objects.lines(source))
-        chapters = self._stage(book_id, cut_id, lines, now)
+        chapters, found = self._stage(book_id, cut_id, lines, now)
         if lines.changed:
             self.objects.write_lines(cut_key(book_id, cut_id), Normalised(self.objects.lines(source)))
         else:
             self.objects.copy(source, cut_key(book_id, cut_id))
-        return chapters, lines.size
+        return chapters, lines.size, found
 
     def _inline(self, manuscript: str) -> bytes:
         data = manuscript.encode("utf-8")
@@ -304,9 +321,13 @@ class Library:
             )
         return key
 
-    def _stage(self, book_id: str, cut_id: str, lines: Iterable[bytes], now: float) -> list[Chapter]:
-        chapters, anchors = [], Anchors()
-        for n, section in enumerate(cut(lines, anchors), start=1):
+    def _stage(
+        self, book_id: str, cut_id: str, lines: Iterable[bytes], now: float
+    ) -> tuple[list[Chapter], FrontMatter | None]:
+        """The manuscript's chapters, staged as a cut, and what its front matter says (read, and refused if
+        it must be, before anything is written)."""
+        chapters, anchors, front = [], Anchors(), list[bytes]()
+        for n, section in enumerate(cut(lines, anchors, front), start=1):
             if n > MAX_CHAPTERS:
                 raise errors.Unprocessable(
                     f"the manuscript has more than {MAX_CHAPTERS:,} chapters (level-1 headings), the most "
@@ -323,38 +344,16 @@ class Library:
                     limit=MAX_CHAPTER_TITLE,
                 )
             chapters.append(Chapter(n, section.title, section.offset, section.length, section.sha256))
+        found = front_matter.read(b"".join(front)) if front else None
+        if found is not None:
+            merged(Metadata(), found.metadata)  # (its values' own rules, before anything is written)
+            if found.title is not None:
+                check_title(found.title)
         self.book_rows.stage_cut(book_id, cut_id, chapters, retire_at=now + STAGE_GRACE_SECONDS)
         write_chapter_list(
             self.objects, book_id, cut_id, chapters, anchors
         )  # after the marker that retires it
-        return chapters
-
-
-def check_title(title: Any) -> None:
-    """The title's rules, as a create and an edit check it: 1 to MAX_TITLE characters, none of them a control
-    character or one XML 1.0 forbids."""
-    if not isinstance(title, str) or not title.strip() or len(title) > MAX_TITLE:
-        raise errors.BadRequest(f"title must be 1 to {MAX_TITLE} characters", code="invalid_title")
-    # A character XML 1.0 forbids would make every title page malformed (bindery.characters).
-    found = first_forbidden(title)
-    if found is not None:
-        raise errors.BadRequest(
-            f"title, character {found.index + 1}: {describe(found)}",
-            code="invalid_title",
-            field="title",
-            code_point=found.code_point,
-        )
-    # A control character XML 1.0 allows (tab, LF, CR, DEL, C1) is still no part of a title, which is one
-    # line of text: every format would have to drop or replace it.
-    index = next((n for n, c in enumerate(title) if unicodedata.category(c) == "Cc"), None)
-    if index is not None:
-        code_point = f"U+{ord(title[index]):04X}"
-        raise errors.BadRequest(
-            f"title, character {index + 1}: {code_point} is a control character; remove it",
-            code="invalid_title",
-            field="title",
-            code_point=code_point,
-        )
+        return chapters, found
 
 
 def _unknown_cover(name: str) -> errors.Unprocessable:

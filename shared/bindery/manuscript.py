@@ -14,13 +14,14 @@ the manuscript, so the chapter text is never copied: it is read back by range.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bindery import errors
+from bindery import errors, front_matter
 from bindery.engine.anchors import Anchors
 from bindery.engine.comments import CLOSER
 from bindery.engine.crossrefs import TARGET_LINE
@@ -114,9 +115,12 @@ def _starts_afresh(line: bytes) -> bool:
     return line[:1] not in b" \t\r\n" and not (line[:1] in b":~" and line[1:2] in b" \t")
 
 
-def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Section]:
+def cut(
+    lines: Iterable[bytes], anchors: Anchors | None = None, front: list[bytes] | None = None
+) -> Iterator[Section]:
     """Sections of a UTF-8 manuscript given as lines (each with its line ending), in order; and, into
-    `anchors`, every heading of every level as it comes, with the ordinal of the section it is in.
+    `anchors`, every heading of every level as it comes, with the ordinal of the section it is in. A front
+    matter at the top (`bindery.front_matter`) is no section: its lines go into `front`.
 
     Lines gather in a window from the last point where nothing was open: a line in column 0 after a blank
     one (`_starts_afresh`), a heading in column 0, or the line after a top-level fenced code block closes.
@@ -135,6 +139,10 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
     holds the window whole, cutting nothing after it, until a line holding `-->` comes and it is read again
     (or, past MAX_CONTEXT_BYTES or at the end, it is read as the text it then is)."""
     parser = _parser()
+    stream = iter(lines)
+    head, replayed = front_matter.split(stream)
+    if front is not None:
+        front.extend(head)
     window: deque[bytes] = deque()  # the lines since the last fresh start
     offsets: deque[int] = deque()  # where each of them starts in the manuscript
     window_bytes = 0
@@ -142,11 +150,14 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
     candidates = 0  # lines of the window from read_up_to on that may open a heading or a fence
     unread_bytes = 0  # the bytes of those lines
     fence: bytes | None = None  # the markup of the top-level fenced code block we are inside, if any
-    start, title = 0, None  # the open section: where it starts, and its title (None: the opening)
+    start, title = (
+        sum(map(len, head)),
+        None,
+    )  # the open section: where it starts, its title (None: the opening)
     first_text: int | None = None  # where the opening's first line of text starts (not blank, no comment)
     in_comment = False  # inside a comment before the opening's first text
-    position = 0
-    numbered = 0  # the lines read so far; the window's last is the last of them
+    position = start
+    numbered = len(head)  # the lines read so far; the window's last is the last of them
     after_blank = True
     comment_line = 0  # where the top-level comment we are inside opened, as a line of the manuscript
     held = False  # the window waits for a closer: a comment opener in it has none yet
@@ -255,7 +266,7 @@ def cut(lines: Iterable[bytes], anchors: Anchors | None = None) -> Iterator[Sect
             count -= 1
             read_up_to = max(0, read_up_to - 1)
 
-    for line in lines:
+    for line in itertools.chain(replayed, stream):
         if fence is None and not held and after_blank and _starts_afresh(line):
             if candidates:
                 yield from read()

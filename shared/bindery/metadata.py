@@ -202,3 +202,33 @@ def package_identifier(book_id: str, metadata: Metadata) -> str:
 def _control(char: str) -> bool:
     """A control character: C0, DEL or C1 (Unicode's general category Cc)."""
     return unicodedata.category(char) == "Cc"
+
+
+MAX_TITLE = 500
+
+
+def check_title(title: Any) -> None:
+    """The title's rules, as a create and an edit check it: 1 to MAX_TITLE characters, none of them a control
+    character or one XML 1.0 forbids."""
+    if not isinstance(title, str) or not title.strip() or len(title) > MAX_TITLE:
+        raise errors.BadRequest(f"title must be 1 to {MAX_TITLE} characters", code="invalid_title")
+    # A character XML 1.0 forbids would make every title page malformed (bindery.characters).
+    found = first_forbidden(title)
+    if found is not None:
+        raise errors.BadRequest(
+            f"title, character {found.index + 1}: {describe(found)}",
+            code="invalid_title",
+            field="title",
+            code_point=found.code_point,
+        )
+    # A control character XML 1.0 allows (tab, LF, CR, DEL, C1) is still no part of a title, which is one
+    # line of text: every format would have to drop or replace it.
+    index = next((n for n, c in enumerate(title) if unicodedata.category(c) == "Cc"), None)
+    if index is not None:
+        code_point = f"U+{ord(title[index]):04X}"
+        raise errors.BadRequest(
+            f"title, character {index + 1}: {code_point} is a control character; remove it",
+            code="invalid_title",
+            field="title",
+            code_point=code_point,
+        )

@@ -18,20 +18,29 @@ import bindery.manuscript as manuscript_module
 from bindery import errors
 from bindery.engine import comments, crossrefs, headings, markup
 from bindery.engine.anchors import Anchors
+from bindery.front_matter import split
 from bindery.manuscript import OPENING_TITLE, cut, cut_text
 from bindery.normalising import Normalised, normalise
 from tests.books import BOOKS
 
 
+def _text(manuscript: str) -> tuple[str, int]:
+    """The normalised text after the front matter (pandoc's: no chapter), and the lines the front matter
+    takes."""
+    data = normalise(manuscript.encode())
+    head, _ = split(iter(data.splitlines(keepends=True)))
+    return data[len(b"".join(head)) :].decode(), len(head)
+
+
 def _whole_parse(manuscript: str) -> list[tuple[str, str]] | tuple[str, int]:
-    """The oracle: the renderers' markdown-it over the whole normalised text, cut at every top-level h1; or
-    the refusal of a top-level comment never closed, with its line."""
-    manuscript = normalise(manuscript.encode()).decode()
+    """The oracle: the renderers' markdown-it over the whole normalised text after any front matter, cut at
+    every top-level h1; or the refusal of a top-level comment never closed, with its line."""
+    manuscript, skipped = _text(manuscript)
     lines = manuscript.encode().splitlines(keepends=True)
     env: dict[str, int] = {}
     tokens = markup.parser().parse(manuscript, env)
     if comments.UNCLOSED in env:
-        return ("unclosed_comment", env[comments.UNCLOSED] + 1)
+        return ("unclosed_comment", env[comments.UNCLOSED] + 1 + skipped)
     starts = []
     for i, t in enumerate(tokens):
         if t.type == "heading_open" and t.tag == "h1" and t.level == 0 and t.map:
@@ -68,7 +77,7 @@ def _whole_book(
     sections = _whole_parse(manuscript)
     if isinstance(sections, tuple):
         return [], {}, []
-    data = normalise(manuscript.encode()).decode()
+    data = _text(manuscript)[0]
     md = markup.parser()
     tokens = md.parse(data)
     blocks: list[Any] = []
@@ -208,6 +217,9 @@ _LINES = st.sampled_from(
         "> text",
         "===",
         "---",
+        "title: a front matter's",
+        "% A title block",
+        "...",
         "    # code",
         "1. one",
         "<div>",

@@ -23,9 +23,8 @@ from hypothesis import strategies as st
 
 from bindery import errors
 from bindery.engine import FORMATS, Source, Text, renderer_for
-from bindery.library import check_title
 from bindery.manuscript import cut
-from bindery.metadata import Metadata, merged
+from bindery.metadata import Metadata, check_title, merged
 from bindery.normalising import normalise
 
 # XML 1.0's Char production, as the standard writes it.

@@ -74,12 +74,12 @@ def create_book() -> Response:
         writes,
         INLINE_BODY_LIMIT,
         {"title": str, "manuscript": str, "metadata": object},
-        optional=("metadata",),
+        optional=("title", "metadata"),  # (a title may come from the manuscript's front matter)
         too_large=_manuscript_too_large,
     )
     key = writes.current_event.headers.get("idempotency-key")
     book, chapters, created = services(writes).books.create_book(
-        who, body["title"], body["manuscript"], key, body.get("metadata")
+        who, body.get("title"), body["manuscript"], key, body.get("metadata")
     )
     headers = {"Location": f"/books/{book.id}"}
     if not created:

@@ -243,10 +243,17 @@ SCHEMAS: dict[str, Any] = {
     ),
     "CreateBook": {
         "type": "object",
-        "required": ["title", "manuscript"],
+        "required": ["manuscript"],
         "properties": {
-            "title": {"type": "string"},
-            "manuscript": {"type": "string"},
+            "title": {
+                "type": "string",
+                "description": "required unless the manuscript's front matter gives one (this wins)",
+            },
+            "manuscript": {
+                "type": "string",
+                "description": "markdown; a YAML metadata block or `%` title block at its top is the book's "
+                "title and metadata (the request's own fields win), never a chapter",
+            },
             "metadata": {"$ref": "#/components/schemas/MetadataPatch"},
         },
         "additionalProperties": False,

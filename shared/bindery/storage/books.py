@@ -8,10 +8,13 @@ every chapter of its cut.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
 from bindery import images
 from bindery.config import Settings
 from bindery.faults import StorageError, item_or_none, translate_faults
+from bindery.metadata import Metadata
 from bindery.states import Queue
 from bindery.storage.conditions import (
     Tx,
@@ -124,8 +127,10 @@ class BookRows(Rows):
         manuscript_bytes: int,
         now: float,
         retire_at: float,
+        described: tuple[str, Metadata] | None = None,
     ) -> Book | None:
-        """Make a staged cut the book's next revision, if the book is still at `current.revision`.
+        """Make a staged cut the book's next revision, if the book is still at `current.revision`; with
+        `described`, its title and metadata too (the manuscript's front matter said them).
 
         One transaction moves the book to the new cut, drops the new cut's retire marker, and marks the old
         cut for retirement once no build can still be reading it (`retire_at`, a lease from now). None means
@@ -142,6 +147,7 @@ class BookRows(Rows):
                 BookItem.chapter_count.set(chapter_count),
                 BookItem.manuscript_bytes.set(manuscript_bytes),
                 BookItem.updated_at.set(now),
+                *(_described(*described) if described is not None else ()),
             ],
             # `revision = read`: the If-Match gate, and the guard that a concurrent replacement is not
             # silently overwritten by a writer that never saw it.
@@ -162,15 +168,16 @@ class BookRows(Rows):
             if seen is not None and seen.cut == cut and int(seen.revision) == current.revision + 1:
                 return to_book(seen)
             return None
-        return Book(
-            **{
-                **current.__dict__,
-                "revision": current.revision + 1,
-                "cut": cut,
-                "chapter_count": chapter_count,
-                "manuscript_bytes": manuscript_bytes,
-                "updated_at": now,
-            }
+        title, metadata = described if described is not None else (current.title, current.metadata)
+        return replace(
+            current,
+            revision=current.revision + 1,
+            cut=cut,
+            chapter_count=chapter_count,
+            manuscript_bytes=manuscript_bytes,
+            updated_at=now,
+            title=title,
+            metadata=metadata,
         )
 
     def publish_change(
@@ -350,3 +357,12 @@ class BookRows(Rows):
         else:
             sk = PURGE_SK if marker.cut is None else retire_sk(marker.cut)
         self.models.marker(book_pk(marker.book_id), sk).delete()
+
+
+def _described(title: str, metadata: Metadata) -> list[Any]:
+    """The updates that make a book's title and metadata these."""
+    stored = metadata.stored()
+    return [
+        BookItem.title.set(title),
+        BookItem.metadata.set(stored) if stored else BookItem.metadata.remove(),
+    ]
