@@ -19,9 +19,11 @@ from xml.etree import ElementTree
 import pikepdf
 import pytest
 
-from bindery.engine import highlighting
+from bindery.engine import highlighting, markup
 from bindery.engine.docx_parts import styles
+from bindery.engine.measures import Block
 from bindery.engine.pdf import DESIGN
+from bindery.engine.typeset import chapter_source
 from tests.unit.conftest import Stack
 from tests.unit.test_illustrated import export
 from tests.validators import ace, epubcheck, pandoc, pdftotext
@@ -31,6 +33,7 @@ UNKNOWN = "def plain(x): return x"
 BARE = "def bare(y): return y"
 HOSTILE_NAME = "\"><script>alert(1)</script><b class='x"
 NAMED = "def named(z): return z"
+JAVA = 'class J { String s = "java"; } // never coloured'
 BOOK = f"""# Code
 
 A function:
@@ -55,6 +58,12 @@ Named by a hostile author:
 
 ```{HOSTILE_NAME}
 {NAMED}
+```
+
+In a language Pygments knows, but does not read in bounded work:
+
+```java
+{JAVA}
 ```
 """
 # What Pygments makes of AREA, and the kind of each: every one the reader must see in its colour.
@@ -201,12 +210,13 @@ def _read_page(page: str) -> tuple[_Page, dict[str, str]]:
 
 
 def _check_page(page: _Page, colours: dict[str, str]) -> None:
-    area, unknown, bare, named = page.blocks
+    area, unknown, bare, named, java = page.blocks
     assert [block["text"] for block in page.blocks] == [
         AREA + "\n",
         UNKNOWN + "\n",
         BARE + "\n",
         NAMED + "\n",
+        JAVA + "\n",
     ]
     spans = dict((said, css) for css, said in area["spans"])
     assert {said: spans.get(said) for said in AREA_TOKENS} == AREA_TOKENS
@@ -214,7 +224,7 @@ def _check_page(page: _Page, colours: dict[str, str]) -> None:
     assert {said: colours[css] for said, css in AREA_TOKENS.items()} == {
         said: table[css] for said, css in AREA_TOKENS.items()
     }
-    assert unknown["spans"] == [] and bare["spans"] == [] and named["spans"] == []
+    assert unknown["spans"] == [] and bare["spans"] == [] and named["spans"] == [] and java["spans"] == []
     # The hostile name is one attribute's value, as typed: no element or attribute came of it.
     assert named["attrs"] == [("class", "language-" + HOSTILE_NAME.split()[0])]  # (its first word)
     assert "script" not in page.tags and "b" not in page.tags
@@ -260,7 +270,7 @@ def test_the_docx_sets_each_token_in_pandoc_s_style_of_its_colour_and_pandoc_rea
 ) -> None:
     _, data = export(stack, stack.create_book(BOOK), "docx")
     package = zipfile.ZipFile(io.BytesIO(data))
-    area, unknown, bare, named = _code_runs(package.read("word/document.xml"))
+    area, unknown, bare, named, java = _code_runs(package.read("word/document.xml"))
     assert "".join(said for _, said in area) == AREA
     runs = dict((said, style) for style, said in area)
     expected = {
@@ -270,7 +280,7 @@ def test_the_docx_sets_each_token_in_pandoc_s_style_of_its_colour_and_pandoc_rea
         if kind.css == css
     }
     assert {said: runs.get(said) for said in AREA_TOKENS} == expected
-    for plain in (unknown, bare, named):
+    for plain in (unknown, bare, named, java):
         assert {style for style, _ in plain} == {"VerbatimChar"}
     styles_xml = ElementTree.fromstring(package.read("word/styles.xml"))
     colours = {}
@@ -283,7 +293,7 @@ def test_the_docx_sets_each_token_in_pandoc_s_style_of_its_colour_and_pandoc_rea
     (tmp_path / "c.docx").write_bytes(data)
     read = json.loads(pandoc("-f", "docx", "-t", "json", str(tmp_path / "c.docx")))
     code = [block["c"][1] for block in read["blocks"] if block["t"] == "CodeBlock"]
-    assert code == [AREA, UNKNOWN, BARE, NAMED]
+    assert code == [AREA, UNKNOWN, BARE, NAMED, JAVA]
 
 
 def _fill_colours(path: Path) -> set[str]:
@@ -309,5 +319,8 @@ def test_the_pdf_colours_the_tokens_from_the_same_table_and_leaves_the_rest_plai
     # Typst reads the code its own way, and colours each token as the table's kind of it: a keyword, a
     # function's name, a string, a number and a comment of AREA, in the colours the html gives them.
     assert {table[css] for css in set(AREA_TOKENS.values())} <= fills
+    # Typst is given the language only where the other formats highlight it: Java it knows, and sets plain.
+    source = chapter_source(markup.parser().parse, BOOK, "ch1", Block(300, 500), None).source
+    assert 'lang: "python"' in source and "lang:" not in source.replace('lang: "python"', "")
     # And none of Typst's own theme (its red, green, grey and blue), which it would use without ours.
     assert not fills & {"#d73a49", "#298e0d", "#8a8a8a", "#818181"}
