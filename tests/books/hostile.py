@@ -121,6 +121,23 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "formulas, each its own": lambda n: _chapter("".join(f"$x_{{{i}}}^2$ " for i in range(n // 10))),
     "a formula nested deep": lambda n: _chapter("$" + "{" * _half(n) + "x" + "}" * _half(n) + "$"),
     "escaped dollars in a formula never closed": lambda n: _chapter("$a" + _repeat("\\$ ", n)),
+    # Code highlighted (bindery.engine.highlighting): Pygments' lexers read each block that names a language.
+    "code blocks with a language, many": lambda n: _chapter(
+        _repeat("```python\nx = f(1, 'a')  # c\n```\n\n", n)
+    ),
+    "a code block with a language, huge": lambda n: _chapter(
+        "```python\n" + _repeat("def f(x, *a): return x + 'b' * 2  # c\n", n) + "```"
+    ),
+    "a code block of a token a character": lambda n: _chapter(
+        "```python\n" + _repeat("([{'\\" * 20 + "\n", n) + "```"
+    ),
+    "a language of hostile characters": lambda n: _chapter(
+        _repeat("```\"><b a='&amp;\\{.x}\nx = 1\n```\n", n)
+    ),
+    "languages, each its own name": lambda n: _chapter(
+        "".join(f"```lang{i}\nx = 1\n```\n" for i in range(n // 22))
+    ),
+    "a language name of the whole size": lambda n: _chapter("```" + _repeat("c<\"&'>", n) + "\nx = 1\n```"),
     # The book as one document (issue 47): each link's words are read to warn of it, once.
     "links to nowhere in one paragraph": lambda n: _chapter(_repeat("[m](#missing) words words\n", n)),
     "numbered references to nowhere": lambda n: _chapter(_repeat("See @fig-none and [-@tbl-none].\n", n)),

@@ -163,3 +163,32 @@ def test_a_worker_s_first_renderer_freezes_what_it_imported_and_spaces_out_the_f
     before, after, frozen, every = json.loads(out.stdout.strip().splitlines()[-1])
     assert frozen
     assert after == [before[0], before[1], every] and every == 1000
+
+
+HIGHLIGHTED = """
+import io, json, sys
+from bindery.engine import Source, Text, renderer_for
+loaded = []
+for body in sys.argv[1:]:
+    for fmt in ("html", "epub", "docx"):
+        source = Source("abcdef0123456789abcd", "Work", 1, ("T",))
+        renderer_for(fmt).render(source, [Text(1, "T", "# T\\n\\n" + body)], io.BytesIO())
+    loaded.append(sorted(m for m in sys.modules if m.split(".")[0] == "pygments"))
+print(json.dumps(loaded))
+"""
+
+
+def test_a_build_imports_pygments_only_once_a_chapter_holds_code_in_a_language_it_highlights() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "shared")])}
+    bodies = [
+        "```\nx = 1\n```\n\n    x = 1\n\n`x = 1`\n",
+        "```nosuchlang\nx = 1\n```\n",
+        "```python\nx = 1\n```\n",
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", HIGHLIGHTED, *bodies],
+        env=env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    unnamed, unknown, named = json.loads(out.stdout.strip().splitlines()[-1])
+    assert unnamed == [] and unknown == []  # (a name is looked up in highlighting.LANGUAGES first)
+    assert "pygments.lexers.python" in named

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from bindery.engine.highlighting import word_styles
 from bindery.engine.ooxml import text
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -250,6 +251,7 @@ def styles(language: str, rtl: bool, cjk: bool) -> str:
             '<w:rPr><w:rFonts w:ascii="Consolas" '
             'w:hAnsi="Consolas" w:cs="Courier New"/><w:sz w:val="20"/><w:szCs w:val="20"/></w:rPr>',
         ),
+        *word_styles(_style),  # a highlighted token's, pandoc's (KeywordTok...), on VerbatimChar
         _style(
             "paragraph",
             "ListParagraph",

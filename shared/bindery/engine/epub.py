@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from html import escape
 
-from bindery.engine import Report, Sink, Source, Text, chapter_pieces, markup, typography
+from bindery.engine import Report, Sink, Source, Text, chapter_pieces, highlighting, markup, typography
 from bindery.engine.anchors import Anchor
 from bindery.engine.figures import Figures, image_bytes
 from bindery.engine.zipped import Deflated, ZipWriter
@@ -40,7 +40,7 @@ CONTAINER = """<?xml version="1.0" encoding="UTF-8"?>
 
 CSS = """body{font-family:serif;line-height:1.5;margin:0 5%}
 h1,h2,h3{font-family:sans-serif;line-height:1.25}
-pre{white-space:pre-wrap;font-size:.9em}
+pre{white-space:pre-wrap;font-size:.9em;padding:.5em}
 img{max-width:100%;height:auto}
 table{border-collapse:collapse}td,th{border:1px solid #999;padding:.2em .4em}
 blockquote{margin-inline-start:1em;padding-inline-start:1em;border-inline-start:2px solid #bbb}
@@ -50,7 +50,7 @@ blockquote{margin-inline-start:1em;padding-inline-start:1em;border-inline-start:
 .note,.tip,.warning,.caution,.important{margin:1em 0;padding:.3em 1em;border-left:.25em solid #4a6f96}
 .note,.tip,.warning,.caution,.important{background:#f2f5f8}.tip{border-color:#2f7a4f}
 .warning,.caution{border-color:#a5521b}.important{border-color:#6b46a8}
-"""
+""" + highlighting.css()
 
 
 def _page_of(ordinal: int) -> Callable[[Anchor], str]:

@@ -14,7 +14,17 @@ import base64
 from collections.abc import Callable, Iterable, Iterator
 from html import escape
 
-from bindery.engine import SPOOL_IN_MEMORY, Report, Sink, Source, Text, chapter_pieces, markup, typography
+from bindery.engine import (
+    SPOOL_IN_MEMORY,
+    Report,
+    Sink,
+    Source,
+    Text,
+    chapter_pieces,
+    highlighting,
+    markup,
+    typography,
+)
 from bindery.engine.figures import Figures
 from bindery.images import Asset
 from bindery.spools import RollingSpool
@@ -31,7 +41,7 @@ header .authors{font-size:1.15rem;margin-top:-.5rem}
 header img.cover{display:block;max-width:min(100%,22rem);height:auto;margin:0 auto 1.5rem}
 img{max-width:100%;height:auto}
 nav.toc ol{padding-inline-start:1.2rem}
-pre{overflow-x:auto;background:#f6f6f6;padding:.6rem}
+pre{overflow-x:auto;padding:.6rem}
 code{font-family:'DejaVu Sans Mono',monospace;font-size:.92em}
 table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.2rem .5rem}
 blockquote{margin-inline-start:0;padding-inline-start:1rem;border-inline-start:3px solid #ccc;color:#555}
@@ -41,7 +51,7 @@ blockquote{margin-inline-start:0;padding-inline-start:1rem;border-inline-start:3
 .warning,.caution{border-color:#a5521b}.important{border-color:#6b46a8}
 @media print{body{max-width:none;margin:0;font-size:11pt}section.chapter{break-before:page}
 nav.toc{break-after:page}a{color:inherit;text-decoration:none}pre{white-space:pre-wrap}}
-"""
+""" + highlighting.css()
 
 
 def _placeholder(asset: Asset, alt: str) -> str:

@@ -37,6 +37,7 @@ from bindery.engine import (
     divs,
     formulas,
     headings,
+    highlighting,
     inline_html,
     inline_rules,
     line_blocks,
@@ -49,7 +50,7 @@ from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
 
 # Bump on any change to what this module renders: built pieces of chapters are keyed by it.
-VERSION = 8
+VERSION = 9
 UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
 
 
@@ -68,7 +69,8 @@ class Rendered:
 
 
 def parser(*, xhtml: bool = False) -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "xhtmlOut": xhtml, "typographer": False})
+    options = {"html": False, "xhtmlOut": xhtml, "typographer": False, "highlight": highlighting.html}
+    md = MarkdownIt("commonmark", options)
     md.enable(["table", "strikethrough"])
     md.use(footnote_plugin)
     deflists.install(md)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import tempfile
 import time
 from collections.abc import Iterable
@@ -46,11 +45,11 @@ from bindery.engine.pdf_source import (
     chapters_source,
     contents,
     ends_run,
-    engine_digest,
     front_matter,
     opened_of,
     outline,
     page_labels,
+    placed_design,
     preamble,
 )
 from bindery.engine.pieces import Kept, Piece, from_summary, read_piece
@@ -117,7 +116,7 @@ class _Book:
         self.written: set[str] = set()
         self.runs: list[Piece] = []
         self.kept: list[Piece] = []  # every piece of the book compiled or found so far
-        self.engine = engine_digest(fonts, DESIGN, PIECE_VERSION)
+        self.engine = placed_design(root, fonts, DESIGN, PIECE_VERSION)  # book.typ, and its theme of code
         self.parser = RunParser(parse, self.page, self.engine, self.figures, self.report, source)
         self.images_of: dict[str, dict[str, Asset]] = {}  # the images a piece places, by its name
         self.cached: set[str] = set()  # the pieces kept in the book's cache (runs, contents, folios)
@@ -126,7 +125,6 @@ class _Book:
         self.begun: list[_Setting] = []  # the runs begun and not yet counted, in order (`_count`)
         self.titles: list[list[str]] = []  # each run's chapters' titles
         self.front: Piece | Path | None = None  # the title page and imprint: sent first (`typeset`)
-        shutil.copy(DESIGN, root / "book.typ")
         (root / "img").mkdir()
         self.compiler.start()  # last, so nothing here fails with it running; it loads as chapters are parsed
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any
 
 from pikepdf import Dictionary, Name, String
 
-from bindery.engine import Pieces, Report, Skipped, Source, Text, skipped
+from bindery.engine import Pieces, Report, Skipped, Source, Text, highlighting, skipped
 from bindery.engine.anchors import Links
 from bindery.engine.breaks import fitted
 from bindery.engine.chapter_pieces import DIALECT, reused
@@ -351,12 +352,14 @@ def ends_run(size: int, chapters: int, title: str, run_bytes: int, run_chapters:
     return late and zlib.crc32(title.encode()) % ANCHOR_EVERY == 0
 
 
-def engine_digest(fonts: list[Path], design: Path, piece_version: str) -> str:
-    """What every piece of this build is compiled with: Typst's version, the design, the fonts (each
-    file's name and size) and the piece version."""
+def placed_design(root: Path, fonts: list[Path], design: Path, piece_version: str) -> str:
+    """book.typ and the code's theme it names put in the compile root, and what every piece of the build is
+    compiled with: Typst's version, those two, the fonts (each file's name and size), the piece version."""
     faces = [[face.name, face.stat().st_size] for folder in fonts for face in sorted(folder.iterdir())]
     digest = hashlib.sha256(json.dumps([piece_version, version("typst"), faces]).encode())
-    digest.update(design.read_bytes())
+    shutil.copy(design, root / "book.typ")
+    (root / highlighting.THEME).write_text(theme := highlighting.theme())
+    digest.update(design.read_bytes() + theme.encode())
     return digest.hexdigest()
 
 

@@ -34,7 +34,7 @@ from urllib.parse import quote
 
 from markdown_it.token import Token
 
-from bindery.engine import crossrefs, divs, formula_typst, page_refs, pdf_tables, spans
+from bindery.engine import crossrefs, divs, formula_typst, highlighting, page_refs, pdf_tables, spans
 from bindery.engine.anchors import Links, link_words
 from bindery.engine.breaks import Run, fitted, widest
 from bindery.engine.figures import Figures, image_file
@@ -179,7 +179,7 @@ class Writer:
                 self.quotes -= 1
         if kind in ("fence", "code_block"):
             language = (token.info or "").strip().split(" ")[0]
-            lang = f", lang: {literal(language)}" if language.isascii() and language.isalnum() else ""
+            lang = f", lang: {literal(language)}" if language.lower() in highlighting.LANGUAGES else ""
             return self._code(token.content.rstrip("\n"), lang)
         if kind == "hr":
             return "#dinkus()\n\n"

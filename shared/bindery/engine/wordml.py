@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from markdown_it.token import Token
 
-from bindery.engine import crossrefs, divs, formulas
+from bindery.engine import crossrefs, divs, formulas, highlighting
 from bindery.engine.anchors import Links, link_words
 from bindery.engine.docx_notes import NOTE_MARK, Counters, bookmarked, note_numbers, span_edge
 from bindery.engine.figures import Figures
@@ -183,7 +183,7 @@ class Writer:
                 code = token.content[:-1] if token.content.endswith("\n") else token.content
                 deep = LIST_INDENT * min(len(lists), MAX_LEVEL + 1)
                 indent = indentation(quote, deep) if quote and not note else ""
-                runs = run(code, _CODE + self.lang)
+                runs = highlighting.word(code, token.info, self.lang) or run(code, _CODE + self.lang)
                 out.append(paragraph("SourceCode", runs, extra=indent))
                 self._first = False
             elif kind == "html_block":  # raw HTML is text, as in every format
