@@ -35,6 +35,7 @@ from bindery.engine import (
     crossrefs,
     deflists,
     divs,
+    fancy_lists,
     formulas,
     headings,
     highlighting,
@@ -50,7 +51,7 @@ from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
 
 # Bump on any change to what this module renders: built pieces of chapters are keyed by it.
-VERSION = 9
+VERSION = 10
 UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
 
 
@@ -74,6 +75,7 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md.enable(["table", "strikethrough"])
     md.use(footnote_plugin)
     deflists.install(md)
+    fancy_lists.install(md)  # pandoc's `a.`, `(iii)`, `#.` lists
     divs.install(md)  # pandoc's definition lists: `Term` then `:   its definition`
     dialect(md)
     block_rules.install(md)
