@@ -60,6 +60,24 @@ def test_lists_are_read_where_pandoc_reads_them(sample: str) -> None:
     assert ours.count("<p>") <= theirs.count("<p>") + ours.count("<li>")  # no list read as a paragraph
 
 
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "Here's one with a bullet.\n* criminey.\n",
+        "This should not be a block quote: 2\n> 1.\n",
+        "A sentence wrapped onto\n2. a line\n",
+        "- item\n  more\n  - a sublist\n",
+        "1. item\n   > a quote, after a blank line or not\n",
+        "Text\n\n> quoted\n\n- listed\n",
+    ],
+)
+def test_a_list_or_a_quote_interrupts_a_paragraph_only_where_pandoc_lets_it(sample: str) -> None:
+    ours = markup.parser().render(sample)
+    theirs = pandoc("-f", "markdown", "-t", "html", text=sample)
+    for tag in ("<ul", "<ol", "<blockquote", "<p>", "<li"):
+        assert ours.count(tag) == theirs.count(tag), (tag, ours, theirs)
+
+
 def test_a_marker_is_written_in_its_own_numbering() -> None:
     assert [label("(a)", n) for n in (1, 3, 26, 27)] == ["(a)", "(c)", "(z)", "(aa)"]
     assert [label("I.", n) for n in (1, 4, 9, 14, 1999)] == ["I.", "IV.", "IX.", "XIV.", "MCMXCIX."]

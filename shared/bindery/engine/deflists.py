@@ -61,12 +61,18 @@ def _opens_block(state: StateBlock, line: int, end: int) -> bool:
     """Whether a rule asked before this one (a list, a quote, a note, a fence...) opens a block at `line`:
     such a line is no later term of a list, but that block, as it is where a list starts. (The cut starts
     afresh at a line in column 0 after a blank one, and reads `- ## A` there as a list holding a heading.)"""
-    for rule in state.md.block.ruler.getRules(""):
-        if rule is deflist:
-            return False
-        if rule is not rules_block.code and rule(state, line, end, True):  # (code: none past a definition)
-            return True
-    return False
+    parent, state.parentType = state.parentType, "dl"  # (asked where a block starts, not inside a paragraph)
+    try:
+        for rule in state.md.block.ruler.getRules(""):
+            if rule is deflist:
+                return False
+            if rule is not rules_block.code and rule(
+                state, line, end, True
+            ):  # (code: none past a definition)
+                return True
+        return False
+    finally:
+        state.parentType = parent
 
 
 def deflist(state: StateBlock, start: int, end: int, silent: bool) -> bool:

@@ -5,8 +5,8 @@ reads it. Its first marker sets its style, as pandoc's `anyOrderedListMarker` tr
 next number), `i` or `I` (roman one), a single letter, roman numerals, each lower or upper case; then a
 delimiter, `.`, `)` or both parentheses. Every later item takes a marker of the same style and delimiter
 (read as that style: in a roman list `v.` is five), and any other ends the list. A capital letter with a
-period needs two spaces after it (`B. Russell` and `I. Newton` are sentences, as in pandoc), and such a
-list never interrupts a paragraph: it follows a blank line or opens its container.
+period needs two spaces after it (`B. Russell` and `I. Newton` are sentences, as in pandoc), and it
+interrupts a paragraph only inside a list (`bindery.engine.interruptions`).
 
 The list is markdown-it's `ordered_list_open`, with its start (`start`) and its style for the html (`type`:
 `a`, `A`, `i`, `I`) and every format (`meta["numbering"]`, a Typst numbering pattern such as `(a)`, which
@@ -20,6 +20,8 @@ import re
 from typing import TYPE_CHECKING, NamedTuple
 
 from markdown_it.rules_block.list import markTightParagraphs
+
+from bindery.engine.interruptions import interrupts
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -44,7 +46,7 @@ class Marker(NamedTuple):
 
 
 def install(md: MarkdownIt) -> None:
-    # (a paragraph's terminator too: the next item ends an item's paragraph, as markdown-it's list does)
+    # A paragraph's terminator too, as markdown-it's list is, but only inside a list (`interrupts`).
     md.block.ruler.before("list", "fancy_list", fancy_list, {"alt": ["paragraph", "reference", "blockquote"]})
 
 
@@ -118,8 +120,8 @@ def fancy_list(state: StateBlock, startLine: int, endLine: int, silent: bool) ->
     first = _marker(state, startLine)
     if first is None or (first.style == "decimal" and first.delimiter != "()" and first.value):
         return False  # `1.` and `1)`: markdown-it's list, as CommonMark reads it
-    if silent:  # it never interrupts a paragraph of its own level, only ends an item's before the next
-        return not (state.parentType == "paragraph" and state.sCount[startLine] >= state.blkIndent)
+    if silent:
+        return interrupts(state)
     style, delimiter = first.style, first.delimiter
     start_at = first.value or 1
     list_index = len(state.tokens)

@@ -41,6 +41,7 @@ from bindery.engine import (
     highlighting,
     inline_html,
     inline_rules,
+    interruptions,
     line_blocks,
     scripts,
     spans,
@@ -75,7 +76,6 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md.enable(["table", "strikethrough"])
     md.use(footnote_plugin)
     deflists.install(md)
-    fancy_lists.install(md)  # pandoc's `a.`, `(iii)`, `#.` lists
     divs.install(md)  # pandoc's definition lists: `Term` then `:   its definition`
     dialect(md)
     block_rules.install(md)
@@ -98,6 +98,8 @@ def dialect(md: MarkdownIt) -> None:
     `parser` installs after them read the same, in linear work): comments left out, headings' attributes,
     and each internal link's line."""
     comments.install(md)
+    interruptions.install(md)  # what may interrupt a paragraph, as pandoc reads it
+    fancy_lists.install(md)  # pandoc's `a.`, `(iii)`, `#.` lists
     headings.install(md)
     crossrefs.install(md)
     spans.install(md)
