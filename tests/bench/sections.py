@@ -120,7 +120,7 @@ def sections(path: Path) -> list[tuple[str, collections.Counter[str], collection
         )
     noted = [_counted(notes) for notes in (theirs_notes, ours_notes)]
     for counts in noted:
-        counts.pop("hr", None)  # (the rule above the notes: pandoc's inside their section, Bindery's before it)
+        counts.pop("hr", None)  # (the rule above the notes: pandoc sets it inside their section)
     rows.append(("Footnotes (their text)", *noted))
     return rows
 
