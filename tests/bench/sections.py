@@ -92,7 +92,7 @@ def sections(path: Path) -> list[tuple[str, collections.Counter[str], collection
     """(each section's title, pandoc's counts, Bindery's counts), and the notes' last."""
     text = path.read_text()
     ours_html = build(text, path.stem, "html")[0].decode()
-    theirs_html = pandoc("-f", "markdown", "-t", "html", str(path))
+    theirs_html = pandoc("-f", "markdown", "-t", "html", "--mathml", str(path))  # (its math as MathML too)
     ours_body, ours_notes = _notes(ours_html)
     theirs_body, theirs_notes = _notes(theirs_html)
     ours = re.split(r'<section class="chapter"[^>]*>', ours_body)[1:]

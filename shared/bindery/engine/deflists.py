@@ -95,13 +95,12 @@ def deflist(state: StateBlock, start: int, end: int, silent: bool) -> bool:
         inline.content = state.getLines(term, term + 1, state.blkIndent, False).strip()
         inline.children = []
         state.push("dt_close", "dt", -1)
-        after_blank = False
+        if dd_line > term + 1:
+            tight = False  # a blank line between a term and its definition makes it paragraphs, as in pandoc
         while True:  # each definition of this term
             line, loose = _definition(state, dd_line, content, end)
-            if loose or after_blank:
+            if loose:  # (a blank line between definitions leaves them tight, as in pandoc)
                 tight = False
-            # A definition that ends with a blank line makes the list loose, unless it is the last.
-            after_blank = (state.line - dd_line) > 1 and state.isEmpty(state.line - 1)
             if line >= end or state.sCount[line] < state.blkIndent:
                 break
             content = _marker_end(state, line)
