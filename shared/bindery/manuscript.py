@@ -49,13 +49,13 @@ MAX_CUT_TOKENS = 2_000_000
 # (An ordered marker is any of pandoc's, `engine.fancy_lists`: `a.`, `(iv)`, `#.`.)
 # Each marker takes the blanks after it, and only those, so that a run of them is read one way: with two
 # ways to read each blank, a line of 1,000 `> ` took 2^1,000 steps to fail.
-_CONTAINERS = rb"[ \t]*(?:(?:>|[-+*](?=[ \t])|\(?(?:[0-9]{1,9}|#|[a-zA-Z]{1,9})[.)](?=[ \t]))[ \t]*)*"
+_CONTAINERS = rb"[ \t]*(?:(?:>|[-+*](?=[ \t])|\(?(?:[0-9]{1,9}|#|[a-zA-Z]{1,15})[.)](?=[ \t]))[ \t]*)*"
 _ATX = re.compile(_CONTAINERS + rb"#{1,6}(?:[ \t]|\r?\n|$)")
 _SETEXT = re.compile(rb"[ \t]*(?:>[ \t]*)*(?:=+|-+)[ \t]*\r?\n?$")
 _FENCE = re.compile(rb"^ {0,3}(`{3,}|~{3,})")
 _COMMENT = re.compile(rb"^ {0,3}<!--(?!-?>)")  # (`<!-->`, `<!--->`: text, to pandoc)
 _MARKER_STARTS = frozenset(bytes([c]) for c in b" \t#=`~<>-+*0123456789[(")
-_LETTERED = re.compile(rb"[a-zA-Z]{1,9}[.)][ \t]")  # a line that opens with a list marker of letters
+_LETTERED = re.compile(rb"\(?[a-zA-Z]{1,15}[.)][ \t]")  # a line that opens with a list marker of letters
 # A line that may be a link reference definition, after any markers (the book's anchors keep every one).
 _DEFINITION = re.compile(_CONTAINERS + rb"\[")
 

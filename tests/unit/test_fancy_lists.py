@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from bindery.engine import markup
+from bindery.engine import headings, markup
 from bindery.engine.fancy_lists import label
+from bindery.engine.token_tree import plain_text
 from tests.unit.conftest import Stack
 from tests.unit.test_illustrated import export
 from tests.validators import epubcheck, pandoc, pdftotext
@@ -94,6 +95,8 @@ Then roman:
 iv. four
 v. five
 
+And numbers (a `#.` right after the roman items would go on with them, as in pandoc):
+
 #. one
 #. two
 """
@@ -157,3 +160,29 @@ def test_the_pdf_prints_each_items_marker(stack: Stack, tmp_path: Path) -> None:
         ("2.", "two"),
     ):
         assert re.search(re.escape(marker) + r"\s+" + words, text), (marker, text)
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "0. zero\n1. one\n",
+        "(0) zero\n",
+        "a. first\n#. second\n#. third\n",
+        "(mmmmcmxcix) last\n",
+        "1. one\n   a. one-a\n   b. one-b\n      i. deep-i\n2. two\n",
+    ],
+)
+def test_what_the_outside_test_found_is_read_as_pandoc_reads_it(sample: str) -> None:
+    ours = markup.parser().render(sample)
+    theirs = pandoc("-f", "markdown", "-t", "html", text=sample)
+    assert _lists(ours) == _lists(theirs), (ours, theirs)
+
+
+def test_a_formula_in_a_heading_is_its_tex_in_the_id_and_the_title_as_pandoc_gives_them() -> None:
+    tokens = markup.parser().parse("# Math $x^2$ heading\n\n## Sub $\\alpha$ head\n")
+    inlines = [token.children or [] for token in tokens if token.type == "inline"]
+    assert [headings.identifier(headings.words(children)) for children in inlines] == [
+        "math-x2-heading",
+        "sub-alpha-head",
+    ]
+    assert plain_text(inlines[0]) == "Math x^2 heading"

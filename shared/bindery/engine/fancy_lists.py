@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 # A marker at a line's start: its delimiters, and what they hold (no more than a number of nine digits, or
 # roman numerals of as many letters).
-_MARKER = re.compile(r"(\()?([0-9]{1,9}|#|[a-zA-Z]{1,9})([.)])")
+_MARKER = re.compile(r"(\()?([0-9]{1,9}|#|[a-zA-Z]{1,15})([.)])")
 _ROMAN = re.compile(r"(?=[mdclxvi])m{0,4}(c[md]|d?c{0,3})(x[cl]|l?x{0,3})(i[xv]|v?i{0,3})")
 _ROMAN_VALUES = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100, "d": 500, "m": 1000}
 
@@ -42,7 +42,7 @@ class Marker(NamedTuple):
     after: int  # where the text after the marker starts
     style: str  # a key of STYLES
     delimiter: str  # `.`, `)` or `()`
-    value: int
+    value: int | None  # None: `#`, the next number
 
 
 def install(md: MarkdownIt) -> None:
@@ -80,10 +80,10 @@ def _marker(state: StateBlock, line: int, style: str | None = None) -> Marker | 
     return Marker(after, kind, delimiter, value)
 
 
-def _read(body: str, style: str | None) -> tuple[str, int] | None:
+def _read(body: str, style: str | None) -> tuple[str, int | None] | None:
     """A marker's body as `style` (or, for a list's first, the first style pandoc finds it to be)."""
-    if body == "#":
-        return (style or "decimal", 0) if style in (None, "decimal") else None
+    if body == "#":  # the next number, in any list
+        return style or "decimal", None
     if body.isdigit():
         return ("decimal", int(body)) if style in (None, "decimal") else None
     lower = body.lower()
@@ -118,12 +118,12 @@ def fancy_list(state: StateBlock, startLine: int, endLine: int, silent: bool) ->
     ):
         return False
     first = _marker(state, startLine)
-    if first is None or (first.style == "decimal" and first.delimiter != "()" and first.value):
+    if first is None or (first.style == "decimal" and first.delimiter != "()" and first.value is not None):
         return False  # `1.` and `1)`: markdown-it's list, as CommonMark reads it
     if silent:
         return interrupts(state)
     style, delimiter = first.style, first.delimiter
-    start_at = first.value or 1
+    start_at = 1 if first.value is None else first.value
     list_index = len(state.tokens)
     token = state.push("ordered_list_open", "ol", 1)
     if STYLES[style][0] != "1":
@@ -155,7 +155,7 @@ def fancy_list(state: StateBlock, startLine: int, endLine: int, silent: bool) ->
         token = state.push("list_item_open", "li", 1)
         token.markup = delimiter
         token.map = item_lines = [startLine, 0]
-        token.info = str(marker.value)
+        token.info = "#" if marker.value is None else str(marker.value)
         old_tight, old_shift, old_count = state.tight, state.tShift[startLine], state.sCount[startLine]
         old_list_indent, state.listIndent = state.listIndent, state.blkIndent
         state.blkIndent = initial + indent_after
