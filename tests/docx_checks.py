@@ -41,6 +41,21 @@ def pandoc_ast(path: Path | None, reader: str, text: str | None = None) -> dict[
     return ast
 
 
+def pandoc_elements(ast: Any, kind: str) -> list[Any]:
+    """The contents (`c`) of each element of `kind` in a pandoc JSON document, in document order."""
+    found: list[Any] = []
+    todo = [ast]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            if node.get("t") == kind:
+                found.append(node.get("c"))
+            todo.extend(reversed(list(node.values())))
+        elif isinstance(node, list):
+            todo.extend(reversed(node))
+    return found
+
+
 def _string(nodes: Any) -> str:
     """pandoc's stringify: the text of inline elements."""
     out: list[str] = []

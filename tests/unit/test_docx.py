@@ -436,7 +436,7 @@ def test_a_note_cited_only_from_a_note_or_before_its_definition_keeps_its_refere
 
 def test_lists_and_code_inside_a_quote_are_set_in_as_the_quote(tmp_path: Path) -> None:
     manuscript = (
-        "# Quoted\n\n> quote\n> - list in quote\n>   - nested in quote\n>\n> ```\n> code in quote\n> ```\n"
+        "# Quoted\n\n> quote\n>\n> - list in quote\n>   - nested in quote\n>\n> ```\n> code in quote\n> ```\n"
         ">\n> > deeper quote\n\n- a list outside\n\n```\ncode outside\n```\n\n" + ">" * 30 + " very deep\n"
     )
     build(manuscript, "Quoted", tmp_path / "q.docx")

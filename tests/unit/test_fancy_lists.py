@@ -17,6 +17,7 @@ import pytest
 from bindery.engine import headings, markup
 from bindery.engine.fancy_lists import label
 from bindery.engine.token_tree import plain_text
+from tests.docx_checks import pandoc_elements
 from tests.unit.conftest import Stack
 from tests.unit.test_illustrated import export
 from tests.validators import epubcheck, pandoc, pdftotext
@@ -104,22 +105,8 @@ And numbers (a `#.` right after the roman items would go on with them, as in pan
 
 def _pandoc_lists(path: Path) -> list[list[Any]]:
     """Each ordered list pandoc reads in a file: [start, style, delimiter]."""
-    ast = json.loads(pandoc("-t", "json", str(path)))
-    found: list[list[Any]] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("t") == "OrderedList":
-                start, style, delim = node["c"][0]
-                found.append([start, style["t"], delim["t"]])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(ast)
-    return found
+    lists = pandoc_elements(json.loads(pandoc("-t", "json", str(path))), "OrderedList")
+    return [[start, style["t"], delim["t"]] for (start, style, delim), _ in lists]
 
 
 def test_html_and_epub_give_the_list_its_type_and_start(stack: Stack, tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from xml.etree import ElementTree
 import pikepdf
 
 from bindery.engine import formulas, markup
-from tests.docx_checks import libreoffice_to_pdf
+from tests.docx_checks import libreoffice_to_pdf, pandoc_elements
 from tests.unit.conftest import Stack
 from tests.unit.test_illustrated import export
 from tests.validators import ace, epubcheck, pandoc, pdftotext
@@ -55,24 +55,10 @@ READINGS = [
 
 def _pandoc_formulas(paragraphs: list[str]) -> list[list[tuple[str, str]]]:
     ast = json.loads(pandoc("-f", "markdown", "-t", "json", text="\n\n".join(paragraphs)))
-    found: list[list[tuple[str, str]]] = []
-
-    def walk(node: Any, into: list[tuple[str, str]]) -> None:
-        if isinstance(node, dict):
-            if node.get("t") == "Math":
-                kind, tex = node["c"]
-                into.append(("math_display" if kind["t"] == "DisplayMath" else "math_inline", tex))
-                return
-            for value in node.values():
-                walk(value, into)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value, into)
-
-    for block in ast["blocks"]:
-        found.append([])
-        walk(block, found[-1])
-    return found
+    kinds = {"DisplayMath": "math_display", "InlineMath": "math_inline"}
+    return [
+        [(kinds[kind["t"]], tex) for kind, tex in pandoc_elements(block, "Math")] for block in ast["blocks"]
+    ]
 
 
 def _ours(paragraph: str) -> list[tuple[str, str]]:
@@ -139,20 +125,7 @@ def test_the_docx_holds_word_equations_that_pandoc_reads_back_as_the_same_math(
     assert "<m:f>" in document and "<m:nary>" in document and "<m:rad>" in document
     (tmp_path / "m.docx").write_bytes(data)
     read = json.loads(pandoc("-f", "docx", "-t", "json", str(tmp_path / "m.docx")))
-    found: list[list[str]] = [[] for _ in range(1)]
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("t") == "Math":
-                found[0].append(node["c"][1])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(read)
-    tex = [" ".join(t.split()) for t in found[0]]
+    tex = [" ".join(t.split()) for _, t in pandoc_elements(read, "Math")]
     assert len(tex) == 9, tex
     assert "E = mc^{2}" in tex and r"\sqrt[3]{y}" in tex and r"\binom{n}{k}" in tex
     assert any(t.startswith(r"\sum_{i = 0}^{n}i^{2} = \frac{n(n + 1)(2n + 1)}{6}") for t in tex), tex
