@@ -41,6 +41,7 @@ from bindery.engine import (
     inline_html,
     inline_rules,
     line_blocks,
+    pandoc_tables,
     scripts,
     spans,
     tasks,
@@ -50,7 +51,7 @@ from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
 
 # Bump on any change to what this module renders: built pieces of chapters are keyed by it.
-VERSION = 9
+VERSION = 10
 UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
 
 
@@ -72,6 +73,7 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     options = {"html": False, "xhtmlOut": xhtml, "typographer": False, "highlight": highlighting.html}
     md = MarkdownIt("commonmark", options)
     md.enable(["table", "strikethrough"])
+    pandoc_tables.install(md)  # pandoc's simple, multiline and grid tables
     md.use(footnote_plugin)
     deflists.install(md)
     divs.install(md)  # pandoc's definition lists: `Term` then `:   its definition`
