@@ -269,17 +269,17 @@ def _emit(state: StateBlock, grid: Grid, start: int, after: int) -> None:
             state.push("tr_open", "tr", 1).map = [start, after]
             starts = {at.column: at for at in by_row.get(i, [])}
             for j in range(grid.columns):
-                cell = starts.get(j)
-                hidden = cell is None and (i, j) in covered  # a place a cell spanning it covers
+                here = starts.get(j)
+                hidden = here is None and (i, j) in covered  # a place a cell spanning it covers
                 cell_open = state.push(f"{cell_tag}_open", cell_tag, 1)
                 if grid.aligns[j]:
                     cell_open.attrs["style"] = f"text-align:{grid.aligns[j]}"
-                if cell is not None and cell.columns > 1:
-                    cell_open.attrs["colspan"] = str(cell.columns)
-                if cell is not None and cell.rows > 1:
-                    cell_open.attrs["rowspan"] = str(cell.rows)
+                if here is not None and here.columns > 1:
+                    cell_open.attrs["colspan"] = str(here.columns)
+                if here is not None and here.rows > 1:
+                    cell_open.attrs["rowspan"] = str(here.rows)
                 inline = state.push("inline", "", 0)
-                inline.content = _inline_of(state, cell.text, grid) if cell is not None else ""
+                inline.content = _inline_of(state, here.text, grid) if here is not None else ""
                 inline.map, inline.children = [start, after], []
                 cell_close = state.push(f"{cell_tag}_close", cell_tag, -1)
                 cell_open.hidden = cell_close.hidden = hidden
