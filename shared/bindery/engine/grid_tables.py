@@ -57,15 +57,16 @@ def read(lines: list[str]) -> Grid | None:
         return None
     if any(len(line) != width or line[0] not in "+|" or line[-1] not in "+|" for line in lines):
         return None
-    edges = sorted({x for line in lines for x, char in enumerate(line) if char == "+"})
-    bounds = [y for y, line in enumerate(lines) if "+" in line]
+    corners = [_corners(line) for line in lines]
+    edges = sorted({x for found in corners for x in found})
+    bounds = [y for y, found in enumerate(corners) if found]
     if any(after - before < 2 for before, after in itertools.pairwise(bounds)):
         return None  # two lines of walls with no line between: no row
     n_rows, n_cols = len(bounds) - 1, len(edges) - 1
 
     def wall_right(i: int, j: int) -> bool:  # between column j and j + 1, in band i
         x = edges[j + 1]
-        return all(lines[y][x] in "|+" for y in range(bounds[i] + 1, bounds[i + 1]))
+        return all(lines[y][x] == "|" for y in range(bounds[i] + 1, bounds[i + 1]))
 
     def wall_below(i: int, j: int) -> bool:  # between band i and i + 1, in column j
         line = lines[bounds[i + 1]]
@@ -101,6 +102,17 @@ def read(lines: list[str]) -> Grid | None:
     aligns = [_align(aligned[edges[j] + 1 : edges[j + 1]]) for j in range(n_cols)]
     cells.sort(key=lambda cell: (cell.row, cell.column))
     return Grid(n_cols, aligns, head, foot, n_rows, cells)
+
+
+def _corners(line: str) -> list[int]:
+    """Where a line's `+`s meet a wall: at either end, or beside a `-`, `=` or `:` (a `+` in a cell's
+    text, `markdown+emoji`, is text)."""
+    last = len(line) - 1
+    return [
+        x
+        for x, char in enumerate(line)
+        if char == "+" and (x in (0, last) or line[x - 1] in _ACROSS or line[x + 1] in _ACROSS)
+    ]
 
 
 def _parts(lines: list[str], bounds: list[int]) -> tuple[int, int]:
