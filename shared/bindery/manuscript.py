@@ -46,14 +46,16 @@ MAX_CUT_TOKENS = 2_000_000
 
 # A line that may be a heading of any level, after any block quotes' and list items' markers (the book's
 # anchors are every heading's, `bindery.engine.anchors`), and a setext underline of either level.
+# (An ordered marker is any of pandoc's, `engine.fancy_lists`: `a.`, `(iv)`, `#.`.)
 # Each marker takes the blanks after it, and only those, so that a run of them is read one way: with two
 # ways to read each blank, a line of 1,000 `> ` took 2^1,000 steps to fail.
-_CONTAINERS = rb"[ \t]*(?:(?:>|[-+*](?=[ \t])|[0-9]{1,9}[.)](?=[ \t]))[ \t]*)*"
+_CONTAINERS = rb"[ \t]*(?:(?:>|[-+*](?=[ \t])|\(?(?:[0-9]{1,9}|#|[a-zA-Z]{1,9})[.)](?=[ \t]))[ \t]*)*"
 _ATX = re.compile(_CONTAINERS + rb"#{1,6}(?:[ \t]|\r?\n|$)")
 _SETEXT = re.compile(rb"[ \t]*(?:>[ \t]*)*(?:=+|-+)[ \t]*\r?\n?$")
 _FENCE = re.compile(rb"^ {0,3}(`{3,}|~{3,})")
 _COMMENT = re.compile(rb"^ {0,3}<!--(?!-?>)")  # (`<!-->`, `<!--->`: text, to pandoc)
-_MARKER_STARTS = frozenset(bytes([c]) for c in b" \t#=`~<>-+*0123456789[")
+_MARKER_STARTS = frozenset(bytes([c]) for c in b" \t#=`~<>-+*0123456789[(")
+_LETTERED = re.compile(rb"[a-zA-Z]{1,9}[.)][ \t]")  # a line that opens with a list marker of letters
 # A line that may be a link reference definition, after any markers (the book's anchors keep every one).
 _DEFINITION = re.compile(_CONTAINERS + rb"\[")
 
@@ -300,11 +302,12 @@ def cut(
         offsets.append(position)
         window_bytes += len(line)
         unread_bytes += len(line)
-        # Every block marker that matters here starts with a space, '#', '=', '`' or '~': any other line
-        # is plain text, and skips the regular expressions (most lines of a book), but for one that gives a
-        # figure or a table its number (`{#fig-map}`, a byte search first).
+        # Every block marker that matters here starts with a space, '#', '=', '`', '~' or another of
+        # _MARKER_STARTS, or is a list marker of letters (`a.`, `iv)`): any other line is plain text, and
+        # skips the regular expressions (most lines of a book), but for one that gives a figure or a table
+        # its number (`{#fig-map}`, a byte search first).
         if (
-            line[:1] in _MARKER_STARTS
+            (line[:1] in _MARKER_STARTS or _LETTERED.match(line))
             and (
                 _ATX.match(line)
                 or _FENCE.match(line)

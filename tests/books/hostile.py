@@ -116,6 +116,11 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "spans with ids, many": lambda n: _chapter(_repeat("[a span]{#s .smallcaps} words ", n)),
     "spans nested deep": lambda n: _chapter(_repeat("[", n // 8) + "a" + _repeat("]{.x}", n // 8)),
     "span attributes never closed": lambda n: _chapter(_repeat("[a]{.b .c #d k=v ", n)),
+    "fancy list markers, many": lambda n: _chapter(_repeat("(iv) item\n", n)),
+    "fancy markers that end each list": lambda n: _chapter(
+        _repeat("a. one\ni. two\n(b) three\n#. four\n", n)
+    ),
+    "roman numerals past reason": lambda n: _chapter(_repeat("mmmmcmxcix) x\n", n)),
     "dollars never closed": lambda n: _chapter(_repeat("$a ", n)),
     "display dollars never closed": lambda n: _chapter(_repeat("$$a ", n)),
     "formulas, each its own": lambda n: _chapter("".join(f"$x_{{{i}}}^2$ " for i in range(n // 10))),

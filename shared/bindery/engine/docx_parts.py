@@ -98,38 +98,40 @@ FOOTNOTES_HEAD = (
 FOOTNOTES_TAIL = "</w:footnotes>"
 
 
-def _levels(kind: str) -> str:
-    out = []
-    for level in range(9):
-        indent = 720 * (level + 1)
-        if kind == "bullet":
-            shape = ("•", "◦", "▪")[level % 3]
-            look = f'<w:numFmt w:val="bullet"/><w:lvlText w:val="{shape}"/>'
-        else:
-            look = f'<w:numFmt w:val="decimal"/><w:lvlText w:val="%{level + 1}."/>'
-        out.append(
-            f'<w:lvl w:ilvl="{level}"><w:start w:val="1"/>{look}<w:lvlJc w:val="left"/>'
-            f'<w:pPr><w:ind w:left="{indent}" w:hanging="360"/></w:pPr></w:lvl>'
-        )
-    return "".join(out)
+# A list's numbering (a bullet, or a pattern of `engine.fancy_lists`, `(a)`) as Word's number format.
+_FORMATS = {"1": "decimal", "a": "lowerLetter", "A": "upperLetter", "i": "lowerRoman", "I": "upperRoman"}
 
 
+def _level(level: int, numbering: str, start: int = 1) -> str:
+    """A list's level: numbered as `numbering` says (a bullet's character, or a pattern: `(a)` is `(%1)`)."""
+    symbol = next((c for c in numbering if c in _FORMATS), "")
+    shown = numbering.replace(symbol, f"%{level + 1}", 1) if symbol else numbering
+    look = f'<w:numFmt w:val="{_FORMATS.get(symbol, "bullet")}"/><w:lvlText w:val="{shown}"/>'
+    indent = f'<w:pPr><w:ind w:left="{720 * (level + 1)}" w:hanging="360"/></w:pPr>'
+    return f'<w:lvl w:ilvl="{level}"><w:start w:val="{start}"/>{look}<w:lvlJc w:val="left"/>{indent}</w:lvl>'
+
+
+_BULLETS = "".join(_level(n, "•◦▪"[n % 3]) for n in range(9))
+_NUMBERS = "".join(_level(n, "1.") for n in range(9))
 # Two kinds of list: bullets (num 1, shared by every bullet list) and numbers (one num per list, each
 # starting at the number its list starts at; the renderer writes those after NUMBERING_HEAD).
 NUMBERING_HEAD = (
     HEAD + f'<w:numbering xmlns:w="{W}">'
-    f'<w:abstractNum w:abstractNumId="0"><w:multiLevelType w:val="hybridMultilevel"/>{_levels("bullet")}'
+    f'<w:abstractNum w:abstractNumId="0"><w:multiLevelType w:val="hybridMultilevel"/>{_BULLETS}'
     "</w:abstractNum>"
-    f'<w:abstractNum w:abstractNumId="1"><w:multiLevelType w:val="hybridMultilevel"/>{_levels("decimal")}'
+    f'<w:abstractNum w:abstractNumId="1"><w:multiLevelType w:val="hybridMultilevel"/>{_NUMBERS}'
     '</w:abstractNum><w:num w:numId="1"><w:abstractNumId w:val="0"/></w:num>'
 )
 NUMBERING_TAIL = "</w:numbering>"
 
 
-def numbered_list(num: int, level: int, start: int) -> str:
+def numbered_list(num: int, level: int, start: int, numbering: str = "1.") -> str:
+    """A numbered list's own numbering: from `start`, and, other than `1.`, its format and marker (`(%1)`)
+    at its level."""
+    own = "" if numbering == "1." else _level(level, numbering, start)
     return (
         f'<w:num w:numId="{num}"><w:abstractNumId w:val="1"/><w:lvlOverride w:ilvl="{level}">'
-        f'<w:startOverride w:val="{start}"/></w:lvlOverride></w:num>'
+        f'<w:startOverride w:val="{start}"/>{own}</w:lvlOverride></w:num>'
     )
 
 

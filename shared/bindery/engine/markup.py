@@ -35,6 +35,7 @@ from bindery.engine import (
     crossrefs,
     deflists,
     divs,
+    fancy_lists,
     formulas,
     headings,
     highlighting,
@@ -76,6 +77,7 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     pandoc_tables.install(md)  # pandoc's simple, multiline and grid tables
     md.use(footnote_plugin)
     deflists.install(md)
+    fancy_lists.install(md)  # pandoc's `a.`, `(iii)`, `#.` lists
     divs.install(md)  # pandoc's definition lists: `Term` then `:   its definition`
     dialect(md)
     block_rules.install(md)

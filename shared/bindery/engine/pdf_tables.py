@@ -12,6 +12,7 @@ from typing import Protocol
 from markdown_it.token import Token
 
 from bindery.engine.breaks import widest
+from bindery.engine.fancy_lists import label
 from bindery.engine.literals import literal, text
 from bindery.engine.measures import (
     BODY_PT,
@@ -53,17 +54,22 @@ def listed(writer: Writer, token: Token, inner: list[Token]) -> str:
     start = token.attrGet("start")
     first = int(start) if start else 1
     ordered = token.type == "ordered_list_open"
-    indent = (len(str(first + len(items) - 1)) + 2) * DIGIT_INDENT if ordered else BULLET_INDENT
+    pattern = str(token.meta.get("numbering", "1."))
+    indent = (len(label(pattern, first + len(items) - 1)) + 1) * DIGIT_INDENT if ordered else BULLET_INDENT
     if not writer.may_indent(indent):
         # Nested too deep to indent again: each item set as a paragraph, its marker before it.
         return "".join(
-            text(f"{first + n}. " if ordered else "• ") + writer.blocks(item).rstrip("\n") + "\n\n"
+            text(label(pattern, first + n) + " " if ordered else "• ")
+            + writer.blocks(item).rstrip("\n")
+            + "\n\n"
             for n, item in enumerate(items)
         )
     with writer.narrowed(writer.measure - indent):
         written = [writer.blocks(item) for item in items]
     call = "enum" if ordered else "list"
     args = f"tight: {'true' if tight else 'false'}" + (f", start: {int(start)}" if start else "")
+    if ordered and pattern != "1.":
+        args += f", numbering: {literal(pattern)}"  # (a pattern `engine.fancy_lists` made)
     if not ordered and "task-list" in str(token.attrGet("class") or ""):
         args += ", marker: []"  # (a task's box is its marker: `engine/tasks.py`)
     return f"#{call}({args}, " + ", ".join(f"[{item}]" for item in written) + ")\n\n"

@@ -53,7 +53,7 @@ class Chapter:
 
     body: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    lists: list[tuple[int, int, int]] = field(default_factory=list)  # (num id, level, start)
+    lists: list[tuple[int, int, int, str]] = field(default_factory=list)  # (num id, level, start, numbering)
     links: list[tuple[str, str]] = field(default_factory=list)  # (relationship id, target)
     # The links of its notes: a part's relationships are its own, and the notes are another part.
     note_links: list[tuple[str, str]] = field(default_factory=list)
@@ -214,8 +214,8 @@ class Writer:
                 else:
                     self.counters.num += 1
                     num = self.counters.num
-                    start_at = int(token.attrGet("start") or 1)
-                    self.out.lists.append((num, min(len(lists), MAX_LEVEL), start_at))
+                    start_at, numbering = int(token.attrGet("start") or 1), token.meta.get("numbering", "1.")
+                    self.out.lists.append((num, min(len(lists), MAX_LEVEL), start_at, numbering))
                 lists.append((num, False))
             elif kind in ("bullet_list_close", "ordered_list_close"):
                 lists.pop()
