@@ -161,7 +161,7 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     # pandoc's simple, multiline and grid tables (bindery.engine.pandoc_tables): each bounded to
     # MAX_TABLE_LINES lines, so the larger sizes of a family of many rows read past the bound, as text.
     "a simple table of many rows": lambda n: _chapter("a    b\n---  ---\n" + _repeat("1    2\n", n)),
-    "a simple table of many columns": lambda n: _chapter(
+    "a simple table of many columns": lambda n: _chapter(  # refused past 256 (table_too_wide)
         "ab " * (n // 9) + "\n" + "-- " * (n // 9) + "\n" + "cd " * (n // 9) + "\n"
     ),
     "simple tables, many": lambda n: _chapter(_repeat("a    b\n---  ---\n1    2\n3    4\n\n", n)),
@@ -176,8 +176,8 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "lines of dashes alone": _dashes,
     "lines of dashes between blank lines": lambda n: _chapter(_repeat("\n-------\n", n)),
     "a grid table of many rows": lambda n: _chapter("+---+---+\n" + _repeat("| a | b |\n+---+---+\n", n)),
-    "a grid table of many columns": lambda n: _chapter(
-        "+--" * (n // 9) + "+\n" + "| a" * (n // 9) + "|\n" + "+--" * (n // 9) + "+\n"
+    "a grid table of 128 columns, many rows": lambda n: _chapter(  # (rows of 514 bytes: 3 at 2 KB)
+        "+-" * 128 + "+\n" + _repeat("|a" * 128 + "|\n" + "+-" * 128 + "+\n", n - 257)
     ),
     "grid tables, many": lambda n: _chapter(
         _repeat("+---+---+\n| a | b |\n+===+===+\n| c | d |\n+---+---+\n\n", n)

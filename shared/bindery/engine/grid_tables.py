@@ -12,7 +12,8 @@
 hold one, and a cell the rectangle of slots between walls (`|` down, `-`, `=` or `:` across). A line of `=`
 that crosses the whole table ends its header; a last run of rows enclosed by two such lines is its foot.
 The colons of the header's line (or the top line, with no header) align the columns. A drawing that is no
-such grid (a cell not a rectangle, ragged lines, no closing line) is no table, and reads as the text it is.
+such grid (a cell not a rectangle, a line wider than the top, no closing line) is no table, and reads as
+the text it is.
 The work is linear in the table's characters: each is looked at a bounded number of times.
 """
 
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+
+from bindery.table_width import MAX_TABLE_COLUMNS
 
 _BORDER = frozenset("-=:+")
 _ACROSS = frozenset("-=:")
@@ -53,9 +56,13 @@ def is_border(line: str) -> bool:
 def read(lines: list[str]) -> Grid | None:
     """The grid drawn by `lines` (each stripped of its line ending and trailing blanks), or None."""
     width = len(lines[0])
-    if len(lines) < 3 or not is_border(lines[0]) or not is_border(lines[-1]):
+    if len(lines) < 3 or not is_border(lines[0]) or not is_border(lines[-1]) or len(lines[-1]) != width:
         return None
-    if any(len(line) != width or line[0] not in "+|" or line[-1] not in "+|" for line in lines):
+    # A line short of the top's ends in blanks, as pandoc reads it: a row's missing walls are none, and its
+    # cell reaches on to the next wall, or to the table's right edge. One that goes on past a wall at that
+    # edge is read to it. (One that crosses the edge with no wall there, pandoc reads wider: here, text.)
+    lines = [line[:width] if line[width - 1 : width] in ("|", "+") else line.ljust(width) for line in lines]
+    if any(len(line) != width or line[0] not in "+|" for line in lines):
         return None
     corners = [_corners(line) for line in lines]
     edges = sorted({x for found in corners for x in found})
@@ -63,6 +70,8 @@ def read(lines: list[str]) -> Grid | None:
     if any(after - before < 2 for before, after in itertools.pairwise(bounds)):
         return None  # two lines of walls with no line between: no row
     n_rows, n_cols = len(bounds) - 1, len(edges) - 1
+    if n_cols > MAX_TABLE_COLUMNS:
+        return None  # (one whose border says so is refused before a build: `bindery.table_width`)
 
     def wall_right(i: int, j: int) -> bool:  # between column j and j + 1, in band i
         x = edges[j + 1]

@@ -4,16 +4,20 @@ format sets them as it sets a pipe table, with its caption (`bindery.engine.cros
 
       Right     Left     Center     Default            a simple table: a column's alignment is where its
     -------     ------ ----------   -------            header stands over the dashes (with no header,
-         12     12        12            12             the first row's); it ends at a blank line, or at
-                                                       dashes and a blank line
+         12     12        12            12             the first row's); it ends at a blank line, or
+                                                       after a line of dashes (with no header, only so)
 
 A multiline table opens with a line of dashes, and its rows, separated by blank lines, may run over several
-lines each (joined as pandoc joins them, by a line break a renderer sets as a space); it closes with dashes
-and a blank line. A grid table is `bindery.engine.grid_tables`'; its cells hold blocks, which are set in the
-one line of text a cell of every format holds: each block (a paragraph, a list's item behind its marker, a
-code block as code) on a line of its own. A cell spanning columns or rows carries html's `colspan` and
-`rowspan`, and the places it covers are cells of their own, hidden (markdown-it writes no hidden token), so
-the docx and pdf, which set each row's cells in turn, keep every cell in its column.
+lines each (joined as pandoc joins them, by a line break a renderer sets as a space); it closes with the
+next line of dashes. (pandoc's table footer is a line of dashes, then "blank lines", the first of which is
+that line's own line ending: what follows it need not be blank.)
+
+A grid table is `bindery.engine.grid_tables`'; its cells hold blocks, which are set in the one line of text
+a cell of every format holds: each block (a paragraph, a list's item behind its marker, a code block as
+code) on a line of its own. A cell spanning columns or rows carries html's `colspan` and `rowspan`, and the
+places it covers are cells of their own, hidden (markdown-it writes no hidden token), which say where they
+are in the cell that covers them (`meta["covered"]`): the docx merges them into it (`bindery.engine.ooxml`),
+and the pdf sets it as a Typst cell spanning them (`bindery.engine.pdf_tables`).
 
 Column widths pandoc takes from the dashes are not kept: every format sizes a column as it sizes a pipe
 table's. The work is linear in the manuscript: a table ends within MAX_TABLE_LINES lines (the cut holds
@@ -84,16 +88,16 @@ def _dashed(state: StateBlock, line: int) -> bool:
     return state.sCount[line] - state.blkIndent < 4 and DASHES.fullmatch(_text(state, line)) is not None
 
 
-def _footer(state: StateBlock, line: int, end: int) -> bool:
-    return _dashed(state, line) and (line + 1 >= end or _blank(state, line + 1))
+def _ends(state: StateBlock, line: int) -> bool:
+    return _blank(state, line) or _dashed(state, line)
 
 
 def _next(state: StateBlock, kind: str, line: int, end: int) -> int | None:
-    """The first line from `line` on, before `end` and within MAX_TABLE_LINES, that is blank, dashed or a
-    footer (`kind`). Remembered for the run of lines looked through, per container being read, so that
+    """The first line from `line` on, before `end` and within MAX_TABLE_LINES, that is dashed, or blank or
+    dashed (`kind`). Remembered for the run of lines looked through, per container being read, so that
     asking at every line of a run costs the run once."""
     limit = min(end, line + MAX_TABLE_LINES)
-    tests = {"blank": _blank, "dashed": _dashed}
+    test = _dashed if kind == "dashed" else _ends
     memo: dict[Any, list[Any]] = state.__dict__.setdefault("_pandoc_tables_next", {})
     key = (kind, end, state.blkIndent, state.level)
     seen = memo.get(key)
@@ -104,7 +108,7 @@ def _next(state: StateBlock, kind: str, line: int, end: int) -> int | None:
     else:
         lo, n = line, line
     n = max(n, line)
-    while n < limit and not (tests[kind](state, n) if kind in tests else _footer(state, n, end)):
+    while n < limit and not test(state, n):
         n += 1
     hit = n if n < limit else None
     if len(memo) > 16:  # (containers read before this one)
@@ -143,28 +147,23 @@ def _table(aligns: list[str], head: list[str] | None, rows: list[list[str]]) -> 
 
 
 def _simple(state: StateBlock, start: int, end: int, *, headed: bool) -> tuple[Grid, int] | None:
-    """A simple table from `start`: a header line (`headed`) then dashes, its rows to a blank line or
-    dashes and a blank line (with no header, only the latter)."""
+    """A simple table from `start`: a header line (`headed`) then dashes, its rows to a blank line or a line
+    of dashes, which is its last (with no header, only the latter)."""
     ruled = start + 1 if headed else start
-    if (
-        ruled + 1 >= end
-        or not _dashed(state, ruled)
-        or _blank(state, ruled + 1)
-        or _footer(state, ruled + 1, end)
-    ):
+    if ruled + 1 >= end or not _dashed(state, ruled) or _ends(state, ruled + 1):
         return None
     if headed:
         header = _text(state, start)
         if _blank(state, start) or _BULLET_OR_HEADING.match(header) or len(_runs(_text(state, ruled))) < 2:
             return None  # (a bullet, a heading, or text over one run of dashes: a setext heading)
-    stop = _next(state, "blank", ruled + 1, end)
-    closing = stop if stop is not None else (end if end - ruled <= MAX_TABLE_LINES else None)
-    if closing is None:
+    last = _next(state, "ends", ruled + 1, end)
+    last = last if last is not None else (end if end - ruled <= MAX_TABLE_LINES else None)
+    if last is None:
         return None
-    footer = closing - 1 > ruled + 1 and _dashed(state, closing - 1)
+    footer = last < end and _dashed(state, last)
     if not headed and not footer:
         return None
-    last = closing - 1 if footer else closing
+    closing = last + 1 if footer else last
     runs = _runs(_text(state, ruled))
     texts = [_text(state, n) for n in range(ruled + 1, last)]
     head = _pieces(_text(state, start), runs) if headed else None
@@ -178,7 +177,7 @@ def _simple(state: StateBlock, start: int, end: int, *, headed: bool) -> tuple[G
 
 def _multiline(state: StateBlock, start: int, end: int, *, headed: bool) -> tuple[Grid, int] | None:
     """A multiline table from `start`: dashes, its header's lines and dashes (`headed`; with no header, the
-    dashes alone), then rows of lines separated by blank lines, to dashes and a blank line."""
+    dashes alone), then rows of lines separated by blank lines, to a line of dashes."""
     ruled = start
     if headed:
         if start + 1 >= end or _blank(state, start + 1):
@@ -187,14 +186,9 @@ def _multiline(state: StateBlock, start: int, end: int, *, headed: bool) -> tupl
         if found is None:
             return None
         ruled = found
-    if (
-        ruled + 1 >= end
-        or _blank(state, ruled + 1)
-        or _footer(state, ruled + 1, end)
-        or _footer(state, ruled, end)
-    ):
+    if ruled + 1 >= end or _ends(state, ruled + 1):
         return None
-    footer = _next(state, "footer", ruled + 1, end)
+    footer = _next(state, "dashed", ruled + 1, end)
     if footer is None or footer - start >= MAX_TABLE_LINES:
         return None
     runs = _runs(_text(state, ruled))
@@ -283,6 +277,9 @@ def _emit(state: StateBlock, grid: Grid, start: int, after: int) -> None:
                 inline.map, inline.children = [start, after], []
                 cell_close = state.push(f"{cell_tag}_close", cell_tag, -1)
                 cell_open.hidden = cell_close.hidden = hidden
+                if hidden:  # (how far below and right of the cell that covers it, and that cell's width)
+                    cover = covered[(i, j)]
+                    cell_open.meta["covered"] = (i - cover.row, j - cover.column, cover.columns)
             state.push("tr_close", "tr", -1)
         state.push(f"{tag}_close", tag, -1)
     state.push("table_close", "table", -1)
