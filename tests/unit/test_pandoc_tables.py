@@ -18,6 +18,7 @@ import pytest
 
 from bindery import errors
 from bindery.engine import markup
+from bindery.engine.pandoc_tables import MAX_TABLE_LINES
 from bindery.front_matter import split
 from bindery.normalising import normalise
 from bindery.table_width import MAX_TABLE_COLUMNS
@@ -383,3 +384,12 @@ def test_a_grid_whose_columns_past_the_bound_come_from_several_lines_is_its_text
     assert "<table>" not in markup.parser().render(grid)
     narrower = "\n".join([*bands[:40], bands[0]]) + "\n"
     assert "<table>" in markup.parser().render(narrower)
+
+
+def test_a_grid_table_past_the_bound_goes_on_as_tables_of_every_row() -> None:
+    rows = MAX_TABLE_LINES * 3 // 2
+    grid = "+------+-----+\n" + "".join(f"| a{n:<4}| b   |\n+------+-----+\n" for n in range(rows))
+    tokens = markup.parser().parse(grid)
+    assert sum(t.type == "table_open" for t in tokens) == 4
+    cells = [t.content for t in tokens if t.type == "inline"]
+    assert cells == [word for n in range(rows) for word in (f"a{n}", "b")]  # each row once, no text

@@ -227,13 +227,18 @@ def _grid(state: StateBlock, start: int, end: int) -> tuple[Grid, int] | None:
             break
         lines.append(text[indent:])
         n += 1
+    bounded = n - start == MAX_TABLE_LINES
     while lines and not grid_tables.is_border(lines[-1]):
         lines.pop()  # (the table ends at its last closing line)
     if not lines:
         return None
     n = start + len(lines)
     grid = grid_tables.read(lines)
-    return (grid, n) if grid is not None else None
+    if grid is None:
+        return None
+    # One that runs on past the bound goes on as another table, from its last line across: that line is
+    # the one's last and the other's first.
+    return grid, n - 1 if bounded and n - 1 > start else n
 
 
 def _emit(state: StateBlock, grid: Grid, start: int, after: int) -> None:
