@@ -160,6 +160,8 @@ def _yaml(header: str) -> FrontMatter:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 2 if mark is not None else 2
         raise _bad(line, "front matter", f"not YAML: {exc.problem or exc.context}") from None
+    except RecursionError:  # PyYAML reads nested collections by recursion: `[[[...]]]` hundreds deep
+        raise _bad(2, "front matter", "nested too deep: a value of Bindery's is a string or a list") from None
     finally:
         loader.dispose()
     return found

@@ -50,21 +50,21 @@ MAX_CUT_TOKENS = 2_000_000
 # (An ordered marker is any of pandoc's, `engine.fancy_lists`: `a.`, `(iv)`, `#.`.)
 # Each marker takes the blanks after it, and only those, so that a run of them is read one way: with two
 # ways to read each blank, a line of 1,000 `> ` took 2^1,000 steps to fail.
-_CONTAINERS = rb"[ \t]*(?:(?:>|[-+*](?=[ \t])|\(?(?:[0-9]{1,9}|#|[a-zA-Z]{1,9})[.)](?=[ \t]))[ \t]*)*"
+_CONTAINERS = rb"[ \t]*(?:(?:>|[-+*](?=[ \t])|\(?(?:[0-9]{1,9}|#|[a-zA-Z]{1,15})[.)](?=[ \t]))[ \t]*)*"
 _ATX = re.compile(_CONTAINERS + rb"#{1,6}(?:[ \t]|\r?\n|$)")
 _SETEXT = re.compile(rb"[ \t]*(?:>[ \t]*)*(?:=+|-+)[ \t]*\r?\n?$")
 _FENCE = re.compile(rb"^ {0,3}(`{3,}|~{3,})")
 _COMMENT = re.compile(rb"^ {0,3}<!--(?!-?>)")  # (`<!-->`, `<!--->`: text, to pandoc)
 _MARKER_STARTS = frozenset(bytes([c]) for c in b" \t#=`~<>-+*0123456789[(")
-_LETTERED = re.compile(rb"[a-zA-Z]{1,9}[.)][ \t]")  # a line that opens with a list marker of letters
+_LETTERED = re.compile(rb"\(?[a-zA-Z]{1,15}[.)][ \t]")  # a line that opens with a list marker of letters
 # A line that may be a link reference definition, after any markers (the book's anchors keep every one).
 _DEFINITION = re.compile(_CONTAINERS + rb"\[")
 # A line that may be a line of dashes of pandoc's simple or multiline tables (`engine.pandoc_tables`; wider
 # than its DASHES, which is safe: such a line only holds the window open). What reads as a table is known
 # only at its end: a multiline table's rows may begin in column 0 after a blank line, and any table's rows
-# may begin with `#`. Each closes at the first dashes followed by a blank line after its first dashes, or
-# a simple one at a blank line, and within MAX_TABLE_LINES of its dashes: the cut holds its window whole
-# for as long (`cut`).
+# may begin with `#`. Each closes at its next line of dashes (a simple one perhaps sooner, at a blank line),
+# so by the first followed by a blank line, and within MAX_TABLE_LINES of its dashes: the cut holds its
+# window whole for as long (`cut`).
 _DASHES = re.compile(rb" {0,3}-[- \t]*\r?\n?")
 # (two lines more than a table's last may be from its latest dashes: its header's, and its closing blank)
 TABLE_LINES = MAX_TABLE_LINES + 2

@@ -36,7 +36,9 @@ def closes(fence: bytes, line: bytes) -> bool:
 
 
 # What of a heading's inline content its title keeps: its text and code, a line break as a space.
-_TITLE_PARTS = frozenset(("text", "code_inline", "softbreak", "hardbreak"))
+_TITLE_PARTS = frozenset(
+    ("text", "code_inline", "math_inline", "math_display", "softbreak", "hardbreak")
+)  # (math: its TeX)
 _WORDS = {"softbreak": " ", "hardbreak": " "}
 
 

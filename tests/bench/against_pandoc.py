@@ -48,7 +48,7 @@ def measure(aws: Aws, table: str, tmp: Path) -> None:
         f"{PANDOC_CHAPTERS}-chapter book"
     )
     source = tmp / "pandoc.md"
-    write_manuscript(source, PANDOC_MB, PANDOC_CHAPTERS)
+    write_manuscript(source, PANDOC_MB, PANDOC_CHAPTERS, features=True)
     book = make_book(aws, table, source)
     # Each side makes its html and epub at once: pandoc works on one core, so each of its runs has a core to
     # itself, while each of our builds shares the two cores with the other and with the S3 server. Each
@@ -72,7 +72,7 @@ def measure(aws: Aws, table: str, tmp: Path) -> None:
         theirs["epub"] = _pandoc(source, "epub3", tmp / "pandoc.epub")
 
     small = tmp / "pandoc-small.md"
-    write_manuscript(small, SMALL_MB, SMALL_CHAPTERS)
+    write_manuscript(small, SMALL_MB, SMALL_CHAPTERS, features=True)
     together({"html": html_then_the_rest, "epub": epub})
     theirs["docx"] = _pandoc(source, "docx", tmp / "pandoc.docx")
     for fmt in ("html", "epub", "docx"):

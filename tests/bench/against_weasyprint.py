@@ -44,7 +44,7 @@ def measure(aws: Aws, table: str, tmp: Path) -> None:
         f"on a {PDF_REF_MB:g} MB, {PDF_REF_CHAPTERS}-chapter book"
     )
     source = tmp / "pdf-ref.md"
-    write_manuscript(source, PDF_REF_MB, PDF_REF_CHAPTERS)
+    write_manuscript(source, PDF_REF_MB, PDF_REF_CHAPTERS, features=True)
     book = make_book(aws, table, source)
     s3 = aws.client("s3")
     builds = []

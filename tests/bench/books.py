@@ -13,17 +13,54 @@ from typing import Any
 
 from tests.bench.aws import PY, ROOT, Aws
 
+# Every feature of the dialect once (issue 48), as a chapter of a book "with every feature used" opens:
+# pandoc reads each as Bindery does. `{n}` is the chapter's number (a note's label is the book's).
+FEATURES = """A "quoted" word -- and 2^10^, H~2~O, [small capitals]{{.smallcaps}}, https://example.com/log and
+$E = mc^2$, then $$\\sum_{{i=1}}^{{n}} i = \\frac{{n(n+1)}}{{2}}$$ and a note.[^n{n}]
 
-def write_manuscript(path: Path, megabytes: float, chapters: int) -> None:
+Wick
+:   what the keeper trims
+
+a. dusk
+b. midnight
+
+- [x] trimmed
+- [ ] logged
+
+| the lamp at dusk,
+| the lamp at dawn
+
+::: note
+An aside on the weather.
+:::
+
+```python
+def trim(wick: int) -> int:
+    return wick - 1  # the keeper's rule
+```
+
+| hour | trim |
+|------|------|
+| 4    | yes  |
+
+[^n{n}]: The note's text.
+
+"""
+
+
+def write_manuscript(path: Path, megabytes: float, chapters: int, *, features: bool = False) -> None:
+    """A book of `chapters` chapters of prose, `megabytes` in all; with `features`, each chapter opens with
+    every feature of the dialect (FEATURES: math, highlighted code, a definition list and the rest)."""
     per = int(megabytes * 1024 * 1024 / chapters)
     paragraph = (
         "The keeper trimmed the wick at dusk, at midnight and at four, and wrote the hour of each trimming "
         "in the log, with *the weather first*, as the keeper always put it.\n\n"
     )
-    body = (paragraph * (per // len(paragraph) + 1))[: max(0, per - 40)]
+    opening = len(FEATURES) if features else 0
+    body = (paragraph * (per // len(paragraph) + 1))[: max(0, per - 40 - opening)]
     with path.open("w") as out:
         for n in range(1, chapters + 1):
-            out.write(f"# Chapter {n}\n\n{body}\n\n")
+            out.write(f"# Chapter {n}\n\n{FEATURES.format(n=n) if features else ''}{body}\n\n")
 
 
 def make_book(aws: Aws, table: str, manuscript: Path) -> str:

@@ -94,8 +94,8 @@ def measure() -> None:
 def _books(aws: Aws, table: str, tmp: Path) -> tuple[str, str, str]:
     """The small, the big and the illustrated book; and the cuts of the big and of the largest upload."""
     small_md, big_md = tmp / "small.md", tmp / "big.md"
-    write_manuscript(small_md, SMALL_MB, SMALL_CHAPTERS)
-    write_manuscript(big_md, BIG_MB, BIG_CHAPTERS)
+    write_manuscript(small_md, SMALL_MB, SMALL_CHAPTERS, features=True)
+    write_manuscript(big_md, BIG_MB, BIG_CHAPTERS, features=True)
     small = make_book(aws, table, small_md)
     big, cut_seconds = make_book_timed(aws, table, big_md)
     illustrated = make_illustrated(aws, table, IMAGES, IMAGE_BYTES)
@@ -103,7 +103,7 @@ def _books(aws: Aws, table: str, tmp: Path) -> tuple[str, str, str]:
     # The largest manuscript the API takes, adopted within API Gateway's 30 s: the cut streams it once and
     # keeps it by a server-side copy (a CRLF upload costs a second, normalising pass).
     largest_md = tmp / "largest.md"
-    write_manuscript(largest_md, MAX_UPLOAD_MB, BIG_CHAPTERS)
+    write_manuscript(largest_md, MAX_UPLOAD_MB, BIG_CHAPTERS, features=True)
     _, largest_seconds = make_book_timed(aws, table, largest_md)
     largest_md.unlink()
     record(

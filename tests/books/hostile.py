@@ -135,6 +135,7 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "fancy markers that end each list": lambda n: _chapter(
         _repeat("a. one\ni. two\n(b) three\n#. four\n", n)
     ),
+    "fancy lists nested deep": lambda n: _chapter("(a) " * _half(n) + "x"),
     "roman numerals past reason": lambda n: _chapter(_repeat("mmmmcmxcix) x\n", n)),
     "dollars never closed": lambda n: _chapter(_repeat("$a ", n)),
     "display dollars never closed": lambda n: _chapter(_repeat("$$a ", n)),

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from bindery.engine import markup
+from bindery.engine import headings, markup
 from bindery.engine.fancy_lists import label
+from bindery.engine.token_tree import plain_text
 from tests.unit.conftest import Stack
 from tests.unit.test_illustrated import export
 from tests.validators import epubcheck, pandoc, pdftotext
@@ -60,6 +61,24 @@ def test_lists_are_read_where_pandoc_reads_them(sample: str) -> None:
     assert ours.count("<p>") <= theirs.count("<p>") + ours.count("<li>")  # no list read as a paragraph
 
 
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "Here's one with a bullet.\n* criminey.\n",
+        "This should not be a block quote: 2\n> 1.\n",
+        "A sentence wrapped onto\n2. a line\n",
+        "- item\n  more\n  - a sublist\n",
+        "1. item\n   > a quote, after a blank line or not\n",
+        "Text\n\n> quoted\n\n- listed\n",
+    ],
+)
+def test_a_list_or_a_quote_interrupts_a_paragraph_only_where_pandoc_lets_it(sample: str) -> None:
+    ours = markup.parser().render(sample)
+    theirs = pandoc("-f", "markdown", "-t", "html", text=sample)
+    for tag in ("<ul", "<ol", "<blockquote", "<p>", "<li"):
+        assert ours.count(tag) == theirs.count(tag), (tag, ours, theirs)
+
+
 def test_a_marker_is_written_in_its_own_numbering() -> None:
     assert [label("(a)", n) for n in (1, 3, 26, 27)] == ["(a)", "(c)", "(z)", "(aa)"]
     assert [label("I.", n) for n in (1, 4, 9, 14, 1999)] == ["I.", "IV.", "IX.", "XIV.", "MCMXCIX."]
@@ -75,6 +94,8 @@ Then roman:
 
 iv. four
 v. five
+
+And numbers (a `#.` right after the roman items would go on with them, as in pandoc):
 
 #. one
 #. two
@@ -139,3 +160,29 @@ def test_the_pdf_prints_each_items_marker(stack: Stack, tmp_path: Path) -> None:
         ("2.", "two"),
     ):
         assert re.search(re.escape(marker) + r"\s+" + words, text), (marker, text)
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "0. zero\n1. one\n",
+        "(0) zero\n",
+        "a. first\n#. second\n#. third\n",
+        "(mmmmcmxcix) last\n",
+        "1. one\n   a. one-a\n   b. one-b\n      i. deep-i\n2. two\n",
+    ],
+)
+def test_what_the_outside_test_found_is_read_as_pandoc_reads_it(sample: str) -> None:
+    ours = markup.parser().render(sample)
+    theirs = pandoc("-f", "markdown", "-t", "html", text=sample)
+    assert _lists(ours) == _lists(theirs), (ours, theirs)
+
+
+def test_a_formula_in_a_heading_is_its_tex_in_the_id_and_the_title_as_pandoc_gives_them() -> None:
+    tokens = markup.parser().parse("# Math $x^2$ heading\n\n## Sub $\\alpha$ head\n")
+    inlines = [token.children or [] for token in tokens if token.type == "inline"]
+    assert [headings.identifier(headings.words(children)) for children in inlines] == [
+        "math-x2-heading",
+        "sub-alpha-head",
+    ]
+    assert plain_text(inlines[0]) == "Math x^2 heading"

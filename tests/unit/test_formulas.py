@@ -208,3 +208,22 @@ def test_a_formula_cannot_reach_typst_as_code(stack: Stack, tmp_path: Path) -> N
     text = pdftotext(tmp_path / "h.pdf")
     assert '"); #panic("no' in text and "root:" not in text
     assert not view.get("warnings"), view
+
+
+def test_an_escaped_ampersand_and_a_backslash_are_read_and_an_unknown_command_is_not() -> None:
+    assert formulas.tree(_token(r"a \& b")) is not None and formulas.tree(_token(r"\backslash x")) is not None
+    assert formulas.tree(_token(r"\nosuchcommand x")) is None and formulas.tree(_token("a & b")) is None
+
+
+def _token(tex: str) -> Any:
+    [formula] = [
+        c for t in markup.parser().parse(f"${tex}$") for c in t.children or [] if c.type in formulas.KINDS
+    ]
+    return formula
+
+
+def test_a_formula_in_a_link_is_in_the_docx_hyperlink(stack: Stack) -> None:
+    _, data = export(stack, stack.create_book("# L\n\n[see $x^2$ here](https://example.com)\n"), "docx")
+    document = zipfile.ZipFile(io.BytesIO(data)).read("word/document.xml").decode()
+    link = re.search(r"<w:hyperlink [^>]*>(.*?)</w:hyperlink>", document, re.S)
+    assert link is not None and "<m:oMath>" in link[1] and "see" in link[1], document

@@ -172,3 +172,10 @@ def test_a_block_past_the_bound_is_the_books_text_read_in_bounded_lines() -> Non
     head, replayed = split(iter(lines))
     assert head == [] and len(b"".join(replayed)) <= MAX_BYTES + 10
     assert read(b"% T\n% \n% June 2026\n").metadata == {}  # pandoc's free-text date is not a day: left out
+
+
+def test_yaml_nested_past_the_readers_depth_is_refused_not_a_server_error(stack: Stack) -> None:
+    reply = _create(stack, manuscript="---\ntitle: D\nfoo: " + "[" * 2000 + "]" * 2000 + "\n---\n# A\n")
+    assert (reply.status, reply.body["error"]["code"]) == (422, "invalid_front_matter"), reply.body
+    assert "nested too deep" in reply.body["error"]["message"]
+    assert stack.http("GET", "/books").body["books"] == []

@@ -324,3 +324,14 @@ def test_the_pdf_colours_the_tokens_from_the_same_table_and_leaves_the_rest_plai
     assert 'lang: "python"' in source and "lang:" not in source.replace('lang: "python"', "")
     # And none of Typst's own theme (its red, green, grey and blue), which it would use without ours.
     assert not fills & {"#d73a49", "#298e0d", "#8a8a8a", "#818181"}
+
+
+def test_the_pdf_leaves_plain_a_block_every_other_format_leaves_plain() -> None:
+    long = "x = 1\n" * (highlighting.MAX_CHARS // 6 + 1)
+    wide = "x = " + "1" * highlighting.MAX_LINE + "\n"
+    for code, coloured in ((long, False), (wide, False), ("x = 1\n", True)):
+        source = chapter_source(
+            markup.parser().parse, f"# C\n\n```python\n{code}```\n", "ch1", Block(300, 500), None
+        )
+        assert ('lang: "python"' in source.source) is coloured
+        assert (highlighting.pieces(code, "python") is not None) is coloured

@@ -49,7 +49,7 @@ def _whole_parse(manuscript: str) -> list[tuple[str, str]] | tuple[str, int]:
             title = "".join(
                 " " if c.type in ("softbreak", "hardbreak") else c.content
                 for c in inline.children or []
-                if c.type in ("text", "code_inline", "softbreak", "hardbreak")
+                if c.type in ("text", "code_inline", "math_inline", "math_display", "softbreak", "hardbreak")
             ).strip()
             starts.append((t.map[0], title or "Untitled"))
     out = []

@@ -301,7 +301,11 @@ def link_words(tokens: Sequence[Any], index: int) -> str:
         if token.type == "link_close":
             break
         out.append(
-            token.content if token.type in ("text", "code_inline") else " " if "break" in token.type else ""
+            token.content
+            if token.type in ("text", "code_inline", "math_inline", "math_display")
+            else " "
+            if "break" in token.type
+            else ""
         )
     return "".join(out)
 

@@ -11,6 +11,7 @@ epub and docx to linear work on every family of hostile input.
 
 from __future__ import annotations
 
+import string
 from collections.abc import Sequence
 from types import MethodType
 from typing import Any
@@ -21,6 +22,7 @@ from markdown_it.ruler import Ruler
 from markdown_it.rules_block import StateBlock
 from mdit_py_plugins.footnote.index import footnote_def
 
+from bindery.engine import fancy_lists, interruptions
 from bindery.engine.comments import comment_block
 from bindery.engine.divs import fenced_div
 
@@ -32,7 +34,7 @@ def install(md: MarkdownIt) -> None:
 
 
 # The block rules that open a container (their content is parsed by a nested tokenize, one level deeper).
-CONTAINERS = frozenset({"blockquote", "list", "footnote_def"})
+CONTAINERS = frozenset({"blockquote", "list", "fancy_list", "footnote_def"})
 
 
 def _tokenize_bounded(self: ParserBlock, state: StateBlock, start: int, end: int) -> None:
@@ -122,9 +124,10 @@ def _block_chain(self: Ruler[Any], chain: str = "") -> list[Any]:
 _BLOCK_MARKERS: dict[Any, str] = {
     rules_block.code: "",
     rules_block.fence: "~`",
-    rules_block.blockquote: ">",
+    interruptions.pandoc_blockquote: ">",
     rules_block.hr: "*-_",
-    rules_block.list_block: "*-+0123456789",
+    interruptions.pandoc_list: "*-+0123456789",
+    fancy_lists.fancy_list: "(#0123456789" + string.ascii_letters,
     rules_block.reference: "[",
     rules_block.html_block: "<",
     comment_block: "<",

@@ -61,12 +61,18 @@ def _opens_block(state: StateBlock, line: int, end: int) -> bool:
     """Whether a rule asked before this one (a list, a quote, a note, a fence...) opens a block at `line`:
     such a line is no later term of a list, but that block, as it is where a list starts. (The cut starts
     afresh at a line in column 0 after a blank one, and reads `- ## A` there as a list holding a heading.)"""
-    for rule in state.md.block.ruler.getRules(""):
-        if rule is deflist:
-            return False
-        if rule is not rules_block.code and rule(state, line, end, True):  # (code: none past a definition)
-            return True
-    return False
+    parent, state.parentType = state.parentType, "dl"  # (asked where a block starts, not inside a paragraph)
+    try:
+        for rule in state.md.block.ruler.getRules(""):
+            if rule is deflist:
+                return False
+            if rule is not rules_block.code and rule(
+                state, line, end, True
+            ):  # (code: none past a definition)
+                return True
+        return False
+    finally:
+        state.parentType = parent
 
 
 def deflist(state: StateBlock, start: int, end: int, silent: bool) -> bool:
@@ -89,13 +95,12 @@ def deflist(state: StateBlock, start: int, end: int, silent: bool) -> bool:
         inline.content = state.getLines(term, term + 1, state.blkIndent, False).strip()
         inline.children = []
         state.push("dt_close", "dt", -1)
-        after_blank = False
+        if dd_line > term + 1:
+            tight = False  # a blank line between a term and its definition makes it paragraphs, as in pandoc
         while True:  # each definition of this term
             line, loose = _definition(state, dd_line, content, end)
-            if loose or after_blank:
+            if loose:  # (a blank line between definitions leaves them tight, as in pandoc)
                 tight = False
-            # A definition that ends with a blank line makes the list loose, unless it is the last.
-            after_blank = (state.line - dd_line) > 1 and state.isEmpty(state.line - 1)
             if line >= end or state.sCount[line] < state.blkIndent:
                 break
             content = _marker_end(state, line)

@@ -5,8 +5,8 @@ reads it. Its first marker sets its style, as pandoc's `anyOrderedListMarker` tr
 next number), `i` or `I` (roman one), a single letter, roman numerals, each lower or upper case; then a
 delimiter, `.`, `)` or both parentheses. Every later item takes a marker of the same style and delimiter
 (read as that style: in a roman list `v.` is five), and any other ends the list. A capital letter with a
-period needs two spaces after it (`B. Russell` and `I. Newton` are sentences, as in pandoc), and such a
-list never interrupts a paragraph: it follows a blank line or opens its container.
+period needs two spaces after it (`B. Russell` and `I. Newton` are sentences, as in pandoc), and it
+interrupts a paragraph only inside a list (`bindery.engine.interruptions`).
 
 The list is markdown-it's `ordered_list_open`, with its start (`start`) and its style for the html (`type`:
 `a`, `A`, `i`, `I`) and every format (`meta["numbering"]`, a Typst numbering pattern such as `(a)`, which
@@ -21,13 +21,15 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from markdown_it.rules_block.list import markTightParagraphs
 
+from bindery.engine.interruptions import interrupts
+
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.rules_block import StateBlock
 
 # A marker at a line's start: its delimiters, and what they hold (no more than a number of nine digits, or
 # roman numerals of as many letters).
-_MARKER = re.compile(r"(\()?([0-9]{1,9}|#|[a-zA-Z]{1,9})([.)])")
+_MARKER = re.compile(r"(\()?([0-9]{1,9}|#|[a-zA-Z]{1,15})([.)])")
 _ROMAN = re.compile(r"(?=[mdclxvi])m{0,4}(c[md]|d?c{0,3})(x[cl]|l?x{0,3})(i[xv]|v?i{0,3})")
 _ROMAN_VALUES = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100, "d": 500, "m": 1000}
 
@@ -40,11 +42,11 @@ class Marker(NamedTuple):
     after: int  # where the text after the marker starts
     style: str  # a key of STYLES
     delimiter: str  # `.`, `)` or `()`
-    value: int
+    value: int | None  # None: `#`, the next number
 
 
 def install(md: MarkdownIt) -> None:
-    # (a paragraph's terminator too: the next item ends an item's paragraph, as markdown-it's list does)
+    # A paragraph's terminator too, as markdown-it's list is, but only inside a list (`interrupts`).
     md.block.ruler.before("list", "fancy_list", fancy_list, {"alt": ["paragraph", "reference", "blockquote"]})
 
 
@@ -78,10 +80,10 @@ def _marker(state: StateBlock, line: int, style: str | None = None) -> Marker | 
     return Marker(after, kind, delimiter, value)
 
 
-def _read(body: str, style: str | None) -> tuple[str, int] | None:
+def _read(body: str, style: str | None) -> tuple[str, int | None] | None:
     """A marker's body as `style` (or, for a list's first, the first style pandoc finds it to be)."""
-    if body == "#":
-        return (style or "decimal", 0) if style in (None, "decimal") else None
+    if body == "#":  # the next number, in any list
+        return style or "decimal", None
     if body.isdigit():
         return ("decimal", int(body)) if style in (None, "decimal") else None
     lower = body.lower()
@@ -116,12 +118,12 @@ def fancy_list(state: StateBlock, startLine: int, endLine: int, silent: bool) ->
     ):
         return False
     first = _marker(state, startLine)
-    if first is None or (first.style == "decimal" and first.delimiter != "()" and first.value):
+    if first is None or (first.style == "decimal" and first.delimiter != "()" and first.value is not None):
         return False  # `1.` and `1)`: markdown-it's list, as CommonMark reads it
-    if silent:  # it never interrupts a paragraph of its own level, only ends an item's before the next
-        return not (state.parentType == "paragraph" and state.sCount[startLine] >= state.blkIndent)
+    if silent:
+        return interrupts(state)
     style, delimiter = first.style, first.delimiter
-    start_at = first.value or 1
+    start_at = 1 if first.value is None else first.value
     list_index = len(state.tokens)
     token = state.push("ordered_list_open", "ol", 1)
     if STYLES[style][0] != "1":
@@ -153,7 +155,7 @@ def fancy_list(state: StateBlock, startLine: int, endLine: int, silent: bool) ->
         token = state.push("list_item_open", "li", 1)
         token.markup = delimiter
         token.map = item_lines = [startLine, 0]
-        token.info = str(marker.value)
+        token.info = "#" if marker.value is None else str(marker.value)
         old_tight, old_shift, old_count = state.tight, state.tShift[startLine], state.sCount[startLine]
         old_list_indent, state.listIndent = state.listIndent, state.blkIndent
         state.blkIndent = initial + indent_after

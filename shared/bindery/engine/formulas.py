@@ -40,6 +40,9 @@ MATHML = "http://www.w3.org/1998/Math/MathML"
 # no end), then the dollar that ends it.
 _INLINE = re.compile(r"(?:[^$\\]|\\.)*\$", re.DOTALL)
 
+# A command latex2mathml did not know, left as an identifier of its own name (`\\backslash` is the character).
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+
 # Environments latex2mathml does not know, as the one it does that sets them alike.
 _ENVIRONMENTS = re.compile(r"\\(begin|end)\{(aligned|alignedat|eqnarray\*?)\}")
 
@@ -100,7 +103,7 @@ def _converted(tex: str, display: bool) -> ElementTree.Element | None:
         )
     except Exception:
         return None
-    return root if _read(root, 0) else None
+    return root if _read(root, 0, "\\&" in tex) else None
 
 
 def forget() -> None:
@@ -108,7 +111,7 @@ def forget() -> None:
     _converted.cache_clear()
 
 
-def _read(node: ElementTree.Element, depth: int) -> bool:
+def _read(node: ElementTree.Element, depth: int, escaped: bool) -> bool:
     """Whether latex2mathml read every command (it leaves one it does not know, and `&` outside a table, as
     an identifier of its own text); each element's text made the characters it stands for (it holds
     them as character references)."""
@@ -116,9 +119,9 @@ def _read(node: ElementTree.Element, depth: int) -> bool:
         return False
     if node.text:
         node.text = unescape(node.text)
-        if node.tag in ("mi", "mo") and (node.text.startswith("\\") or node.text == "&"):
+        if node.tag in ("mi", "mo") and (_COMMAND.fullmatch(node.text) or (node.text == "&" and not escaped)):
             return False
-    return all(_read(child, depth + 1) for child in node)
+    return all(_read(child, depth + 1, escaped) for child in node)
 
 
 def unread(figures: Figures | None, token: Token) -> None:

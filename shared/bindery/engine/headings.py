@@ -106,7 +106,7 @@ def words(children: list[Token]) -> str:
         kind = child.type
         if kind == "text":
             out.append(_SMART.sub(lambda m: _SMARTENED[m[0]], child.content))
-        elif kind in ("text_special", "code_inline"):
+        elif kind in ("text_special", "code_inline", "math_inline", "math_display"):  # (math: its TeX)
             out.append(child.content)
         elif kind in ("softbreak", "hardbreak"):
             out.append(" ")

@@ -97,16 +97,22 @@ KINDS = (
 Piece = tuple[Kind | None, str]  # a token's text, and its kind (None: plain)
 
 
+def eligible(code: str, language: str) -> bool:
+    """Whether a block is highlighted, in every format (the pdf's Typst is told its language only then): a
+    language of LANGUAGES, at most MAX_CHARS, no line longer than MAX_LINE."""
+    return (
+        language.lower() in LANGUAGES
+        and len(code) <= MAX_CHARS
+        and not any(len(line) > MAX_LINE for line in code.split("\n"))
+    )
+
+
 def pieces(code: str, info: str) -> list[Piece] | None:
     """`code` as its language's tokens, each with its kind, neighbours of one kind joined; None when it is
     to be plain. `info` is the fence's info string: its first word names the language."""
     words = info.split(maxsplit=1)
     name = words[0].lower() if words else ""
-    if (
-        name not in LANGUAGES
-        or len(code) > MAX_CHARS
-        or any(len(line) > MAX_LINE for line in code.split("\n"))
-    ):
+    if not eligible(code, name):
         return None
     lexer = _lexer(name)
     out: list[Piece] = []

@@ -41,6 +41,7 @@ from bindery.engine import (
     highlighting,
     inline_html,
     inline_rules,
+    interruptions,
     line_blocks,
     pandoc_tables,
     scripts,
@@ -52,7 +53,7 @@ from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
 
 # Bump on any change to what this module renders: built pieces of chapters are keyed by it.
-VERSION = 11
+VERSION = 12
 UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
 
 
@@ -77,7 +78,6 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     pandoc_tables.install(md)  # pandoc's simple, multiline and grid tables
     md.use(footnote_plugin)
     deflists.install(md)
-    fancy_lists.install(md)  # pandoc's `a.`, `(iii)`, `#.` lists
     divs.install(md)  # pandoc's definition lists: `Term` then `:   its definition`
     dialect(md)
     block_rules.install(md)
@@ -100,6 +100,8 @@ def dialect(md: MarkdownIt) -> None:
     `parser` installs after them read the same, in linear work): comments left out, headings' attributes,
     and each internal link's line."""
     comments.install(md)
+    interruptions.install(md)  # what may interrupt a paragraph, as pandoc reads it
+    fancy_lists.install(md)  # pandoc's `a.`, `(iii)`, `#.` lists
     headings.install(md)
     crossrefs.install(md)
     spans.install(md)

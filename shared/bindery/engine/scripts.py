@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.rules_inline import StateInline
 
-# markdown-it's backslash escapes: an escaped character stands for itself.
-_UNESCAPE = re.compile(r"\\([ \\!\"#$%&'()*+,./:;<=>?@\[\]^_`{|}~-])")
+# What a script most often holds: letters and digits alone, set as they are.
+_PLAIN = re.compile(r"\w+")
 
 # A mark, then characters that are no space and no mark (or any escaped but a line's end), then the mark.
 _SUPERSCRIPT = re.compile(r"\^((?:\\[^\n]|[^\s^\\])+)\^")
@@ -32,9 +32,19 @@ def _script(state: StateInline, silent: bool, pattern: re.Pattern[str], tag: str
     found = None if silent else pattern.match(state.src, state.pos, state.posMax)
     if found is None:
         return False
-    said = _UNESCAPE.sub(lambda m: "\u00a0" if m[1] == " " else m[1], found[1])
     state.push(f"{tag}_open", tag, 1).markup = found[0][0]
-    state.push("text", "", 0).content = said
+    if _PLAIN.fullmatch(found[1]):
+        state.push("text", "", 0).content = found[1]
+    else:  # what it holds is inline markup, as pandoc reads it (`a^*hello*^`), a `\ ` a no-break space
+        held = len(state.tokens)
+        end, state.pos, state.posMax = state.posMax, found.start(1), found.end(1)
+        state.md.inline.tokenize(state)
+        if state.pending:
+            state.pushPending()
+        state.posMax = end
+        for token in state.tokens[held:]:
+            if token.type in ("text", "text_special"):  # (`\ ` is markdown-it's text_special)
+                token.content = token.content.replace("\\ ", "\u00a0")
     state.push(f"{tag}_close", tag, -1).markup = found[0][0]
     state.pos = found.end()
     return True

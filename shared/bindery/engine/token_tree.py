@@ -9,10 +9,13 @@ from collections.abc import Iterator
 
 from markdown_it.token import Token
 
+# The inline tokens whose content is text a reader sees (a formula's: its TeX, as pandoc's `stringify`).
+_TEXTS = ("text", "text_special", "code_inline", "math_inline", "math_display")
+
 
 def plain_text(children: list[Token]) -> str:
     """The text of inline tokens, without their markup."""
-    return "".join(c.content for c in children if c.type in ("text", "text_special", "code_inline"))
+    return "".join(c.content for c in children if c.type in _TEXTS)
 
 
 def close_of(tokens: list[Token], i: int) -> int:
@@ -64,7 +67,7 @@ def heading_text(inline: Token) -> str:
 def _inline_text(token: Token, *, images: bool) -> str:
     parts: list[str] = []
     for child in token.children or ():
-        if child.type in ("text", "text_special", "code_inline", "html_inline"):
+        if child.type in (*_TEXTS, "html_inline"):
             parts.append(child.content)
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")

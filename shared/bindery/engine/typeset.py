@@ -179,7 +179,7 @@ class Writer:
                 self.quotes -= 1
         if kind in ("fence", "code_block"):
             language = (token.info or "").strip().split(" ")[0]
-            lang = f", lang: {literal(language)}" if language.lower() in highlighting.LANGUAGES else ""
+            lang = f", lang: {literal(language)}" if highlighting.eligible(token.content, language) else ""
             return self._code(token.content.rstrip("\n"), lang)
         if kind == "hr":
             return "#dinkus()\n\n"

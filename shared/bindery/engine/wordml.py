@@ -310,7 +310,8 @@ class Writer:
                     out[opened:] = ["".join(out[opened:]).replace(between, "")]
                 state.link = None
             elif kind in formulas.KINDS:  # a Word equation, or its TeX as code where it does not convert
-                out.append(word_formula(child, self.figures, lambda tex: self._styled(tex, state, _CODE)))
+                made = word_formula(child, self.figures, lambda tex: self._styled(tex, state, _CODE))
+                out.append(self._wrap(made, state) if made.startswith("<m:") else made)  # (in its link)
             elif kind == "image":
                 out.append(self._figure(child, state, links))
             elif kind == "footnote_ref":
