@@ -103,10 +103,9 @@ def table(writer: Writer, inner: list[Token]) -> str:
     # another, each with the header's cells above its own.
     held = columns_held(writer.measure)
     out: list[str] = []
-    numbered = list(enumerate(found))
+    head = [(at, row) for at, row in enumerate(found) if row[0]]  # (each row with its place in the table)
+    body = [(at, row) for at, row in enumerate(found) if not row[0]]
     for n in range(0, columns, held):
-        head = [(at, row) for at, row in numbered if row[0]]
-        body = [(at, row) for at, row in numbered if not row[0]]
         for m in range(0, max(1, len(body)), MAX_TABLE_ROWS):
             out.append(_band(writer, [head, body[m : m + MAX_TABLE_ROWS]], n, min(n + held, columns)))
     return "".join(out)
