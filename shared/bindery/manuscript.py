@@ -25,6 +25,7 @@ from bindery import errors, front_matter
 from bindery.engine.anchors import Anchors
 from bindery.engine.comments import CLOSER
 from bindery.engine.crossrefs import TARGET_LINE
+from bindery.engine.pandoc_tables import MAX_TABLE_LINES
 from bindery.engine.spans import SPAN_ID_LINE
 from bindery.normalising import normalise
 from bindery.window import COMMENT
@@ -58,6 +59,15 @@ _MARKER_STARTS = frozenset(bytes([c]) for c in b" \t#=`~<>-+*0123456789[(")
 _LETTERED = re.compile(rb"\(?[a-zA-Z]{1,15}[.)][ \t]")  # a line that opens with a list marker of letters
 # A line that may be a link reference definition, after any markers (the book's anchors keep every one).
 _DEFINITION = re.compile(_CONTAINERS + rb"\[")
+# A line that may be a line of dashes of pandoc's simple or multiline tables (`engine.pandoc_tables`; wider
+# than its DASHES, which is safe: such a line only holds the window open). What reads as a table is known
+# only at its end: a multiline table's rows may begin in column 0 after a blank line, and any table's rows
+# may begin with `#`. Each closes at its next line of dashes (a simple one perhaps sooner, at a blank line),
+# so by the first followed by a blank line, and within MAX_TABLE_LINES of its dashes: the cut holds its
+# window whole for as long (`cut`).
+_DASHES = re.compile(rb" {0,3}-[- \t]*\r?\n?")
+# (two lines more than a table's last may be from its latest dashes: its header's, and its closing blank)
+TABLE_LINES = MAX_TABLE_LINES + 2
 
 
 @dataclass(frozen=True)
@@ -133,7 +143,12 @@ def cut(
     a list or a quote. Each read is paid for by new bytes, so the work is linear in the manuscript, up to one
     bound: a window is read when it grows past MAX_CONTEXT_BYTES, and carries on with at most half of that
     as context (the lines after its last heading), so only a single list item or block quote longer than
-    that, with a candidate inside, could be read differently.
+    that, with a candidate inside, could be read differently (or a pandoc table that such a window reaches
+    its bound inside).
+
+    From a line of dashes (`_DASHES`) until one followed by a blank line, or for TABLE_LINES lines, a pandoc
+    table may be open, and what is inside it is known only at its end: the window is held whole, with no
+    fresh start, no heading read as it comes and no early read, so that it is read once the table is known.
 
     An HTML comment opener (`bindery.engine.comments`) is a candidate too: one that opens a top-level
     comment with no closer yet is followed as a fence is, to its closer (and refused if it never comes); one
@@ -158,11 +173,17 @@ def cut(
     )  # the open section: where it starts, its title (None: the opening)
     first_text: int | None = None  # where the opening's first line of text starts (not blank, no comment)
     in_comment = False  # inside a comment before the opening's first text
+    # Where that comment opened, and the line that closed it: one still open where the opening ends is its
+    # text (a cell of a table, `<!--` over dashes; a comment left open at the top level is refused).
+    comment_from: int | None = None
+    comment_to: int | None = None
     position = start
     numbered = len(head)  # the lines read so far; the window's last is the last of them
     after_blank = True
     comment_line = 0  # where the top-level comment we are inside opened, as a line of the manuscript
     held = False  # the window waits for a closer: a comment opener in it has none yet
+    in_table = 0  # lines left in which a pandoc table opened by a line of dashes may yet be open
+    dashed = False  # the window's last line is a line of dashes
     tokens = 0  # made by the reads so far
     yielded = 0  # sections so far: the open one, if it is one, is the next
     kept: set[Any] = set()  # where each note definition kept so far starts, and each target (and its id)
@@ -173,7 +194,9 @@ def cut(
         """The open section, ending at `end`, after its last line waiting (`lines_in` of them are its)."""
         nonlocal yielded
         digest = hashed.cut(lines_in)
-        if title is None and (first_text is None or first_text >= end):
+        comment_closed = comment_to is not None and comment_to < end
+        unclosed = comment_from is not None and comment_from < end and not comment_closed
+        if title is None and (first_text is None or first_text >= end) and not unclosed:
             return None  # an opening of blank lines is no chapter
         yielded += 1
         return Section(title or OPENING_TITLE, start, end - start, digest)
@@ -269,7 +292,7 @@ def cut(
             read_up_to = max(0, read_up_to - 1)
 
     for line in itertools.chain(replayed, stream):
-        if fence is None and not held and after_blank and _starts_afresh(line):
+        if fence is None and not held and not in_table and after_blank and _starts_afresh(line):
             if candidates:
                 yield from read()
             if fence is None and not held:
@@ -282,7 +305,11 @@ def cut(
             found = _COMMENT.match(line)
             if in_comment or found:
                 closer = line.find(CLOSER.encode(), found.end() if found else 0)
+                if not in_comment:
+                    comment_from, comment_to = position, None
                 in_comment = closer < 0
+                if not in_comment:
+                    comment_to = position
                 if not in_comment and line[closer + len(CLOSER) :].strip():
                     first_text = position  # text after the comment, on its line
             else:
@@ -300,6 +327,12 @@ def cut(
             continue
         window.append(line)
         offsets.append(position)
+        if _DASHES.fullmatch(line):
+            in_table, dashed = TABLE_LINES, True
+        elif in_table:
+            # Dashes then a blank line close every table open (or are none's): the table is known.
+            in_table = 0 if dashed and not line.strip() else in_table - 1
+            dashed = False
         window_bytes += len(line)
         unread_bytes += len(line)
         # Every block marker that matters here starts with a space, '#', '=', '`', '~' or another of
@@ -317,7 +350,7 @@ def cut(
             )
         ) or (b"{" in line and (TARGET_LINE.search(line) or SPAN_ID_LINE.search(line))):
             candidates += 1
-            if line[:1] == b"#":
+            if line[:1] == b"#" and not in_table:
                 # A heading in column 0 is one, unless a fence this window opened is still open; either way
                 # the window ends here: after a heading nothing is open. So a window holds at most one such
                 # heading, and a book of headings one line apart is read a line at a time.
@@ -325,7 +358,7 @@ def cut(
                 if fence is None and not held:
                     drop(len(window), 0)
                     read_up_to = 0
-            elif candidates >= READ_AFTER and 4 * unread_bytes >= 3 * window_bytes:
+            elif not in_table and candidates >= READ_AFTER and 4 * unread_bytes >= 3 * window_bytes:
                 # Many candidates wait, and three quarters of the window are unread: read it now, so that a
                 # long run of headings is cut as it comes (a book of too many is refused at its first one too
                 # many). A window read again has grown fourfold since: a third more parsing, at most.

@@ -53,6 +53,21 @@ def _images(size: int) -> str:
     return _chapter("".join(f"![figure {n}](img{n}.png)\n\n" for n in range(max(1, size // 24))))
 
 
+def _dashes(size: int) -> str:
+    """Lines of dashes alone, a blank line after each 900: as many as a table may take, each run is one (of
+    one row), as pandoc reads it. (A run past MAX_TABLE_LINES is a table of its last lines, the lines before
+    them rules, so the family would change its shape between sizes.)"""
+    lines = ["-----  -----\n"] * max(1, size // 13)
+    return _chapter("".join(line + ("\n" if n % 900 == 899 else "") for n, line in enumerate(lines)))
+
+
+def _spanned(size: int) -> str:
+    """A grid table of 70 columns and many bands of rows, all one cell: its bands are marked by `+`s at its
+    walls alone, and each place it covers is a hidden cell. (Within MAX_TABLE_LINES at each size taken.)"""
+    row, band = "|" + " " * 139 + "|\n", "+" + " " * 139 + "+\n"
+    return _chapter("+-" * 70 + "+\n" + _repeat(row + band, size) + row + "+-" * 70 + "+")
+
+
 def _half(size: int) -> int:
     return max(1, size // 2)
 
@@ -144,6 +159,41 @@ FAMILIES: dict[str, Callable[[int], str]] = {
         "".join(f"```lang{i}\nx = 1\n```\n" for i in range(n // 22))
     ),
     "a language name of the whole size": lambda n: _chapter("```" + _repeat("c<\"&'>", n) + "\nx = 1\n```"),
+    # pandoc's simple, multiline and grid tables (bindery.engine.pandoc_tables): each bounded to
+    # MAX_TABLE_LINES lines, so the larger sizes of a family of many rows read past the bound, as text.
+    "a simple table of many rows": lambda n: _chapter("a    b\n---  ---\n" + _repeat("1    2\n", n)),
+    "a simple table of many columns": lambda n: _chapter(  # refused past 256 (table_too_wide)
+        "ab " * (n // 9) + "\n" + "-- " * (n // 9) + "\n" + "cd " * (n // 9) + "\n"
+    ),
+    "simple tables, many": lambda n: _chapter(_repeat("a    b\n---  ---\n1    2\n3    4\n\n", n)),
+    "a multiline table of many rows": lambda n: _chapter(
+        "-------------\nhead   x\n-----  -----\n" + _repeat("a      b\nc      d\n\n", n) + "-------------\n"
+    ),
+    "multiline tables, many": lambda n: _chapter(
+        _repeat("-----------\nh    x\n----  ----\na    b\nc    d\n\ne    f\n-----------\n\n", n)
+    ),
+    "multiline tables never closed": lambda n: _chapter(_repeat("-----  -----\na      b\n\n", n)),
+    "a headerless table never closed": lambda n: _chapter("-----  -----\n" + _repeat("a      b\n", n)),
+    "lines of dashes alone": _dashes,
+    "lines of dashes between blank lines": lambda n: _chapter(_repeat("\n-------\n", n)),
+    "a grid table of many rows": lambda n: _chapter("+---+---+\n" + _repeat("| a | b |\n+---+---+\n", n)),
+    "a grid table of 128 columns, many rows": lambda n: _chapter(  # (rows of 514 bytes: 3 at 2 KB)
+        "+-" * 128 + "+\n" + _repeat("|a" * 128 + "|\n" + "+-" * 128 + "+\n", n - 257)
+    ),
+    "grid tables, many": lambda n: _chapter(
+        _repeat("+---+---+\n| a | b |\n+===+===+\n| c | d |\n+---+---+\n\n", n)
+    ),
+    "a grid table never closed": lambda n: _chapter("+---+---+\n" + _repeat("| a | b |\n", n)),
+    "grid tables, ragged": lambda n: _chapter(_repeat("+---+---+\n| a | b\n+---+---+\n\n", n)),
+    "grid separator lines alone": lambda n: _chapter(_repeat("+---+---+\n+===+===+\n", n)),
+    # (Lines of 141 characters: a table within MAX_TABLE_LINES at each size the tests take.)
+    "grid corners everywhere": lambda n: _chapter(
+        "+-" * 70 + "+\n" + _repeat("|+" * 70 + "|\n" + "+-" * 70 + "+\n", n)
+    ),
+    "a grid cell spanning every column and row": _spanned,
+    "a grid cell of many blocks": lambda n: _chapter(
+        "+----------+\n" + _repeat("| - item   |\n|          |\n| > quote  |\n", n) + "+----------+\n"
+    ),
     # The book as one document (issue 47): each link's words are read to warn of it, once.
     "links to nowhere in one paragraph": lambda n: _chapter(_repeat("[m](#missing) words words\n", n)),
     "numbered references to nowhere": lambda n: _chapter(_repeat("See @fig-none and [-@tbl-none].\n", n)),

@@ -99,6 +99,18 @@ def test_prose_is_parsed_only_where_a_heading_may_be(monkeypatch: pytest.MonkeyP
     assert _characters_parsed(manuscript, monkeypatch) <= len(manuscript) // 100
 
 
+@pytest.mark.parametrize(("rule", "parsed"), [("\n---\n\n", 1 / 100), ("\n---\n", 1)])
+def test_a_rule_between_blank_lines_holds_no_window_open(
+    rule: str, parsed: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A line of dashes may open a pandoc table, which the cut reads whole: but not one a blank line follows,
+    # so a book's scene breaks leave its chapters read a heading at a time. (One that text follows holds
+    # the window whole, to the next such line: here the whole book, once.)
+    chapter = PROSE(SIZE // 20).removeprefix("# T\n\n")
+    manuscript = "".join(f"# Chapter {n}\n\n{chapter}{rule}{chapter}" for n in range(10))
+    assert len(manuscript) // 1000 < _characters_parsed(manuscript, monkeypatch) <= parsed * len(manuscript)
+
+
 @pytest.mark.parametrize(
     "manuscript",
     [

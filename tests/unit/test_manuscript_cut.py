@@ -18,6 +18,7 @@ import bindery.manuscript as manuscript_module
 from bindery import errors
 from bindery.engine import comments, crossrefs, headings, markup
 from bindery.engine.anchors import Anchors
+from bindery.engine.pandoc_tables import MAX_TABLE_LINES
 from bindery.front_matter import split
 from bindery.manuscript import OPENING_TITLE, cut, cut_text
 from bindery.normalising import Normalised, normalise
@@ -263,6 +264,11 @@ _LINES = st.sampled_from(
         "| a | b |",
         "|---|---|",
         "Sub",
+        "+---+---+",
+        "+===+===+",
+        "-----  -----",
+        "-------",
+        "  a    b",
     ]
 )
 
@@ -278,8 +284,8 @@ def test_any_manuscript_is_cut_as_a_whole_parse_would_cut_it(lines: list[str]) -
 # Blocks that run long: a list item, a block quote or a fence of many lines, so that a candidate can sit
 # further from what opened its container than any fixed window (the cutter once looked back 40 lines).
 _LONG = st.tuples(
-    st.sampled_from(["- item", "1. one", "> quote", "```", "  ```", "~~~~", "text", "    code"]),
-    st.sampled_from(["  continued", "continued", "> more", "", "   more", "text"]),
+    st.sampled_from(["- item", "1. one", "> quote", "```", "  ```", "~~~~", "text", "    code", "---  ---"]),
+    st.sampled_from(["  continued", "continued", "> more", "", "   more", "text", "# x", "a    b"]),
     st.integers(0, 120),
 ).map(lambda t: [t[0], *[t[1]] * t[2]])
 
@@ -302,6 +308,19 @@ def test_a_heading_deep_inside_a_long_list_item_does_not_cut(continued: int) -> 
     )
     assert [title for title, _ in _streamed(manuscript)] == [OPENING_TITLE, "Real"]
     assert _streamed(manuscript) == _whole_parse(manuscript)
+
+
+@pytest.mark.parametrize("rows", [3, 40, MAX_TABLE_LINES // 2 - 3, MAX_TABLE_LINES // 2 + 3])
+def test_rows_of_a_multiline_table_shaped_like_headings_cut_only_if_the_table_is_none(rows: int) -> None:
+    # Each row starts in column 0 after a blank line and reads `# x`: a fresh start and a heading to a cut
+    # that reads it as it comes, but rows of one table to a whole parse, while the table is at most
+    # MAX_TABLE_LINES long (2 lines a row); past that, its dashes are no table, and each row is a chapter.
+    manuscript = "-------\n" + "".join(f"# x {n}\n\n" for n in range(rows)) + "-------\n\n# After\n"
+    titles = [title for title, _ in _streamed(manuscript)]
+    rows_cut = [] if 2 * rows + 1 < MAX_TABLE_LINES else [f"x {n}" for n in range(rows)]
+    assert titles == [OPENING_TITLE, *rows_cut, "After"]
+    assert _streamed(manuscript) == _whole_parse(manuscript)
+    assert _streamed_anchors(manuscript) == _whole_anchors(manuscript)
 
 
 def test_an_uploads_lines_stream_as_a_whole_text_split_would_cut_them(

@@ -6,7 +6,7 @@
     |------|-------|
     | Wick | fixed |
 
-    : Lights of the north coast {#tbl-lights}                 a table's caption, after it (or `Table: ...`)
+    : Lights of the north coast {#tbl-lights}                 its caption, after it or before (`Table: ...`)
 
     ## Harbours {#sec-harbours}                                a section
 
@@ -57,8 +57,8 @@ def install(md: Any) -> None:
 
 
 def crossrefs(state: StateCore) -> None:
-    if "{" not in state.src and "@" not in state.src and "|" not in state.src:
-        return  # no attribute, citation or table: most chapters of most books (a substring search each)
+    if not any(mark in state.src for mark in ("{", "@", "|", "able:", "\n:")):
+        return  # no attribute, citation, table or caption: most chapters (a substring search each)
     tokens = state.tokens
     dropped: set[int] = set()
     table = None  # the last table opened
@@ -66,7 +66,9 @@ def crossrefs(state: StateCore) -> None:
         kind = token.type
         if kind == "table_open":
             table = token
-        elif kind == "table_close" and table is not None:
+            if i >= 3 and i - 2 not in dropped and _caption(state, tokens, i - 4, table):
+                dropped.update((i - 3, i - 2, i - 1))  # a caption before it (pandoc's first choice)
+        elif kind == "table_close" and table is not None and "caption" not in table.meta:
             if _caption(state, tokens, i, table):
                 dropped.update((i + 1, i + 2, i + 3))
         elif kind == "inline" and token.children:
@@ -106,7 +108,8 @@ def _figure(opened: Token, inline: Token, closed: Token) -> None:
 
 
 def _caption(state: StateCore, tokens: list[Token], i: int, table: Token) -> bool:
-    """The paragraph after a table, if it is a caption (`: ...`, `Table: ...`): the table's."""
+    """The paragraph after token `i` (a table's close, or the token before its caption), if it is a
+    caption (`: ...`, `Table: ...`): the table's."""
     if i + 3 >= len(tokens) or tokens[i + 1].type != "paragraph_open" or tokens[i + 1].level != table.level:
         return False
     found = _CAPTION.fullmatch(tokens[i + 2].content)

@@ -43,6 +43,7 @@ from bindery.engine import (
     inline_rules,
     interruptions,
     line_blocks,
+    pandoc_tables,
     scripts,
     spans,
     tasks,
@@ -52,7 +53,7 @@ from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
 
 # Bump on any change to what this module renders: built pieces of chapters are keyed by it.
-VERSION = 11
+VERSION = 12
 UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
 
 
@@ -74,6 +75,7 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     options = {"html": False, "xhtmlOut": xhtml, "typographer": False, "highlight": highlighting.html}
     md = MarkdownIt("commonmark", options)
     md.enable(["table", "strikethrough"])
+    pandoc_tables.install(md)  # pandoc's simple, multiline and grid tables
     md.use(footnote_plugin)
     deflists.install(md)
     divs.install(md)  # pandoc's definition lists: `Term` then `:   its definition`

@@ -8,6 +8,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from html import escape
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
 
 # The characters outside XML 1.0's Char production (C0 controls but tab and line feeds, lone surrogates,
 # U+FFFE and U+FFFF) each become U+FFFD. (Named as the few it forbids: the class of all it allows takes
@@ -103,6 +107,21 @@ def alignment(style: str) -> str:
     return f'<w:jc w:val="{ {"left": "left", "center": "center", "right": "right"}[found.group(1)] }"/>'
 
 
+def table_cell(token: Token, written: str) -> str:
+    """A table's cell (`written`, its paragraph) as a `w:tc`'s content, spanning the columns and rows its
+    token says (`engine.pandoc_tables`): a place covered by a cell to its left is none (""), and one under
+    a cell spanning rows continues its merge."""
+    columns, rows, covered = token.attrGet("colspan"), token.attrGet("rowspan"), token.meta.get("covered")
+    if covered is not None:
+        below, right, width = covered
+        if right or not below:
+            return ""
+        columns, rows = width, None
+    span = f'<w:gridSpan w:val="{int(columns)}"/>' if columns and int(columns) > 1 else ""
+    merge = '<w:vMerge w:val="restart"/>' if rows and int(rows) > 1 else "<w:vMerge/>" if covered else ""
+    return f"<w:tcPr>{span}{merge}</w:tcPr>{written}" if span or merge else written
+
+
 def table_xml(rows: list[tuple[bool, list[str]]]) -> str:
     """A table in the `Table` style; its header rows repeat at the top of every page it runs onto."""
     columns = max((len(cells) for _, cells in rows), default=1)
@@ -115,6 +134,6 @@ def table_xml(rows: list[tuple[bool, list[str]]]) -> str:
     for header, cells in rows:
         cells = cells + [paragraph("Compact", "")] * (columns - len(cells))
         props = "<w:trPr><w:tblHeader/></w:trPr>" if header else ""
-        out.append(f"<w:tr>{props}" + "".join(f"<w:tc>{cell}</w:tc>" for cell in cells) + "</w:tr>")
+        out.append(f"<w:tr>{props}" + "".join(f"<w:tc>{cell}</w:tc>" for cell in cells if cell) + "</w:tr>")
     out.append("</w:tbl>")
     return "".join(out)

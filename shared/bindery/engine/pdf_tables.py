@@ -75,59 +75,97 @@ def listed(writer: Writer, token: Token, inner: list[Token]) -> str:
     return f"#{call}({args}, " + ", ".join(f"[{item}]" for item in written) + ")\n\n"
 
 
+# A table's cell as `table` reads it: its alignment, its inline tokens, the columns and rows it spans, and,
+# for a place a spanning cell covers (`engine.pandoc_tables`), how far below and right of that cell it is.
+_Cell = tuple[str, list[Token], int, int, "tuple[int, int, int] | None"]
+_Row = tuple[bool, list[_Cell]]
+
+
 def table(writer: Writer, inner: list[Token]) -> str:
-    found: list[tuple[bool, list[tuple[str, list[Token]]]]] = []
+    found: list[_Row] = []
     for i, token in enumerate(inner):
         if token.type == "tr_open":
             found.append((False, []))
         elif token.type in ("th_open", "td_open"):
             style = str(token.attrs.get("style") or "")
             align = style.removeprefix("text-align:") if style.startswith("text-align:") else "left"
-            found[-1][1].append((align, inner[i + 1].children or []))
+            spans = int(token.attrs.get("colspan") or 1), int(token.attrs.get("rowspan") or 1)
+            children = inner[i + 1].children or []
+            found[-1][1].append((align, children, *spans, token.meta.get("covered")))
             if token.type == "th_open":
                 found[-1] = (True, found[-1][1])
     if not found:
         return ""
     columns = max(len(cells) for _, cells in found)
-    found = [(head, cells + [("left", [])] * (columns - len(cells))) for head, cells in found]
+    found = [(head, cells + [("left", [], 1, 1, None)] * (columns - len(cells))) for head, cells in found]
     # More columns than the measure holds (each would be less than a character wide) are set in bands of
     # as many as it does, and more rows than MAX_TABLE_ROWS in tables of as many: one table under
     # another, each with the header's cells above its own.
     held = columns_held(writer.measure)
     out: list[str] = []
+    head = [(at, row) for at, row in enumerate(found) if row[0]]  # (each row with its place in the table)
+    body = [(at, row) for at, row in enumerate(found) if not row[0]]
     for n in range(0, columns, held):
-        band = [(head, cells[n : n + held]) for head, cells in found]
-        head = [row for row in band if row[0]]
-        body = [row for row in band if not row[0]]
         for m in range(0, max(1, len(body)), MAX_TABLE_ROWS):
-            out.append(_band(writer, head + body[m : m + MAX_TABLE_ROWS]))
+            out.append(_band(writer, [head, body[m : m + MAX_TABLE_ROWS]], n, min(n + held, columns)))
     return "".join(out)
 
 
-def _band(writer: Writer, found: list[tuple[bool, list[tuple[str, list[Token]]]]]) -> str:
-    """A table of these rows, every one of as many cells."""
-    columns = len(found[0][1])
+def _spanned(parts: list[list[tuple[int, _Row]]], first: int, last: int) -> list[_Row]:
+    """The rows of `parts` (a header's, a run of the body's: each a run of rows) in columns `first` to
+    `last`: a cell's span cut to its part and the band, a place it covers left out where it reaches, and
+    set as an empty cell where the cell covering it is outside them."""
+    rows: list[_Row] = []
+    for part in parts:
+        where = {at: k for k, (at, _) in enumerate(part)}
+        for at, (head, cells) in part:
+            kept: list[_Cell] = []
+            for j in range(first, last):
+                align, children, columns, down, covered = cells[j]
+                if covered is None:
+                    spans = min(columns, last - j), min(down, len(part) - where[at])
+                    kept.append((align, children, *spans, None))
+                elif not (j - covered[1] >= first and at - covered[0] in where):
+                    kept.append((align, [], 1, 1, None))
+            rows.append((head, kept))
+    return rows
+
+
+def _band(writer: Writer, parts: list[list[tuple[int, _Row]]], first: int, last: int) -> str:
+    """A table of these rows, in columns `first` to `last`."""
+    found = _spanned(parts, first, last)
+    columns = last - first
+    aligns = ", ".join(cell[0] for cell in next(row for part in parts for _, row in part)[1][first:last])
     # Typst shrinks auto columns that overflow to no less than an equal share of the width.
     cell_measure = writer.measure / columns - 2 * TABLE_INSET
     if any(
-        widest(plain_text(cell), BODY_PT) > MAX_HEADER_LINES * cell_measure
+        widest(plain_text(cell[1]), BODY_PT) > MAX_HEADER_LINES * cell_measure
         for head, cells in found
         if head
-        for _, cell in cells
+        for cell in cells
     ):
         # A header repeats on every page, and so may not break across one: a long one is a first row.
         found = [(False, cells) for _, cells in found]
     writer.size = TABLE_PT
     try:
         with writer.narrowed(cell_measure):
-            rows = [(head, [_cell(writer, cell) for _, cell in cells]) for head, cells in found]
+            rows = [
+                (head, [_spanning(_cell(writer, cell[1]), cell) for cell in cells]) for head, cells in found
+            ]
     finally:
         writer.size = BODY_PT
-    aligns = ", ".join(align for align, _ in found[0][1])
     head = [", ".join(cells) for is_head, cells in rows if is_head]
     header = f"table.header({', '.join(head)}), " if head else ""
     rest = ", ".join(", ".join(cells) for is_head, cells in rows if not is_head)
     return f"#book-table(columns: {columns}, align: ({aligns},), {header}{rest})\n\n"
+
+
+def _spanning(written: str, cell: _Cell) -> str:
+    """A cell, as `_cell` writes it, in Typst's `table.cell` where it spans columns or rows."""
+    columns, rows = cell[2], cell[3]
+    if columns == 1 and rows == 1:
+        return written
+    return f"table.cell(colspan: {columns}, rowspan: {rows}, {written})"
 
 
 def _cell(writer: Writer, cell: list[Token]) -> str:

@@ -34,6 +34,7 @@ from bindery.engine.ooxml import (
     indentation,
     paragraph,
     run,
+    table_cell,
     table_xml,
     text,
 )
@@ -174,9 +175,8 @@ class Writer:
                 inline = tokens[i + 1]
                 assert cells is not None
                 props = alignment(str(token.attrGet("style") or ""))
-                cells.append(
-                    self._para("Compact", self.inline(inline, note=note), inline.content, align=props)
-                )
+                written = self._para("Compact", self.inline(inline, note=note), inline.content, align=props)
+                cells.append(table_cell(token, written))  # (spanning, or a place a span covers)
                 i += 3
                 continue
             if kind in ("fence", "code_block"):
