@@ -179,12 +179,21 @@ def _pandocs(manuscript: str) -> list[dict[str, Any]]:
 
 
 def test_each_sample_is_read_as_pandoc_reads_it() -> None:
-    read = 0
+    read = before = 0
     for sample in SAMPLES:
         theirs = _pandocs(sample)
+        if sample.startswith(":"):
+            # A caption before its table: pandoc's, Bindery's only after one (a line's reading never waits
+            # on a table below it, so the cut reads forward as the whole book does: crossrefs._caption).
+            before += 1
+            assert [t["caption"] for t in theirs] and [t["caption"] for t in _ours(sample)] == [""] * len(
+                theirs
+            )
+            theirs = [{**table, "caption": ""} for table in theirs]
         assert _ours(sample) == theirs, sample
         read += len(theirs)
     assert read == 22  # (a setext heading and an indented grid are none; two tables one after the other)
+    assert before == 1
 
 
 def test_a_sample_read_otherwise_is_told_apart() -> None:

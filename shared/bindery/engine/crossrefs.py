@@ -6,7 +6,7 @@
     |------|-------|
     | Wick | fixed |
 
-    : Lights of the north coast {#tbl-lights}                 its caption, after it or before (`Table: ...`)
+    : Lights of the north coast {#tbl-lights}                 a table's caption, after it (or `Table: ...`)
 
     ## Harbours {#sec-harbours}                                a section
 
@@ -66,9 +66,7 @@ def crossrefs(state: StateCore) -> None:
         kind = token.type
         if kind == "table_open":
             table = token
-            if i >= 3 and i - 2 not in dropped and _caption(state, tokens, i - 4, table):
-                dropped.update((i - 3, i - 2, i - 1))  # a caption before it (pandoc's first choice)
-        elif kind == "table_close" and table is not None and "caption" not in table.meta:
+        elif kind == "table_close" and table is not None:
             if _caption(state, tokens, i, table):
                 dropped.update((i + 1, i + 2, i + 3))
         elif kind == "inline" and token.children:
@@ -108,8 +106,9 @@ def _figure(opened: Token, inline: Token, closed: Token) -> None:
 
 
 def _caption(state: StateCore, tokens: list[Token], i: int, table: Token) -> bool:
-    """The paragraph after token `i` (a table's close, or the token before its caption), if it is a
-    caption (`: ...`, `Table: ...`): the table's."""
+    """The paragraph after a table, if it is a caption (`: ...`, `Table: ...`): the table's. (pandoc takes
+    one before a table first; here a line's reading never waits on a table below it, so the cut, which
+    reads a manuscript forward, reads every chapter's captions as the whole book does.)"""
     if i + 3 >= len(tokens) or tokens[i + 1].type != "paragraph_open" or tokens[i + 1].level != table.level:
         return False
     found = _CAPTION.fullmatch(tokens[i + 2].content)
