@@ -12,10 +12,13 @@ A YAML block is the file's first line `---`, a next line that is not blank, and 
 more than MAX_BYTES. A title block is the file's first lines that start with `%`: the title, the authors
 (separated by `;`), the date; a line that starts with a space goes on with the one before.
 
-pandoc's keys are read as `bindery_cli.manuscripts` reads them (`title`, `author`, `lang`, `identifier`,
-`publisher`, `description`, `subject`, `date`, `rights`), into Bindery's metadata fields; any other key is
-left alone. A block that is not YAML, or a value of the wrong kind, is 422 `invalid_front_matter` naming
-its line and key: the manuscript is refused whole, and nothing is written.
+pandoc's keys (`title`, `author`, `lang`, `identifier`, `publisher`, `description`, `subject`, `date`,
+`rights`, `cover-image`) are read into Bindery's metadata fields; any other key is named in `ignored`. A
+block that is not YAML, or a value of the wrong kind, is a `Mistake` naming its line and key: the service
+refuses the manuscript whole (422 `invalid_front_matter`), the command line names the file's line.
+
+One reader for both: the command line's `bindery_cli/front_matter.py` is a symlink to this file, so this
+module imports nothing of the service's.
 """
 
 from __future__ import annotations
@@ -25,8 +28,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
-
-from bindery import errors
 
 MAX_BYTES = 64 * 1024  # a front matter is a few lines; past this, the lines are the book's text
 
@@ -44,12 +45,22 @@ KEYS = {
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
+class Mistake(ValueError):
+    """A front matter's mistake: its line in the manuscript, the key (or `front matter`), what is wrong."""
+
+    def __init__(self, line: int, where: str, problem: str):
+        super().__init__(f"line {line}: {where}: {problem}")
+        self.line, self.where, self.problem = line, where, problem
+
+
 @dataclass
 class FrontMatter:
     """What a manuscript's front matter says: a title, and metadata fields as a merge patch."""
 
     title: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    cover: tuple[str, int] | None = None  # `cover-image`: the image's name, and its line
+    ignored: list[str] = field(default_factory=list)  # the keys that are not Bindery's
 
 
 def split(lines: Iterator[bytes]) -> tuple[list[bytes], list[bytes]]:
@@ -111,13 +122,13 @@ def _title_block(text: str) -> FrontMatter:
     return found
 
 
-def _bad(line: int, where: str, problem: str) -> errors.Unprocessable:
-    return errors.Unprocessable(
-        f"the manuscript's front matter, line {line}: {where}: {problem}",
-        code="invalid_front_matter",
-        line=line,
-        field=where,
-    )
+def _bad(line: int, where: str, problem: str) -> Mistake:
+    return Mistake(line, where, problem)
+
+
+def read_yaml(header: str) -> FrontMatter:
+    """What a YAML metadata block says: `header` is what its fences hold (from the file's second line)."""
+    return _yaml(header)
 
 
 def _yaml(header: str) -> FrontMatter:
@@ -144,8 +155,9 @@ def _yaml(header: str) -> FrontMatter:
             if key in seen:  # YAML's loader would quietly keep the last
                 raise _bad(line, key, f"given twice (first on line {seen[key]}): keep one")
             seen[key] = line
-            if key != "title" and key not in KEYS:
-                continue  # pandoc's other keys (and an author's own) are not Bindery's
+            if key not in ("title", "cover-image") and key not in KEYS:
+                found.ignored.append(key)  # pandoc's other keys (and an author's own) are not Bindery's
+                continue
             try:
                 value = loader.construct_object(value_node, deep=True)
             except (ValueError, OverflowError) as exc:
@@ -153,6 +165,8 @@ def _yaml(header: str) -> FrontMatter:
                 raise _bad(line, key, f"{value_node.value}: no such value ({exc})") from None
             if key == "title":
                 found.title = _text(line, key, value)
+            elif key == "cover-image":
+                found.cover = (_text(line, key, value), line)
             else:
                 name, kind = KEYS[key]
                 found.metadata[name] = _value(line, key, kind, value)
@@ -180,7 +194,10 @@ def _value(line: int, key: str, kind: str, value: Any) -> Any:
         if isinstance(value, dt.date):
             return value.isoformat()
         if isinstance(value, str) and _DAY.fullmatch(value.strip()):
-            return value.strip()  # (the metadata's own rule refuses a day that is not one)
+            try:
+                return dt.date.fromisoformat(value.strip()).isoformat()
+            except ValueError:
+                raise _bad(line, key, f"{value.strip()}: no such day (YYYY-MM-DD)") from None
         raise _bad(line, key, "expected a date as YYYY-MM-DD, e.g. 2026-06-28")
     return _text(line, key, value)
 

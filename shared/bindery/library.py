@@ -344,7 +344,15 @@ class Library:
                     limit=MAX_CHAPTER_TITLE,
                 )
             chapters.append(Chapter(n, section.title, section.offset, section.length, section.sha256))
-        found = front_matter.read(b"".join(front)) if front else None
+        try:
+            found = front_matter.read(b"".join(front)) if front else None
+        except front_matter.Mistake as exc:
+            raise errors.Unprocessable(
+                f"the manuscript's front matter, line {exc.line}: {exc.where}: {exc.problem}",
+                code="invalid_front_matter",
+                line=exc.line,
+                field=exc.where,
+            ) from None
         if found is not None:
             merged(Metadata(), found.metadata)  # (its values' own rules, before anything is written)
             if found.title is not None:

@@ -129,6 +129,7 @@ def test_bindery_reads_a_definition_list_as_the_plugin_does_where_no_line_opens_
         "apple\n:   red fruit\n\n:   and more\n",
         "apple\n:   red fruit\n:   and more\n",
         "apple\n\n:   red fruit\n",
+        "term\n:   para one\n\n    para two\n\nt2\n:   def two\n",
     ],
 )
 def test_a_definition_is_paragraphs_where_pandoc_makes_it_so(text: str) -> None:

@@ -98,9 +98,8 @@ def deflist(state: StateBlock, start: int, end: int, silent: bool) -> bool:
         if dd_line > term + 1:
             tight = False  # a blank line between a term and its definition makes it paragraphs, as in pandoc
         while True:  # each definition of this term
-            line, loose = _definition(state, dd_line, content, end)
-            if loose:  # (a blank line between definitions leaves them tight, as in pandoc)
-                tight = False
+            line, _ = _definition(state, dd_line, content, end)  # (its paragraphs or blank lines, too,
+            # leave a list tight, as in pandoc: a blank line between term and definition alone loosens it)
             if line >= end or state.sCount[line] < state.blkIndent:
                 break
             content = _marker_end(state, line)

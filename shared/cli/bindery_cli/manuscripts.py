@@ -20,34 +20,22 @@ found before anything is sent.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
-import re
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
 from markdown_it import MarkdownIt, rules_inline
 from markdown_it.rules_inline import StateInline
 from mdit_py_plugins.deflist import deflist_plugin
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.footnote.index import footnote_inline
 
-from bindery_cli import comments
+from bindery_cli import comments, front_matter
 
 # pandoc's key: (Bindery's metadata field, what it holds). title and cover-image are read apart.
-KEYS = {
-    "author": ("authors", "names"),
-    "lang": ("language", "text"),
-    "identifier": ("identifier", "text"),
-    "publisher": ("publisher", "text"),
-    "description": ("description", "text"),
-    "subject": ("subjects", "names"),
-    "date": ("published", "date"),
-    "rights": ("rights", "text"),
-}
+KEYS = front_matter.KEYS
 IMAGE_TYPES = {
     ".png": "image/png",
     ".jpg": "image/jpeg",
@@ -130,79 +118,18 @@ def _split(path: Path, raw: str) -> tuple[str | None, str, int]:
 
 
 def _read_front_matter(manuscript: Manuscript, header: str) -> None:
+    """The front matter, read by the service's own reader (`bindery_cli/front_matter.py` is its file)."""
     path = manuscript.path
     try:
-        loader = yaml.SafeLoader(header)
-    except yaml.reader.ReaderError as exc:  # a control character the reader refuses, before any line is read
-        line = header.count("\n", 0, exc.position) + 2
-        problem = f"not YAML: a control character, U+{int(exc.character):04X}"
-        raise FileError(path, line, "front matter", problem) from None
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return
-        if not isinstance(node, yaml.MappingNode):
-            raise FileError(path, node.start_mark.line + 2, "front matter", "expected `key: value` lines")
-        seen: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            line = value_node.start_mark.line + 2  # the file's line: the block opens on line 1
-            key = str(key_node.value)
-            if key in seen:  # YAML's loader would quietly keep the last
-                raise FileError(path, line, key, f"given twice (first on line {seen[key]}): keep one")
-            seen[key] = line
-            try:
-                value = loader.construct_object(value_node, deep=True)
-            except (ValueError, OverflowError) as exc:
-                # YAML reads 2026-13-45 as a date, and datetime refuses it: name the field, not a traceback.
-                raise FileError(path, line, key, f"{value_node.value}: no such value ({exc})") from None
-            if key == "title":
-                manuscript.title = _text(path, line, key, value)
-            elif key == "cover-image":
-                manuscript.cover = image(path, _text(path, line, key, value), line, key)
-                manuscript.metadata["cover"] = manuscript.cover.name
-            elif key in KEYS:
-                name, kind = KEYS[key]
-                manuscript.metadata[name] = _value(path, line, key, kind, value)
-            else:
-                manuscript.ignored.append(key)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 2 if mark is not None else 2
-        raise FileError(path, line, "front matter", f"not YAML: {exc.problem or exc.context}") from None
-    finally:
-        loader.dispose()
-
-
-def _value(path: Path, line: int, key: str, kind: str, value: Any) -> Any:
-    if kind == "names":
-        if isinstance(value, str) and value.strip():
-            return [value.strip()]
-        if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
-            return [v.strip() for v in value]
-        raise FileError(path, line, key, "expected a string or a list of strings")
-    if kind == "date":
-        if isinstance(value, dt.datetime):
-            value = value.date()
-        if isinstance(value, dt.date):
-            return value.isoformat()
-        if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
-            try:
-                return dt.date.fromisoformat(value.strip()).isoformat()
-            except ValueError:
-                raise FileError(path, line, key, f"{value.strip()}: no such day (YYYY-MM-DD)") from None
-        raise FileError(path, line, key, "expected a date as YYYY-MM-DD, e.g. 2026-06-28")
-    return _text(path, line, key, value)
-
-
-def _text(path: Path, line: int, key: str, value: Any) -> str:
-    if isinstance(value, str) and value.strip():
-        return value.strip()
-    if isinstance(value, str) or value is None:
-        raise FileError(path, line, key, "expected a string: it is empty (give one, or leave the key out)")
-    if isinstance(value, (bool, int, float, dt.date)):
-        # YAML reads `title: 1984` as a number and `lang: no` as false: say how to keep the text.
-        raise FileError(path, line, key, f"expected a string, not {type(value).__name__}: quote it")
-    raise FileError(path, line, key, "expected a string")
+        found = front_matter.read_yaml(header)
+    except front_matter.Mistake as exc:
+        raise FileError(path, exc.line, exc.where, exc.problem) from None
+    manuscript.title, manuscript.ignored = found.title, found.ignored
+    manuscript.metadata.update(found.metadata)
+    if found.cover is not None:
+        name, line = found.cover
+        manuscript.cover = image(path, name, line, "cover-image")
+        manuscript.metadata["cover"] = manuscript.cover.name
 
 
 def image(path: Path, name: str, line: int, where: str) -> Image:

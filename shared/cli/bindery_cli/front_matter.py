@@ -1,0 +1,1 @@
+../../bindery/front_matter.py
