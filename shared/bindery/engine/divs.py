@@ -60,9 +60,12 @@ def fenced_div(state: StateBlock, start: int, end: int, silent: bool) -> bool:
         token = state.push("div_close", "div", 0)
     else:
         token = state.push("div_open", "div", 0)
-        classes = parse_attributes(opener[1]).classes if opener[1] is not None else (opener[2],)
+        given = parse_attributes(opener[1]) if opener[1] is not None else None
+        classes = given.classes if given is not None else (opener[2],)
         if classes:
             token.attrSet("class", " ".join(classes))
+        if given is not None and given.values:
+            token.meta["values"] = dict(given.values)  # (`custom-style`: the docx's paragraph style)
     token.map, token.markup = [start, start + 1], ":::"
     state.line = start + 1
     return True

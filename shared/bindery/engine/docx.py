@@ -37,6 +37,7 @@ from typing import IO
 from bindery.engine import Report, Sink, Source, Text, markup, skipped, typography
 from bindery.engine import docx_parts as parts
 from bindery.engine.anchors import Anchors, Links
+from bindery.engine.docx_notes import custom_styles
 from bindery.engine.figures import Figures, image_bytes
 from bindery.engine.ooxml import paragraph, run, text
 from bindery.engine.wordml import Chapter, Counters, Image, Writer
@@ -223,7 +224,9 @@ class DocxRenderer:
                             document.write(chunk)
                     document.write(f"{parts.section(rtl)}</w:body></w:document>".encode())
                 cjk = primary in CJK_LANGUAGES
-                book.writestr(entry("word/styles.xml"), parts.styles(source.language, rtl, cjk))
+                known = parts.styles(source.language, rtl, cjk)  # and the custom styles the chapters named
+                made = custom_styles(counters.styles, known)
+                book.writestr(entry("word/styles.xml"), known.replace("</w:styles>", made + "</w:styles>"))
                 book.writestr(entry("word/settings.xml"), parts.SETTINGS)
                 self._part(
                     book, entry("word/numbering.xml"), parts.NUMBERING_HEAD, lists, parts.NUMBERING_TAIL

@@ -4,7 +4,8 @@ the order Word will number them, the bookmarks a link lands on, and the ids that
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bindery.engine import spans
@@ -25,6 +26,7 @@ class Counters:
     link: int = 0
     picture: int = 1
     bookmark: int = 0  # each heading's and numbered target's, where an internal link lands (`anchors`)
+    styles: dict[str, tuple[str, str]] = field(default_factory=dict)  # custom styles: id -> (type, name)
 
 
 NOTE_MARK = '<w:r><w:rPr><w:rStyle w:val="FootnoteReference"/></w:rPr><w:footnoteRef/></w:r>'
@@ -37,10 +39,16 @@ def span_edge(
     index holds this span (a link to it lands there), and small capitals for `.smallcaps`."""
     if token.type == "span_close":
         mark, small = opened.pop()
-        state.smallcaps -= small
+        state.smallcaps -= small % 2
+        if small > 1:
+            state.styles.pop()
         return f'<w:bookmarkEnd w:id="{mark}"/>' if mark else ""
     small = int(spans.SMALLCAPS in spans.classes(token))
     state.smallcaps += small
+    styled = custom_style(counters, token, "character")
+    if styled:
+        state.styles.append(styled)
+        small += 2  # (its custom style: closed with it)
     span_id = token.meta.get("id")
     if not spans.claimable(span_id) or links is None or not links.owns(span_id):
         opened.append((0, small))
@@ -48,6 +56,29 @@ def span_edge(
     counters.bookmark += 1
     opened.append((counters.bookmark, small))
     return f'<w:bookmarkStart w:id="{counters.bookmark}" w:name="{text(span_id)}"/>'
+
+
+def custom_style(counters: Counters, token: Token, kind: str) -> str:
+    """The id of the style a div's or span's `custom-style="Name"` names (pandoc's: a paragraph style for a
+    div, a character style for a span), kept in `counters.styles` for the document's styles; or ""."""
+    name = " ".join(str(token.meta.get("values", {}).get(spans.CUSTOM_STYLE, "")).split())[:100]
+    style_id = re.sub(r"[^A-Za-z0-9]", "", name)[:60]
+    if not style_id:
+        return ""
+    counters.styles.setdefault(style_id, (kind, name))
+    return style_id
+
+
+def custom_styles(made: dict[str, tuple[str, str]], known: str) -> str:
+    """The styles `made` names that `known` (the document's styles part) does not define: each based on the
+    document's Body Text (a paragraph's), so an editor restyles it in Word."""
+    out = []
+    for style_id, (kind, name) in made.items():
+        if f'w:styleId="{style_id}"' not in known:
+            based = '<w:basedOn w:val="BodyText"/>' if kind == "paragraph" else ""
+            named = f'<w:name w:val="{text(name)}"/>{based}<w:qFormat/>'
+            out.append(f'<w:style w:type="{kind}" w:customStyle="1" w:styleId="{style_id}">{named}</w:style>')
+    return "".join(out)
 
 
 def bookmarked(counters: Counters, name: str, runs: str) -> str:

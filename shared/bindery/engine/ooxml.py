@@ -6,7 +6,7 @@ table, a paragraph's indentation and alignment. Every piece of the author's text
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from typing import TYPE_CHECKING
 
@@ -35,15 +35,21 @@ class RunState:
     raised: int = 0  # superscripts open less subscripts open: above 0 raised, below lowered
     keys: int = 0  # inside `<kbd>`: a monospaced face
     marked: int = 0  # inside `<mark>`: highlighted
+    styles: list[str] = field(default_factory=list)  # the spans' custom styles open (`docx_notes`)
 
     def mark(self, kind: str) -> None:
         """An element that changes how its runs look opens or closes (`MARKS`)."""
         name, step = MARKS[kind]
         setattr(self, name, getattr(self, name) + step)
 
-    def properties(self) -> str:
-        """The run's properties for its emphasis (a style first, and its language after, are the writer's)."""
-        props = _MONO if self.keys else ""
+    def properties(self, style: str = "") -> str:
+        """The run's properties: its character style (`style`, the writer's; else a link's, else the custom
+        style of the span it is in), then its emphasis (its language after them is the writer's)."""
+        if not style and self.link is not None:
+            style = '<w:rStyle w:val="Hyperlink"/>'
+        elif not style and self.styles:
+            style = f'<w:rStyle w:val="{self.styles[-1]}"/>'
+        props = style + (_MONO if self.keys else "")
         props += ("<w:b/>" if self.bold else "") + ("<w:i/>" if self.italic else "")
         props += ("<w:strike/>" if self.strike else "") + ("<w:smallCaps/>" if self.smallcaps else "")
         props += '<w:highlight w:val="yellow"/>' if self.marked else ""

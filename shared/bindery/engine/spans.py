@@ -6,7 +6,8 @@
   link to `#id` lands on it in every format, as pandoc's guide's links to `[...]{#option--reference-doc}`
   do. Only the span the book's index holds takes the id (`Links.owns`): the first of an id, in its chapter.
 - `.smallcaps` is set in small capitals in every format; any other class reaches the html and epub as a
-  class, and `custom-style="Name"` the docx as that character style (pandoc's reading).
+  class, and `custom-style="Name"` the docx as that character style (pandoc's reading:
+  `bindery.engine.docx_notes.custom_style`; a div's is a paragraph style).
 
 A span is tried before a link (as pandoc does): `[words]{.x}` is a span even where `[words]` names a
 heading; `[words](url)` and `[words][ref]` are links, whose `]` is not followed by `{`.

@@ -23,7 +23,7 @@ from markdown_it.token import Token
 
 from bindery.engine import crossrefs, divs, formulas, highlighting
 from bindery.engine.anchors import Links, link_words
-from bindery.engine.docx_notes import NOTE_MARK, Counters, bookmarked, note_numbers, span_edge
+from bindery.engine.docx_notes import NOTE_MARK, Counters, bookmarked, custom_style, note_numbers, span_edge
 from bindery.engine.figures import Figures
 from bindery.engine.formula_word import word_formula
 from bindery.engine.ooxml import (
@@ -200,7 +200,9 @@ class Writer:
             elif kind in ("dd_open", "dd_close"):
                 defined += 1 if kind == "dd_open" else -1
             elif kind == "div_open":
-                asides.append((divs.aside(token) or "").capitalize())
+                asides.append(
+                    custom_style(self.counters, token, "paragraph") or (divs.aside(token) or "").capitalize()
+                )
             elif kind == "div_close" and len(asides) > 1:
                 asides.pop()
             elif kind == "blockquote_open":
@@ -372,9 +374,7 @@ class Writer:
         return self._styled(value, RunState())
 
     def _styled(self, value: str, state: RunState, style: str = "") -> str:
-        props = style + state.properties()
-        if state.link is not None and not style:
-            props = '<w:rStyle w:val="Hyperlink"/>' + props
+        props = state.properties(style)
         if text_direction(value) == "rtl":
             props += "<w:rtl/>"
         props += self.lang

@@ -1,0 +1,52 @@
+"""pandoc's `custom-style` (issue 48): a div's `{custom-style="Poetry"}` is a Word paragraph style of that
+name for the paragraphs it holds, a span's `[words]{custom-style="Emphatic"}` a character style, each
+defined in the document's styles (on Body Text, for a paragraph's) so an editor restyles them in Word; pandoc
+reads them back as the same custom styles."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+from pathlib import Path
+
+from tests.docx_checks import pandoc_elements
+from tests.unit.conftest import Stack
+from tests.unit.test_illustrated import export
+from tests.validators import pandoc
+
+BOOK = """# Verse
+
+::: {custom-style="Poetry"}
+The lamp is lit at dusk.
+
+And trimmed at four.
+:::
+
+A line with [these words]{custom-style="Emphatic Words"} styled, and [a link](https://example.com).
+
+::: {custom-style="Body Text"}
+A style the document has already.
+:::
+"""
+
+
+def test_custom_styles_are_word_styles_defined_in_the_document(stack: Stack, tmp_path: Path) -> None:
+    _, data = export(stack, stack.create_book(BOOK), "docx")
+    package = zipfile.ZipFile(io.BytesIO(data))
+    document = package.read("word/document.xml").decode()
+    styles = package.read("word/styles.xml").decode()
+    paragraphs = re.findall(r'<w:pStyle w:val="Poetry"/>.*?</w:p>', document, re.S)
+    assert len(paragraphs) == 2 and "dusk" in paragraphs[0] and "four" in paragraphs[1]
+    assert re.search(r'<w:rStyle w:val="EmphaticWords"/>(?:(?!</w:r>).)*these words', document, re.S)
+    assert (
+        '<w:style w:type="paragraph" w:customStyle="1" w:styleId="Poetry"><w:name w:val="Poetry"/>' in styles
+    )
+    assert '<w:style w:type="character" w:customStyle="1" w:styleId="EmphaticWords">' in styles
+    assert styles.count('w:styleId="BodyText"') == 1  # (a style the document has is not made again)
+    (tmp_path / "s.docx").write_bytes(data)
+    ast = json.loads(pandoc("-f", "docx+styles", "-t", "json", str(tmp_path / "s.docx")))
+    named = {dict(attrs[2]).get("custom-style") for attrs, _ in pandoc_elements(ast, "Div")}
+    named |= {dict(attrs[2]).get("custom-style") for attrs, _ in pandoc_elements(ast, "Span")}
+    assert {"Poetry", "Emphatic Words"} <= named, named
