@@ -161,3 +161,10 @@ def test_a_list_or_quote_after_a_definition_is_one_not_a_term_as_the_cut_reads_i
 def _shape(tokens: list[Token]) -> list[tuple[str, str, bool, list[int] | None]]:
     # A later term's `dd` map starts at the term's line in the plugin's (Bindery's starts at its own line).
     return [(t.type, t.content, t.hidden, None if t.type == "dd_open" else t.map) for t in tokens]
+
+
+def test_a_setext_heading_after_a_definition_is_set_once_where_pandoc_sets_it() -> None:
+    text = "#Title\n:   def\n\n#Title\n===\n"
+    ours = markup.parser().render(text)
+    theirs = pandoc("-f", "markdown", "-t", "html", text=text)
+    assert ours.count("<h1") == theirs.count("<h1") == 1 and ours.index("</dl>") < ours.index("<h1"), ours

@@ -62,17 +62,18 @@ def _opens_block(state: StateBlock, line: int, end: int) -> bool:
     such a line is no later term of a list, but that block, as it is where a list starts. (The cut starts
     afresh at a line in column 0 after a blank one, and reads `- ## A` there as a list holding a heading.)"""
     parent, state.parentType = state.parentType, "dl"  # (asked where a block starts, not inside a paragraph)
+    written, at = len(state.tokens), state.line
     try:
         for rule in state.md.block.ruler.getRules(""):
             if rule is deflist:
                 return False
-            if rule is not rules_block.code and rule(
-                state, line, end, True
-            ):  # (code: none past a definition)
+            if rule is not rules_block.code and rule(state, line, end, True):  # (code: none past a dd)
                 return True
         return False
     finally:
-        state.parentType = parent
+        # A rule with no silent reading (markdown-it's setext heading) wrote its block: none of it is kept.
+        del state.tokens[written:]
+        state.parentType, state.line = parent, at
 
 
 def deflist(state: StateBlock, start: int, end: int, silent: bool) -> bool:
