@@ -88,6 +88,7 @@ class Made:
     headings: list[markup.Heading]
     data: bytes
     math: bool = False  # whether it holds MathML (an epub's manifest says which pages do)
+    listed: bool = True  # whether the contents list it (its title is not `.unlisted`)
 
 
 def key_of(
@@ -142,23 +143,23 @@ def render_chapter(
 
     if pieces is None:
         rendered = markup.render_chapter(md, text, report.skipped, figures, links())
-        return Made(rendered.headings, made(rendered.html), rendered.math)
+        return Made(rendered.headings, made(rendered.html), rendered.math, rendered.listed)
 
     def make(own: Figures, missed: list[Any]) -> tuple[Any, bytes]:
         asked = links()
         rendered = markup.render_chapter(md, text, missed, own, asked)
         if asked is not None:
             own.named.update(asked.asked)  # each `#id` and `[label` it asked of the book
-        headings = [[h.level, h.title, h.anchor] for h in rendered.headings]
-        return {"headings": headings, "math": rendered.math}, made(rendered.html)
+        headings = [[h.level, h.title, h.anchor, h.listed] for h in rendered.headings]
+        return {"headings": headings, "math": rendered.math, "listed": rendered.listed}, made(rendered.html)
 
     own = anchors.own(text.ordinal) if anchors is not None else None
     head = [version, DIALECT, list(reads), own, by_chapter, typography.setting(md)]
     value, data = reused(
         text, report, figures, pieces, head=head, make=make, compressed=compressed, anchors=anchors
     )
-    headings = [markup.Heading(level, title, anchor) for level, title, anchor in value["headings"]]
-    return Made(headings, data, value["math"])
+    headings = [markup.Heading(*heading) for heading in value["headings"]]
+    return Made(headings, data, value["math"], value["listed"])
 
 
 def reused(

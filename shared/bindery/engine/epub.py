@@ -129,7 +129,8 @@ def _image_tag(asset: Asset, alt: str) -> str:
 
 XHTML = "application/xhtml+xml"
 _MATHML = ' properties="mathml"'  # a page that holds MathML says so
-Contents = list[tuple[int, str, list[markup.Heading], bool]]  # (ordinal, title, headings, holds MathML)
+# (ordinal, title, headings, holds MathML, listed: its title not `.unlisted`)
+Contents = list[tuple[int, str, list[markup.Heading], bool, bool]]
 
 
 class EpubRenderer:
@@ -165,7 +166,7 @@ class EpubRenderer:
                     anchors=source.anchors, href=_page_of(text.ordinal),
                     by_chapter=source.option("figure_numbers") == "chapter",
                 )  # fmt: skip
-                contents.append((text.ordinal, text.title, made.headings, made.math))
+                contents.append((text.ordinal, text.title, made.headings, made.math, made.listed))
                 book.deflated(f"OEBPS/chapter-{text.ordinal:06d}.xhtml", Deflated.from_kept(made.data))
             images = dict(figures.used)
             if cover is not None:
@@ -221,7 +222,7 @@ class EpubRenderer:
             if value:
                 described.append(f"<dc:{element}>{escape(value)}</dc:{element}>")
         described += [f"<dc:subject>{escape(subject)}</dc:subject>" for subject in meta.subjects]
-        described += _accessibility(images, report, any(math for *_, math in contents))
+        described += _accessibility(images, report, any(math for _, _, _, math, _ in contents))
         if cover is not None:
             described.append(f'<meta name="cover" content="img-{cover.object_id}"/>')
         manifest = [
@@ -241,7 +242,7 @@ class EpubRenderer:
             )
         manifest += [
             f'<item id="ch{n}" href="chapter-{n:06d}.xhtml" media-type="{XHTML}"{_MATHML * math}/>'
-            for n, _, _, math in contents
+            for n, _, _, math, _ in contents
         ]
         spine = ['<itemref idref="cover" linear="no"/>', '<itemref idref="title"/>', '<itemref idref="nav"/>']
         spine += [f'<itemref idref="ch{n}"/>' for n, *_ in contents]
@@ -263,7 +264,10 @@ class EpubRenderer:
 
     @staticmethod
     def _nav(source: Source, contents: Contents) -> str:
-        chapters = [(f"chapter-{n:06d}.xhtml", title, headings) for n, title, headings, _ in contents]
+        listed = [(n, title, headings) for n, title, headings, _, shown in contents if shown]
+        if not listed and contents:  # (a navigation document's contents hold one entry at least)
+            listed = [(contents[0][0], contents[0][1], [])]
+        chapters = [(f"chapter-{n:06d}.xhtml", title, headings) for n, title, headings in listed]
         toc = markup.contents(chapters, source.option("toc_depth"), lambda href: href, every_level=True)
         start = (
             '<li><a epub:type="bodymatter" href="chapter-000001.xhtml">Start</a></li>\n' if contents else ""

@@ -3,7 +3,9 @@ which read the same) lands: `[see](#some-section)`.
 
 - **Attributes** (pandoc's `header_attributes`): `# Title {#id .class key=value}` at the end of a heading
   gives it its id and classes, and leaves its text; `{-}` is `.unnumbered`. `install` reads them before a
-  heading's inline content is parsed, onto its `heading_open` token.
+  heading's inline content is parsed, onto its `heading_open` token. An `.unlisted` heading, and every
+  heading under it, is marked `unlisted` in its token's meta: as pandoc's contents, no format's lists it
+  (the html's and epub's contents, the pdf's contents and outline, the docx's contents field).
 - **Identifiers** (pandoc's `auto_identifiers`, `Text.Pandoc.Shared.inlineListToIdentifier`): the heading's
   text with its formatting, links and images reduced to their words and its notes left out, lowercased;
   only letters, numbers, spaces, `_`, `-` and `.` kept; its words joined by `-`; everything before its
@@ -29,6 +31,7 @@ ATTRIBUTE = r'(?:#[^\s{}#.="][^\s{}#="]*|\.[^\s{}#.="]+|[A-Za-z_][\w.-]*=(?:"[^"
 ATTRIBUTES = re.compile(r"(?:^|(?<=\s))\{\s*(" + ATTRIBUTE + r"(?:\s+" + ATTRIBUTE + r")*)\s*\}\s*$")
 _ONE = re.compile(ATTRIBUTE)
 UNNUMBERED = "unnumbered"
+UNLISTED = "unlisted"
 # The ids Bindery gives what it writes around the text: a chapter's section (`ch-2`), a note and its
 # citations (`fn-ch1-1`, `fnref-ch1-1`, `fnref-ch1-1:1`). No heading takes one, so none is on a page twice.
 RESERVED = re.compile(r"(?:ch|fn-ch\d+|fnref-ch\d+)-\d+(?::\d+)?")
@@ -43,12 +46,21 @@ def _heading_attributes(state: StateCore) -> None:
     if "{" not in state.src:
         return  # no attributes anywhere (a substring search, not a walk of every token)
     tokens = state.tokens
+    under: int | None = None  # the level of the unlisted heading those that follow stand under, if any
     for i, token in enumerate(tokens):
         if token.type == "heading_open" and i + 1 < len(tokens):
             inline = tokens[i + 1]
             inline.content, found = split_attributes(inline.content)
             if found is not None:
                 _set(token, found)
+            # The chapter's title is its first token; a `#` heading after it stands under it, at 2.
+            level = 1 if i == 0 and token.tag == "h1" else max(int(token.tag[1]), 2)
+            if under is not None and level <= under:
+                under = None
+            if under is None and UNLISTED in str(token.attrGet("class") or "").split():
+                under = level
+            if under is not None:
+                token.meta["unlisted"] = True
 
 
 def split_attributes(content: str) -> tuple[str, str | None]:

@@ -84,7 +84,8 @@ class HtmlRenderer:
                     anchors=source.anchors,
                     by_chapter=source.option("figure_numbers") == "chapter",
                 )
-                contents.append((text.ordinal, text.title, made.headings))
+                if made.listed:  # (an `.unlisted` chapter is left out of the contents, its headings too)
+                    contents.append((text.ordinal, text.title, made.headings))
                 spool.write(made.data)
             self._head(source, contents, out)
             used = {a.object_id: a for a in figures.used.values()}

@@ -53,7 +53,7 @@ from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
 
 # Bump on any change to what this module renders: built pieces of chapters are keyed by it.
-VERSION = 12
+VERSION = 13
 UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
 
 
@@ -62,6 +62,7 @@ class Heading:
     level: int  # 2 to 6 (a level-1 heading inside a chapter stands under its title, at 2)
     title: str
     anchor: str
+    listed: bool = True  # in the contents: not `.unlisted`, nor under a heading that is (`headings`)
 
 
 @dataclass
@@ -69,6 +70,7 @@ class Rendered:
     html: str
     headings: list[Heading] = field(default_factory=list)
     math: bool = False  # whether it holds MathML (an epub's page says so)
+    listed: bool = True  # whether the contents list the chapter: its title is not `.unlisted`
 
 
 def parser(*, xhtml: bool = False) -> MarkdownIt:
@@ -138,8 +140,10 @@ def _heading_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> s
         headings: list[Heading] = env.setdefault("headings", [])
         anchor = given or f"{env.get('docId', 'doc')}-h{len(headings) + 1}"
         title = self.renderInlineAsText(tokens[idx + 1].children or [], options, env)
-        headings.append(Heading(max(level, 2), title, anchor))
+        headings.append(Heading(max(level, 2), title, anchor, not token.meta.get("unlisted")))
         token.attrSet("id", anchor)
+    elif token.meta.get("unlisted"):
+        env["unlisted"] = True
     return str(self.renderToken(tokens, idx, options, env))
 
 
@@ -272,7 +276,7 @@ def render(
     if links is not None:
         env["references"] = links.labels  # the book's definitions and headings, wherever they are
     html = md.render(links.with_notes(text) if links is not None else text, env)
-    return Rendered(html, env.get("headings", []), env.get("math", False))
+    return Rendered(html, env.get("headings", []), env.get("math", False), not env.get("unlisted"))
 
 
 def render_chapter(
@@ -329,7 +333,7 @@ def contents(
     items = []
     for href, title, below in chapters:
         at = page(href)
-        shown = [h for h in below if h.title.strip() and (every_level or h.level <= depth)]
+        shown = [h for h in below if h.listed and h.title.strip() and (every_level or h.level <= depth)]
         items.append(f'<li><a href="{href}">{escape(title)}</a>{_nested(shown, at, depth, 1)}</li>')
     return f"<ol>{''.join(items)}</ol>"
 

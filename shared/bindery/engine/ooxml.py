@@ -21,6 +21,9 @@ QUOTE_INDENT = 567  # twips a block quote is set in on each side (docx_parts' Bl
 LIST_INDENT = 720  # twips each list level is set in (docx_parts' numbering), its marker hanging 360
 TEXT_W = 9070  # the text block's width in twips (docx_parts: A4 less its margins), which tables share
 MAX_INDENT = TEXT_W * 2 // 3  # the furthest a quoted paragraph is set in
+# A paragraph's outline level over its style's: body text, which Word's contents field and navigation leave
+# out (an `.unlisted` heading keeps its heading style, and pandoc reads it back as a heading).
+BODY_LEVEL = '<w:outlineLvl w:val="9"/>'
 
 
 @dataclass

@@ -39,6 +39,7 @@ from bindery.engine.compiler import CompileError, Compiler
 from bindery.engine.figures import Figures, image_file
 from bindery.engine.join import GOTO, Folios, Joined, join
 from bindery.engine.literals import literal
+from bindery.engine.pdf_outline import opened_of, outline, page_labels
 from bindery.engine.pdf_source import (
     PAGE_SIZES,
     RunParser,
@@ -46,9 +47,6 @@ from bindery.engine.pdf_source import (
     contents,
     ends_run,
     front_matter,
-    opened_of,
-    outline,
-    page_labels,
     placed_design,
     preamble,
 )
@@ -123,7 +121,7 @@ class _Book:
         self.kept_pieces = Kept(source.pieces)
         self.runs_set, self.joined = 0, Joined(0, 0, 0)
         self.begun: list[_Setting] = []  # the runs begun and not yet counted, in order (`_count`)
-        self.titles: list[list[str]] = []  # each run's chapters' titles
+        self.titles: list[list[tuple[str, bool]]] = []  # each run's chapters' titles, and whether listed
         self.front: Piece | Path | None = None  # the title page and imprint: sent first (`typeset`)
         (root / "img").mkdir()
         self.compiler.start()  # last, so nothing here fails with it running; it loads as chapters are parsed
@@ -193,7 +191,7 @@ class _Book:
             piece = self._compile(name, opening + chapters_source(run), keep=True, images=images)
         piece.blank_after = piece.pages % 2 == 1
         self.runs.append(piece)
-        self.titles.append([chapter.title for chapter, _ in run])
+        self.titles.append([(chapter.title, body.listed) for chapter, body in run])
 
     def _set_again(self, run: Piece, source: str) -> Piece:
         """A run set again with the pages its references name (`bindery.engine.page_refs`)."""

@@ -9,23 +9,20 @@ import json
 import shutil
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
-
-from pikepdf import Dictionary, Name, String
 
 from bindery.engine import Pieces, Report, Skipped, Source, Text, highlighting, skipped
 from bindery.engine.anchors import Links
 from bindery.engine.breaks import fitted
 from bindery.engine.chapter_pieces import DIALECT, reused
 from bindery.engine.figures import Figures
-from bindery.engine.join import Entry
 from bindery.engine.literals import literal, text
 from bindery.engine.measures import Block, head
-from bindery.engine.pieces import Piece
+from bindery.engine.pdf_outline import Opened
 from bindery.engine.typefaces import cjk_face
 from bindery.engine.typeset import Chapter, Parse, chapter_source
 from bindery.language import text_direction
@@ -115,7 +112,10 @@ class RunParser:
 
         def make(own: Figures, missed: list[Any]) -> tuple[Any, bytes]:
             parsed = self.chapter(chapter, own, missed)
-            return [a.name for a in parsed.images.values()], parsed.source.encode()
+            return {
+                "images": [a.name for a in parsed.images.values()],
+                "listed": parsed.listed,
+            }, parsed.source.encode()
 
         anchors = self.anchors
         own = anchors.own(chapter.ordinal) if anchors is not None else None
@@ -129,11 +129,12 @@ class RunParser:
             self.pages,
             self.quotes,
         ]
-        names, source = reused(
+        said, source = reused(
             chapter, self.report, self.figures, self.pieces, head=head, make=make, anchors=anchors
         )
         assets = self.figures.assets
-        return Chapter(source.decode(), {assets[n].object_id: assets[n] for n in names})
+        images = {assets[n].object_id: assets[n] for n in said["images"]}
+        return Chapter(source.decode(), images, listed=said["listed"])
 
     def chapter(self, chapter: Text, figures: Figures, missed: list[Skipped]) -> Chapter:
         if len(chapter.markdown.encode()) > MAX_CHAPTER_BYTES:
@@ -199,6 +200,7 @@ def opened_in(page: PageSize, chapter: Text, body: Chapter) -> Chapter:
         f"dir: {text_direction(chapter.title + chapter.markdown[:2000])})"
         f"[#metadata(none)<c{chapter.ordinal}>\n{body.source}\n#metadata(none)<e{chapter.ordinal}>]\n",
         body.images,
+        listed=body.listed,
     )
 
 
@@ -223,48 +225,6 @@ def preamble(source: Source, page: PageSize, first: int, numbering: str, *, foli
         f"cjk: {literal(cjk_face(meta.language))}, {page.typst()}, "
         f'numbering: "{numbering}", first: {first}, folios: {str(folios).lower()})\n'
     )
-
-
-def outline(opened: list[Opened], before: int) -> list[Entry]:
-    """The book's outline: each chapter, and its headings under it, at its page in the book (its body's
-    page 1 the book's page `before` + 1)."""
-    return [
-        Entry(
-            c.title,
-            before + c.number - 1,
-            c.top,
-            nested([(lv, title, before + number - 1, top) for lv, title, number, top in c.headings]),
-        )
-        for c in opened
-    ]
-
-
-def page_labels(cover: bool, body: int | None) -> list[tuple[int, Dictionary]]:
-    """The book's page labels: the cover and its verso, if it has one; the front matter in roman numerals;
-    the body, if there is one, in arabic from its page `body` (counting from 0)."""
-    labels = [(0, Dictionary(P=String("Cover"))), (1, Dictionary(P=String("Inside cover")))] if cover else []
-    labels.append((len(labels), Dictionary(S=Name.r)))
-    if body is not None:
-        labels.append((body, Dictionary(S=Name.D)))
-    return labels
-
-
-def nested(headings: list[tuple[int, str, int, float]]) -> tuple[Entry, ...]:
-    """A chapter's headings as its children, each under the last heading before it of a level above its
-    own (or, with none, beside them): ### under ##, #### under ###, and so on to every level."""
-    children: list[tuple[str, int, float, list[Any]]] = []
-    above: list[tuple[int, list[Any]]] = []  # the headings it may stand under: (level, their children)
-    for level, title, page, top in headings:
-        while above and above[-1][0] >= level:
-            above.pop()
-        node: tuple[str, int, float, list[Any]] = (title, page, top, [])
-        (above[-1][1] if above else children).append(node)
-        above.append((level, node[3]))
-
-    def entries(nodes: list[tuple[str, int, float, list[Any]]]) -> tuple[Entry, ...]:
-        return tuple(Entry(title, page, top, entries(inner)) for title, page, top, inner in nodes)
-
-    return entries(children)
 
 
 def _array(values: Iterable[str]) -> str:
@@ -317,32 +277,6 @@ def parse_code() -> str:
     return digest.hexdigest()
 
 
-@dataclass
-class Opened:
-    """A chapter as set: its page number (arabic) and top, and its ## and ### headings."""
-
-    title: str
-    number: int
-    top: float
-    headings: list[tuple[int, str, int, float]] = field(default_factory=list)  # level, title, number, top
-
-
-def opened_of(runs: list[Piece], titles: list[list[str]]) -> list[Opened]:
-    """Each chapter as set, with its headings, at its page in the body (its first is 1), from the headings
-    each run's own outline points at (`titles`: each run's chapters')."""
-    opened: list[Opened] = []
-    first = 1
-    for run, named in zip(runs, titles, strict=True):
-        chapters = iter(named)
-        for mark in run.marks:
-            if mark.level == 1:
-                opened.append(Opened(next(chapters), first + mark.page, mark.top))
-            elif opened:  # every level reaches the outline; the contents keep toc_depth
-                opened[-1].headings.append((mark.level, mark.title, first + mark.page, mark.top))
-        first += run.pages + run.blank_after
-    return opened
-
-
 def ends_run(size: int, chapters: int, title: str, run_bytes: int, run_chapters: int) -> bool:
     """Whether a run that holds `size` bytes of manuscript in `chapters` chapters, the last titled `title`,
     ends here, with its bounds `run_bytes` and `run_chapters` (pdf.py's RUN_BYTES and RUN_CHAPTERS)."""
@@ -385,7 +319,7 @@ def contents(
     depth = int(source.option("toc_depth"))
     entries: list[str] = []
     targets: dict[int, tuple[int, float]] = {}
-    for chapter in opened:
+    for chapter in (c for c in opened if c.listed):
         rows = [(1, chapter.title, chapter.number, chapter.top)]
         rows += [h for h in chapter.headings if h[0] <= depth]
         for level, title, number, top in rows:

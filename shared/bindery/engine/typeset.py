@@ -6,21 +6,21 @@ literal Typst reads nothing but `\\` and `"`, both escaped (`bindery.engine.lite
 they are. The only code in the source is what this module writes around the literals, calls into `book.typ`
 and Typst's own elements, each with arguments it made itself (a formula's math too: `engine.formula_typst`).
 
-Nesting is bounded before Typst sees it: the Markdown parser stops nesting blocks at its `maxNesting`
-(20) and reads anything deeper as text, so a 100,000-deep list becomes one paragraph, not 100,000 levels
-of calls; block quotes nest at most MAX_QUOTE_DEPTH deep here, emphasis and links MAX_INLINE_DEPTH, and a
-footnote cited inside a footnote is cited by its number and set after it, not nested.
+Nesting is bounded before Typst sees it: the Markdown parser stops nesting blocks at its `maxNesting` (20)
+and reads anything deeper as text, so a 100,000-deep list is one paragraph, not 100,000 levels of calls;
+quotes nest at most MAX_QUOTE_DEPTH deep here, emphasis and links MAX_INLINE_DEPTH, and a footnote cited
+in a footnote is cited by its number and set after it, not nested.
 
 So is what each costs Typst where it grows faster than its input: a paragraph is set in bounded elements
 (`engine.paragraphs`); a quote of many blocks, a table too wide or too long, as several, one under another.
 
 Nothing is set past the page's edge. The writer keeps the measure each block is set in, at least (the text
-block, less what the quotes and lists around it indent; a table cell's share; a note's, the whole block),
-and stops indenting where that would leave less than MIN_MEASURE of the text block, so text is never
-squeezed to nothing (the figures are `bindery.engine.measures`). Its text is set through
-`bindery.engine.breaks.fitted`, which marks each run that offers no line break and may be wider than the
-measure, for Typst to measure and break; a code block wraps at its last column, or, holding characters of
-other widths, is set by book.typ's `code`, which measures.
+block, less what the quotes and lists around it indent; a table cell's share; a note's, the whole block), and
+stops indenting where that would leave less than MIN_MEASURE of the text block, so text is never squeezed to
+nothing (the figures are `bindery.engine.measures`). Its text is set through `bindery.engine.breaks.fitted`,
+which marks each run that offers no line break and may be wider than the measure, for Typst to measure and
+break; a code block wraps at its last column, or, holding characters of other widths, is set by book.typ's
+`code`, which measures.
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ class Chapter:
     source: str
     images: dict[str, Asset] = field(default_factory=dict)
     anchor: str | None = None  # the id of the chapter's own heading (book.typ's `chapter` sets it)
+    listed: bool = True  # whether the contents and outline list the chapter: its title is not `.unlisted`
 
 
 MAX_QUOTE_DEPTH = 8  # Typst applies a few show rules at each quote and stops at 64 nested; Markdown nests 20
@@ -88,6 +89,7 @@ class Writer:
     def __init__(self, label: str, block: Block, figures: Figures | None, links: Links | None = None):
         self.label, self.block, self.figures, self.links = label, block, figures, links
         self.anchor: str | None = None
+        self.listed = True  # the chapter's title is not `.unlisted`
         self.image_height = 0.0  # of the last image set, in pt (a figure's caption is under it)
         self.notes: dict[int, list[Token]] = {}
         self.numbers: dict[int, int] = {}  # each note set so far, or due to be: its number in the chapter
@@ -116,8 +118,8 @@ class Writer:
         if tokens and tokens[0].type == "heading_open" and tokens[0].tag == "h1":
             # The chapter's own title (book.typ's): its spans' ids are placed where its text begins.
             marks = [self._span_mark(c) for c in tokens[1].children or [] if c.type == "span_open"]
+            self.anchor, self.listed = self._next_id(), not tokens[0].meta.get("unlisted")
             tokens = tokens[3:]
-            self.anchor = self._next_id()
             return "".join(f"#place({mark})\n\n" for mark in marks if mark) + self.blocks(tokens)
         return self.blocks(tokens)
 
@@ -156,13 +158,13 @@ class Writer:
         if kind == "inline":
             return self.inline(token.children or [])
         if kind == "heading_open":
-            level = min(int(token.tag[1]), 6)
-            level = 2 if level == 1 else level  # a second # heading inside a chapter sits under it
+            level = max(min(int(token.tag[1]), 6), 2)  # a second # heading inside a chapter sits under it
             self.size = HEADING_PT.get(level, 12.0)
             anchor = self._next_id()  # a named destination in the pdf: Typst makes one of a heading's label
             labelled = f" #label({literal(anchor)})" if anchor else ""
+            said = f"level: {level}, outlined: false" if token.meta.get("unlisted") else f"level: {level}"
             try:
-                return f"#heading(level: {level})[{self.inline(inner[0].children or [])}]{labelled}\n\n"
+                return f"#heading({said})[{self.inline(inner[0].children or [])}]{labelled}\n\n"
             finally:
                 self.size = BODY_PT
         if kind in ("bullet_list_open", "ordered_list_open"):
@@ -194,13 +196,12 @@ class Writer:
         if kind == "div_open" and divs.aside(token) and self.may_indent(ASIDE_INDENT):
             with self.narrowed(self.measure - ASIDE_INDENT):
                 return f"#aside({literal(str(divs.aside(token)))})[{self.blocks(inner)}]\n\n"
-        if kind == "table_open" and "caption" in token.meta:
-            caption = self._caption(str(token.attrGet("id") or ""), self.inline(token.meta["caption"]), 0.0)
-            return caption + pdf_tables.table(self, inner)
         if kind == "html_block":
             return self._code(token.content.rstrip())  # raw HTML is shown as text
         if kind == "table_open":
-            return pdf_tables.table(self, inner)
+            words = self.inline(token.meta["caption"]) if "caption" in token.meta else None
+            caption = self._caption(str(token.attrGet("id") or ""), words, 0.0) if words is not None else ""
+            return caption + pdf_tables.table(self, inner)
         return self.blocks(inner) if inner else ""
 
     def _caption(self, target_id: str, said: str, up: float) -> str:
@@ -244,8 +245,7 @@ class Writer:
 
     def _paragraph(self, inner: list[Token], body: str) -> str:
         children = [c for c in (inner[0].children or []) if not (c.type == "text" and not c.content.strip())]
-        if len(children) == 1 and children[0].type == "image":
-            # A figure: an image alone in its paragraph (perhaps with spaces beside it), centred.
+        if len(children) == 1 and children[0].type == "image":  # a figure: an image alone, centred
             return f"#align(center)[{body}]\n\n"
         return body + "\n\n"
 
@@ -397,4 +397,4 @@ def chapter_source(
     writer = Writer(label, block, figures, links)
     env: dict[str, Any] = {} if links is None else {"references": links.labels}
     source = writer.chapter(parse(links.with_notes(markdown) if links is not None else markdown, env))
-    return Chapter(source, writer.images, writer.anchor)
+    return Chapter(source, writer.images, writer.anchor, writer.listed)

@@ -27,6 +27,7 @@ from bindery.engine.docx_notes import NOTE_MARK, Counters, bookmarked, custom_st
 from bindery.engine.figures import Figures
 from bindery.engine.formula_word import word_formula
 from bindery.engine.ooxml import (
+    BODY_LEVEL,
     LIST_INDENT,
     MARKS,
     RunState,
@@ -82,10 +83,7 @@ class Writer:
         self.out = chapter
         self.anchors = anchors  # the book's headings' ids: a heading's bookmark, an internal link's target
         self.title = title  # what an empty chapter heading shows (the chapter's title, as the TOC lists it)
-        self.counters = counters
-        self.figures = figures
-        self.image = image
-        self.base_rtl = base_rtl
+        self.counters, self.figures, self.image, self.base_rtl = counters, figures, image, base_rtl
         self.lang = lang  # a <w:lang/> every run of the chapter carries, when its language is not the book's
         self.notes: dict[int, int] = {}  # markdown-it's note id in this chapter -> Word's
         # A note cited only from inside other notes (Word nests no notes) -> those referenced in the body
@@ -119,12 +117,13 @@ class Writer:
                 if level == 1 and token.level == 0 and not note and not shown:  # the chapter's title
                     shown = self.title
                     runs = self._text(shown) + runs
-                if not note and shown:  # (Word's contents list no empty heading, nor one in a note)
+                if not note and shown and not token.meta.get("unlisted"):  # (nor an empty one, nor a note's)
                     self.out.headings.append((level, shown))
                 given = self.anchors.next_id() if self.anchors is not None and not note else None
                 if given is not None:  # where a link to it lands (as pandoc's docx)
                     runs = bookmarked(self.counters, given, runs)
-                out.append(self._para(f"Heading{level}", runs, tokens[i + 1].content))
+                after = BODY_LEVEL if token.meta.get("unlisted") else ""  # (Word's own contents skip it too)
+                out.append(self._para(f"Heading{level}", runs, tokens[i + 1].content, after=after))
                 self._first = True
                 i += 3
                 continue
@@ -175,7 +174,7 @@ class Writer:
                 inline = tokens[i + 1]
                 assert cells is not None
                 props = alignment(str(token.attrGet("style") or ""))
-                written = self._para("Compact", self.inline(inline, note=note), inline.content, align=props)
+                written = self._para("Compact", self.inline(inline, note=note), inline.content, after=props)
                 cells.append(table_cell(token, written))  # (spanning, or a place a span covers)
                 i += 3
                 continue
@@ -392,9 +391,10 @@ class Writer:
         return tag if opening else f"{tag}{runs}</w:hyperlink>"
 
     def _para(
-        self, style: str, runs: str, sample: str, *, extra: str = "", indent: str = "", align: str = ""
+        self, style: str, runs: str, sample: str, *, extra: str = "", indent: str = "", after: str = ""
     ) -> str:
-        # A paragraph set against the book's direction says so; the rest take the document's default.
+        # A paragraph set against the book's direction says so; the rest take the document's default. `after`
+        # the indentation, as Word orders a paragraph's properties: its alignment, or its outline level.
         rtl = text_direction(sample) == "rtl"
         bidi = "" if rtl == self.base_rtl else "<w:bidi/>" if rtl else '<w:bidi w:val="0"/>'
-        return f'<w:p><w:pPr><w:pStyle w:val="{style}"/>{extra}{bidi}{indent}{align}</w:pPr>{runs}</w:p>'
+        return f'<w:p><w:pPr><w:pStyle w:val="{style}"/>{extra}{bidi}{indent}{after}</w:pPr>{runs}</w:p>'
