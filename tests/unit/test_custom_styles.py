@@ -50,3 +50,35 @@ def test_custom_styles_are_word_styles_defined_in_the_document(stack: Stack, tmp
     named = {dict(attrs[2]).get("custom-style") for attrs, _ in pandoc_elements(ast, "Div")}
     named |= {dict(attrs[2]).get("custom-style") for attrs, _ in pandoc_elements(ast, "Span")}
     assert {"Poetry", "Emphatic Words"} <= named, named
+
+
+CLASSED = """# Classes
+
+::: poem
+Whose woods these are.
+:::
+
+::: warning
+An aside keeps its own style.
+:::
+
+A [defined term]{.term} and [small words]{.smallcaps} and [both]{.smallcaps .gloss}.
+"""
+
+
+def test_any_other_class_is_a_named_style_in_the_docx(stack: Stack, tmp_path: Path) -> None:
+    _, data = export(stack, stack.create_book(CLASSED), "docx")
+    package = zipfile.ZipFile(io.BytesIO(data))
+    document = package.read("word/document.xml").decode()
+    styles = package.read("word/styles.xml").decode()
+    assert re.search(r'<w:pStyle w:val="poem"/>(?:(?!</w:p>).)*Whose woods', document, re.S)
+    assert re.search(r'<w:pStyle w:val="Warning"/>(?:(?!</w:p>).)*own style', document, re.S)
+    assert re.search(r'<w:rStyle w:val="term"/>(?:(?!</w:r>).)*defined term', document, re.S)
+    assert re.search(r'<w:rStyle w:val="gloss"/>(?:(?!</w:r>).)*both', document, re.S)
+    assert 'w:styleId="smallcaps"' not in styles and 'w:styleId="warning"' not in styles
+    assert '<w:style w:type="paragraph" w:customStyle="1" w:styleId="poem"><w:name w:val="poem"/>' in styles
+    (tmp_path / "c.docx").write_bytes(data)
+    ast = json.loads(pandoc("-f", "docx+styles", "-t", "json", str(tmp_path / "c.docx")))
+    named = {dict(attrs[2]).get("custom-style") for attrs, _ in pandoc_elements(ast, "Div")}
+    named |= {dict(attrs[2]).get("custom-style") for attrs, _ in pandoc_elements(ast, "Span")}
+    assert {"poem", "term", "gloss"} <= named, named

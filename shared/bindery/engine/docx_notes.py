@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from bindery.engine import spans
+from bindery.engine import divs, spans
 from bindery.engine.ooxml import RunState, text
 
 if TYPE_CHECKING:
@@ -60,8 +60,11 @@ def span_edge(
 
 def custom_style(counters: Counters, token: Token, kind: str) -> str:
     """The id of the style a div's or span's `custom-style="Name"` names (pandoc's: a paragraph style for a
-    div, a character style for a span), kept in `counters.styles` for the document's styles; or ""."""
+    div, a character style for a span), or else its first class that no format sets by its own style (not an
+    aside's, nor `.smallcaps`): kept in `counters.styles` for the document's styles; or ""."""
     name = " ".join(str(token.meta.get("values", {}).get(spans.CUSTOM_STYLE, "")).split())[:100]
+    if not name and not (kind == "paragraph" and divs.aside(token)):
+        name = next((c for c in spans.classes(token) if c != spans.SMALLCAPS), "")[:100]
     style_id = re.sub(r"[^A-Za-z0-9]", "", name)[:60]
     if not style_id:
         return ""
