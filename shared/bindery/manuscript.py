@@ -25,6 +25,7 @@ from bindery import errors, front_matter
 from bindery.engine.anchors import Anchors
 from bindery.engine.comments import CLOSER
 from bindery.engine.crossrefs import TARGET_LINE
+from bindery.engine.divs import DIV_ID_LINE
 from bindery.engine.pandoc_tables import MAX_TABLE_LINES
 from bindery.engine.spans import SPAN_ID_LINE
 from bindery.normalising import normalise
@@ -66,8 +67,7 @@ _DEFINITION = re.compile(_CONTAINERS + rb"\[")
 # so by the first followed by a blank line, and within MAX_TABLE_LINES of its dashes: the cut holds its
 # window whole for as long (`cut`).
 _DASHES = re.compile(rb" {0,3}-[- \t]*\r?\n?")
-# (two lines more than a table's last may be from its latest dashes: its header's, and its closing blank)
-TABLE_LINES = MAX_TABLE_LINES + 2
+TABLE_LINES = MAX_TABLE_LINES + 2  # a table's last line, from its latest dashes (its header's, its blank)
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,8 @@ class Section:
     sha256: str  # of its bytes: a build finds a chapter's built piece by it without reading the text
 
 
+# What finds a line that gives a target of the book its id: a figure's or table's, a span's, a div's.
+_IDS = (TARGET_LINE.search, SPAN_ID_LINE.search, DIV_ID_LINE.search)
 # A window is read before it ends once this many candidates wait in it (see `cut`).
 READ_AFTER = 64
 # Lines wait this many at most before the open section hashes those no heading can claim: a call a line cost
@@ -337,8 +339,7 @@ def cut(
         unread_bytes += len(line)
         # Every block marker that matters here starts with a space, '#', '=', '`', '~' or another of
         # _MARKER_STARTS, or is a list marker of letters (`a.`, `iv)`): any other line is plain text, and
-        # skips the regular expressions (most lines of a book), but for one that gives a figure or a table
-        # its number (`{#fig-map}`, a byte search first).
+        # skips the regular expressions (most lines), but for one that gives an id (`{#fig-map}`, `_IDS`).
         if (
             (line[:1] in _MARKER_STARTS or _LETTERED.match(line))
             and (
@@ -348,7 +349,7 @@ def cut(
                 or _DEFINITION.match(line)
                 or (_SETEXT.match(line) and len(window) > 1 and window[-2].strip())
             )
-        ) or (b"{" in line and (TARGET_LINE.search(line) or SPAN_ID_LINE.search(line))):
+        ) or (b"{" in line and any(found(line) for found in _IDS)):
             candidates += 1
             if line[:1] == b"#" and not in_table:
                 # A heading in column 0 is one, unless a fence this window opened is still open; either way

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bindery.engine import crossrefs, spans
+from bindery.engine import crossrefs, divs, spans
 from bindery.engine.comments import CLOSER, OPENED, UNCLOSED
 from bindery.engine.headings import parse_attributes, split_attributes, words
 
@@ -126,6 +126,9 @@ def read(parser: MarkdownIt, window: list[bytes], reported: int = 0) -> Read:
         env.get("references", {}),
         notes,
         sorted(
-            crossrefs.targets(tokens, parse_inline) + spans.targets(tokens, parse_inline), key=lambda t: t[0]
+            crossrefs.targets(tokens, parse_inline)
+            + spans.targets(tokens, parse_inline)
+            + divs.targets(tokens),
+            key=lambda t: t[0],
         ),
     )

@@ -40,6 +40,7 @@ light = (
     "bindery.engine.comments",
     "bindery.engine.crossrefs",
     "bindery.engine.spans",
+    "bindery.engine.divs",  # (a div's id is a line the cut reads: `re`, spans and headings alone)
     "bindery.engine.headings",
     "bindery.engine.pandoc_tables",  # (its bound on a table's lines; `re` and grid_tables alone)
     "bindery.engine.grid_tables",

@@ -17,6 +17,7 @@ from markdown_it import MarkdownIt
 import bindery.manuscript as manuscript_module
 from bindery import errors
 from bindery.engine import comments, crossrefs, headings, markup
+from bindery.engine import spans as spans_module
 from bindery.engine.anchors import Anchors
 from bindery.engine.pandoc_tables import MAX_TABLE_LINES
 from bindery.front_matter import split
@@ -101,6 +102,8 @@ def _whole_book(
             in_note = t.type == "footnote_block_open"  # a note's headings are the note's, not the book's
         if t.type == "heading_open" and t.map and not in_note:
             events.append((t.map[0], "heading", (int(t.tag[1]), *headings.explicit_and_words(tokens, i))))
+        if t.type == "div_open" and t.map and not in_note and spans_module.claimable(t.meta.get("id")):
+            events.append((t.map[0], "target", t.meta["id"]))  # each div's that `balance` kept
         if t.type == "inline" and t.map and not in_note:  # each span's id (read from the whole parse's)
             ids = [c.meta["id"] for c in t.children or [] if c.type == "span_open" and c.meta.get("id")]
             spans.extend((t.map[0], "target", span_id) for span_id in ids)
@@ -250,6 +253,10 @@ _LINES = st.sampled_from(
         "::: note",
         ":::",
         "::: {.warning}",
+        "::: {#box .note}",
+        "::: {#sp}",
+        "- ::: {#in-item}",
+        "> ::: {#quoted .tip}",
         "|   # indented in it",
         "- [ ] a task",
         "- [listed]{#sp} in a list",

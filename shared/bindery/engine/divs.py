@@ -16,7 +16,9 @@ The block rule leaves each fence a marker at the level it stands (`div_open`, `d
 so a heading inside a div is where the cut finds it, and a chapter cut inside a div is read alone as the
 whole book reads it; `balance` then pairs the markers in each container (nesting +1 and -1), closes one
 left open where its container ends, and drops a closer with nothing open (and an opener past MAX_DEPTH).
-An id is not kept: the book's index does not hold a div's (a link to one would land nowhere).
+A div's id (`::: {#sidebar .note}`) is a target of the book, as a span's is (`targets`, which the cut reads,
+feeds `bindery.engine.anchors`), so a link to `#sidebar` lands on it in every format; the first div of an
+id takes it (`Links.owns`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from bindery.engine import spans
 from bindery.engine.headings import parse_attributes
 
 if TYPE_CHECKING:
@@ -36,6 +39,8 @@ ASIDES = ("note", "tip", "warning", "caution", "important")
 MAX_DEPTH = 16  # divs open at once; an opener past them is dropped, its blocks the open div's
 _OPENER = re.compile(r":{3,}[ \t]*(?:\{([^{}\n]*)\}|([^\s{}:]+))[ \t]*:*[ \t]*$")
 _CLOSER = re.compile(r":{3,}[ \t]*$")
+# A line the cut reads for a div's id, in a list or quote too (from a run's first colon, taken whole: linear).
+DIV_ID_LINE = re.compile(rb"(?<!:):{3,}+[ \t]*+\{[^{}\n]*#")
 
 
 def install(md: MarkdownIt) -> None:
@@ -66,6 +71,8 @@ def fenced_div(state: StateBlock, start: int, end: int, silent: bool) -> bool:
             token.attrSet("class", " ".join(classes))
         if given is not None and given.values:
             token.meta["values"] = dict(given.values)  # (`custom-style`: the docx's paragraph style)
+        if given is not None and given.id:
+            token.meta["id"] = given.id
     token.map, token.markup = [start, start + 1], ":::"
     state.line = start + 1
     return True
@@ -110,6 +117,33 @@ def balance(state: StateCore) -> None:
         out.append(token)
     out.extend(_closes(divs))
     state.tokens[:] = out
+
+
+def targets(tokens: list[Token]) -> list[tuple[int, int, str]]:
+    """The ids of the divs of a block parse's tokens (the cut's), as (first line, line after, id), in order:
+    each div `balance` keeps, outside a footnote's definition (whose div is the note's, as its spans are)."""
+    found: list[tuple[int, int, str]] = []
+    outer: list[int] = []  # the divs open in each container around the innermost
+    here = depth = 0  # divs open in the innermost container, and in every one (as `balance` counts)
+    in_note = False
+    for token in tokens:
+        if token.type == "div_open":
+            if depth < MAX_DEPTH:
+                here, depth = here + 1, depth + 1
+                if not in_note and token.map and spans.claimable(token.meta.get("id")):
+                    found.append((token.map[0], token.map[1], str(token.meta["id"])))
+        elif token.type == "div_close":
+            if here:
+                here, depth = here - 1, depth - 1
+        elif token.nesting == 1:
+            outer.append(here)
+            here = 0
+        elif token.nesting == -1:
+            depth -= here
+            here = outer.pop() if outer else 0
+        if token.type in ("footnote_reference_open", "footnote_reference_close"):
+            in_note = token.type == "footnote_reference_open"
+    return found
 
 
 def _closes(divs: list[Token]) -> list[Token]:

@@ -27,6 +27,7 @@ class Counters:
     picture: int = 1
     bookmark: int = 0  # each heading's and numbered target's, where an internal link lands (`anchors`)
     styles: dict[str, tuple[str, str]] = field(default_factory=dict)  # custom styles: id -> (type, name)
+    pending: str = ""  # a div's bookmark, for the next paragraph of the body to open with (`div_mark`)
 
 
 NOTE_MARK = '<w:r><w:rPr><w:rStyle w:val="FootnoteReference"/></w:rPr><w:footnoteRef/></w:r>'
@@ -82,6 +83,14 @@ def custom_styles(made: dict[str, tuple[str, str]], known: str) -> str:
             named = f'<w:name w:val="{text(name)}"/>{based}<w:qFormat/>'
             out.append(f'<w:style w:type="{kind}" w:customStyle="1" w:styleId="{style_id}">{named}</w:style>')
     return "".join(out)
+
+
+def div_mark(counters: Counters, token: Token, links: Links | None) -> None:
+    """A div's id, where the book's index holds it (`divs.targets`): an empty bookmark of that name, which
+    the next paragraph of the body opens with (pandoc reads none between paragraphs), where links land."""
+    div_id = token.meta.get("id")
+    if spans.claimable(div_id) and links is not None and links.owns(div_id):
+        counters.pending += bookmarked(counters, div_id, "")
 
 
 def bookmarked(counters: Counters, name: str, runs: str) -> str:

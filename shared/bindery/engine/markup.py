@@ -246,11 +246,17 @@ def _table_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str
 
 
 def _div_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-    """A fenced div: its classes; an aside (`divs.ASIDES`) is a note to the text around it, as ARIA says."""
+    """A fenced div: its id, where the book's index holds it (`divs.targets`), and its classes; an aside
+    (`divs.ASIDES`) is a note to the text around it, as ARIA says."""
     token = tokens[idx]
+    links: Links | None = env.get("links")
+    div_id = token.meta.get("id")
+    owned = spans.claimable(div_id) and (links is None or links.owns(div_id))
+    named = f' id="{escape(div_id)}"' if owned else ""
     classes = escape(str(token.attrGet("class") or ""))
-    role = ' role="note"' if divs.aside(token) else ""
-    return f'<div class="{classes}"{role}>\n' if classes else "<div>\n"
+    named += f' class="{classes}"' if classes else ""
+    named += ' role="note"' if divs.aside(token) else ""
+    return f"<div{named}>\n"
 
 
 def _span_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:

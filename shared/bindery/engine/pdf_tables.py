@@ -1,11 +1,12 @@
 """A Markdown table as Typst source (`bindery.engine.typeset` writes the rest of a chapter): its cells in
 bands of as many columns as the measure holds, and tables of at most MAX_TABLE_ROWS rows, one under another,
 each with the header's cells above its own. And lists: a bullet or ordered list (`listed`), and a
-definition list, as Typst's term list (`terms`)."""
+definition list, as Typst's term list (`terms`). And a code block (`code`)."""
 
 from __future__ import annotations
 
 import re
+import textwrap
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -17,11 +18,16 @@ from bindery.engine.literals import literal, text
 from bindery.engine.measures import (
     BODY_PT,
     BULLET_INDENT,
+    CODE_INSET,
+    CODE_PT,
     DIGIT_INDENT,
     MAX_HEADER_LINES,
+    MONO_EM,
+    PRINTABLE_ASCII,
     TABLE_INSET,
     TABLE_PT,
     columns_held,
+    points,
 )
 from bindery.engine.token_tree import list_items, plain_text
 
@@ -204,3 +210,22 @@ def terms(writer: Writer, inner: list[Token]) -> str:
         if items
         else ""
     )
+
+
+def code(measure: float, code: str, lang: str = "") -> str:
+    """A code block `measure` pt wide. It keeps its lines, and one wider than the block wraps: one of
+    printable ASCII at the block's last column (the code font sets each character 0.602 em wide), any
+    other (a wide character, a tab) where book.typ's `code` measures it to end."""
+    inner = measure - 2 * CODE_INSET
+    if PRINTABLE_ASCII.fullmatch(code):
+        columns = max(1, int(inner / (MONO_EM * CODE_PT)))
+        code = "\n".join(
+            wrapped
+            for line in code.split("\n")
+            for wrapped in textwrap.wrap(line, columns, drop_whitespace=False) or [""]
+        )
+        return f"#raw(block: true{lang}, {literal(code)})\n\n"
+    raw = f"raw(block: true{lang}, {literal(code)})"
+    if any(widest(line, CODE_PT, mono=True) > inner for line in code.split("\n")):
+        return f"#code({points(measure)}, {raw})\n\n"
+    return f"#{raw}\n\n"

@@ -25,7 +25,6 @@ break; a code block wraps at its last column, or, holding characters of other wi
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,25 +35,21 @@ from markdown_it.token import Token
 
 from bindery.engine import crossrefs, divs, formula_typst, highlighting, page_refs, pdf_tables, spans
 from bindery.engine.anchors import Links, link_words
-from bindery.engine.breaks import Run, fitted, widest
+from bindery.engine.breaks import Run, fitted
 from bindery.engine.figures import Figures, image_file
 from bindery.engine.literals import literal, text
 from bindery.engine.measures import (
     ASIDE_INDENT,
     BODY_PT,
-    CODE_INSET,
     CODE_PT,
     HEADING_PT,
     MAX_IMAGE_HEIGHT,
     MIN_MEASURE,
-    MONO_EM,
     NOTE_MARK,
-    PRINTABLE_ASCII,
     PT_PER_MM,
     QUOTE_INDENT,
     Block,
     image_size,
-    points,
 )
 from bindery.engine.navigation import GOTO, HERE
 from bindery.engine.paragraphs import CLOSES, WRAPS, Paragraph
@@ -182,7 +177,7 @@ class Writer:
         if kind in ("fence", "code_block"):
             language = (token.info or "").strip().split(" ")[0]
             lang = f", lang: {literal(language)}" if highlighting.eligible(token.content, language) else ""
-            return self._code(token.content.rstrip("\n"), lang)
+            return pdf_tables.code(self.measure, token.content.rstrip("\n"), lang)
         if kind == "hr":
             return "#dinkus()\n\n"
         if kind == "figure_open" and inner:
@@ -193,11 +188,14 @@ class Writer:
             return f"#align(center)[{body}]\n\n" + self._caption(token.meta["id"], alt, self.image_height)
         if kind == "dl_open":
             return pdf_tables.terms(self, inner)
-        if kind == "div_open" and divs.aside(token) and self.may_indent(ASIDE_INDENT):
-            with self.narrowed(self.measure - ASIDE_INDENT):
-                return f"#aside({literal(str(divs.aside(token)))})[{self.blocks(inner)}]\n\n"
+        if kind == "div_open":
+            placed = f"#place({mark})\n\n" if (mark := self._span_mark(token)) else ""  # its id (`divs`)
+            if divs.aside(token) and self.may_indent(ASIDE_INDENT):
+                with self.narrowed(self.measure - ASIDE_INDENT):
+                    return f"{placed}#aside({literal(str(divs.aside(token)))})[{self.blocks(inner)}]\n\n"
+            return placed + self.blocks(inner)
         if kind == "html_block":
-            return self._code(token.content.rstrip())  # raw HTML is shown as text
+            return pdf_tables.code(self.measure, token.content.rstrip())  # raw HTML is shown as text
         if kind == "table_open":
             words = self.inline(token.meta["caption"]) if "caption" in token.meta else None
             caption = self._caption(str(token.attrGet("id") or ""), words, 0.0) if words is not None else ""
@@ -248,24 +246,6 @@ class Writer:
         if len(children) == 1 and children[0].type == "image":  # a figure: an image alone, centred
             return f"#align(center)[{body}]\n\n"
         return body + "\n\n"
-
-    def _code(self, code: str, lang: str = "") -> str:
-        """A code block. It keeps its lines, and one wider than the block wraps: one of printable ASCII at
-        the block's last column (the code font sets each character 0.602 em wide), any other (a wide
-        character, a tab) where book.typ's `code` measures it to end."""
-        inner = self.measure - 2 * CODE_INSET
-        if PRINTABLE_ASCII.fullmatch(code):
-            columns = max(1, int(inner / (MONO_EM * CODE_PT)))
-            code = "\n".join(
-                wrapped
-                for line in code.split("\n")
-                for wrapped in textwrap.wrap(line, columns, drop_whitespace=False) or [""]
-            )
-            return f"#raw(block: true{lang}, {literal(code)})\n\n"
-        raw = f"raw(block: true{lang}, {literal(code)})"
-        if any(widest(line, CODE_PT, mono=True) > inner for line in code.split("\n")):
-            return f"#code({points(self.measure)}, {raw})\n\n"
-        return f"#{raw}\n\n"
 
     def inline(self, children: list[Token]) -> str:
         outer, self.run = self.run, Run()  # a note's body is written in the middle of the text citing it

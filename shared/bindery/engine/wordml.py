@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from markdown_it.token import Token
 
-from bindery.engine import crossrefs, divs, formulas, highlighting
+from bindery.engine import crossrefs, divs, docx_notes, formulas, highlighting
 from bindery.engine.anchors import Links, link_words
 from bindery.engine.docx_notes import NOTE_MARK, Counters, bookmarked, custom_style, note_numbers, span_edge
 from bindery.engine.figures import Figures
@@ -105,8 +105,7 @@ class Writer:
         lists: list[tuple[int, bool]] = []  # (num id, first paragraph of the item still to come)
         cells: list[str] | None = None  # the row being gathered
         table: list[tuple[bool, list[str]]] = []  # (header row?, cells)
-        head = False
-        i = start
+        head, i = False, start
         while i < end:
             token = tokens[i]
             kind = token.type
@@ -158,13 +157,13 @@ class Writer:
                     indent = indentation(quote, LIST_INDENT * level, hanging)
                 runs = self.inline(inline, note=note)
                 if note and not self._noted:  # the note's number, at the head of its first paragraph
-                    self._noted = True
-                    runs = NOTE_MARK + run(" ") + runs
+                    self._noted, runs = True, NOTE_MARK + run(" ") + runs
+                elif not note:  # a div's bookmark, where one opened just before (`docx_notes.div_mark`)
+                    runs, self.counters.pending = self.counters.pending + runs, ""
                 out.append(self._para(style, runs, inline.content, extra=extra, indent=indent))
                 if kind == "figure_open" and alone is not None:  # numbered (`engine.crossrefs`)
                     out.append(self._caption(token.meta["id"], self._text(spoken_text(alone))))
-                elif alone is not None and alone.attrGet("title"):
-                    title = str(alone.attrGet("title"))
+                elif alone is not None and (title := str(alone.attrGet("title") or "")):
                     out.append(self._para("Caption", self._text(title), title))
                 if not (lists or quote or note):
                     self._first = False
@@ -198,7 +197,8 @@ class Writer:
                 continue
             elif kind in ("dd_open", "dd_close"):
                 defined += 1 if kind == "dd_open" else -1
-            elif kind == "div_open":
+            elif kind == "div_open":  # (its id, where the index holds it: a bookmark in its first paragraph)
+                docx_notes.div_mark(self.counters, token, None if note else self.anchors)
                 asides.append(
                     custom_style(self.counters, token, "paragraph") or (divs.aside(token) or "").capitalize()
                 )
