@@ -12,18 +12,15 @@ import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bindery import errors, front_matter
+from bindery import errors
 from bindery.chapter_lists import write_chapter_list
 from bindery.clock import Clock, iso
 from bindery.config import Settings
-from bindery.engine.anchors import Anchors
 from bindery.errors import not_found
-from bindery.front_matter import FrontMatter
 from bindery.idempotency import idempotency_for, key_reused
 from bindery.ids import new_cut, valid_id
-from bindery.manuscript import cut
 from bindery.metadata import Metadata, check_title, merged, package_identifier
 from bindery.normalising import Normalised, normalise
 from bindery.objects import Objects, cut_key, upload_key
@@ -46,6 +43,9 @@ from bindery.storage import (
     Replayed,
     StorageError,
 )
+
+if TYPE_CHECKING:
+    from bindery.front_matter import FrontMatter
 
 # A chapter's title is kept in its chapter item (and in a build's skipped list), and an item is at most
 # 400 KB: a heading longer than this is refused, naming the chapter, before anything is written.
@@ -326,6 +326,11 @@ class Library:
     ) -> tuple[list[Chapter], FrontMatter | None]:
         """The manuscript's chapters, staged as a cut, and what its front matter says (read, and refused if
         it must be, before anything is written)."""
+        # The cut and what it reads load here, when a manuscript comes, not with every cold route.
+        from bindery import front_matter
+        from bindery.engine.anchors import Anchors
+        from bindery.manuscript import cut
+
         chapters, anchors, front = [], Anchors(), list[bytes]()
         for n, section in enumerate(cut(lines, anchors, front), start=1):
             if n > MAX_CHAPTERS:
