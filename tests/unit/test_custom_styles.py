@@ -82,3 +82,24 @@ def test_any_other_class_is_a_named_style_in_the_docx(stack: Stack, tmp_path: Pa
     named = {dict(attrs[2]).get("custom-style") for attrs, _ in pandoc_elements(ast, "Div")}
     named |= {dict(attrs[2]).get("custom-style") for attrs, _ in pandoc_elements(ast, "Span")}
     assert {"poem", "term", "gloss"} <= named, named
+
+
+def test_a_class_naming_a_style_of_the_other_type_is_its_pair_and_case_is_one_name(stack: Stack) -> None:
+    book = (
+        "# Pairs\n\n::: TERM\nA poem.\n:::\n\nA [note]{.Note}, a [term]{.term}, a [keyword]{.KeywordTok}.\n\n"
+        "::: Hyperlink\nLinked.\n:::\n"
+    )
+    _, data = export(stack, stack.create_book(book), "docx")
+    package = zipfile.ZipFile(io.BytesIO(data))
+    document = package.read("word/document.xml").decode()
+    styles = package.read("word/styles.xml").decode()
+    kinds = dict((i, t) for t, i in re.findall(r'<w:style w:type="(\w+)"[^>]*w:styleId="([^"]+)"', styles))
+    used = {("paragraph", i) for i in re.findall(r'<w:pStyle w:val="([^"]+)"', document)}
+    used |= {("character", i) for i in re.findall(r'<w:rStyle w:val="([^"]+)"', document)}
+    assert all(kinds.get(i) == t for t, i in used), [
+        (t, i, kinds.get(i)) for t, i in used if kinds.get(i) != t
+    ]
+    assert {("character", "NoteChar"), ("character", "termChar"), ("character", "KeywordTok")} <= used
+    assert ("paragraph", "HyperlinkPara") in used and ("paragraph", "TERM") in used
+    names = [n.lower() for n in re.findall(r'<w:name w:val="([^"]+)"', styles)]
+    assert len(names) == len(set(names))  # (Word's names are one whatever their case)

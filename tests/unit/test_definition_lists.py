@@ -168,3 +168,10 @@ def test_a_setext_heading_after_a_definition_is_set_once_where_pandoc_sets_it() 
     ours = markup.parser().render(text)
     theirs = pandoc("-f", "markdown", "-t", "html", text=text)
     assert ours.count("<h1") == theirs.count("<h1") == 1 and ours.index("</dl>") < ours.index("<h1"), ours
+
+
+def test_a_tight_definitions_later_paragraph_is_not_run_into_its_first() -> None:
+    """pandoc reads both as Plain, one line after the other: the html keeps a line between them (a space on
+    the page), never "oneSecond"."""
+    html = markup.render(markup.parser(), "Term\n:   Definition one\n\n    Second para.\n", "ch1").html
+    assert "<dd>Definition one\nSecond para.</dd>" in html, html

@@ -90,3 +90,48 @@ def test_the_pdf_names_a_destination_the_link_goes_to(stack: Stack, tmp_path: Pa
     assert goes.count("sidebar") == 2, goes  # the link, by the destination's name, and the div's own mark
     text = subprocess.run(["pdftotext", str(tmp_path / "d.pdf"), "-"], capture_output=True, text=True).stdout
     assert "The keeper's log" in text.replace("\u2019", "'") and "A second div of the same id." in text
+
+
+FIRSTS = """# Firsts
+
+::: {#dtable}
+| a | b |
+|---|---|
+| 1 | 2 |
+:::
+
+::: {#dcode}
+```
+code first
+```
+:::
+
+::: {#dquote}
+> A quote, then [back](#dtable), [code](#dcode), [odd](#x<y).
+:::
+
+::: {#x<y}
+Not an id, as pandoc reads it: the braces are no attributes.
+:::
+"""
+
+
+def test_the_docx_bookmarks_a_div_at_its_first_block_whatever_it_is(stack: Stack, tmp_path: Path) -> None:
+    _, data = export(stack, stack.create_book(FIRSTS), "docx")
+    document = zipfile.ZipFile(io.BytesIO(data)).read("word/document.xml").decode()
+    assert re.search(r'w:name="dtable"/><w:bookmarkEnd w:id="\d+"/><w:tbl>', document), document[-3000:]
+    assert re.search(
+        r'w:name="dcode"/><w:bookmarkEnd w:id="\d+"/><w:p><w:pPr><w:pStyle w:val="SourceCode"', document
+    )
+    assert 'w:name="x' not in document and "x&lt;y" not in re.sub(r"<w:t[^>]*>[^<]*</w:t>", "", document)
+
+
+def test_an_id_pandoc_would_not_read_is_no_id_and_the_epub_stays_valid(stack: Stack, tmp_path: Path) -> None:
+    view, data = export(stack, stack.create_book(FIRSTS), "epub")
+    page = zipfile.ZipFile(io.BytesIO(data)).read("OEBPS/chapter-000001.xhtml").decode()
+    assert 'id="dtable"' in page and re.search(r'href="[^"]*#dtable"', page) and 'href="#x' not in page
+    assert [w["href"] for w in view["warnings"] if w["code"] == "link_unlanded"] == ["#x%3Cy"], view[
+        "warnings"
+    ]
+    (tmp_path / "f.epub").write_bytes(data)
+    assert "0 fatals / 0 errors / 0 warnings" in epubcheck(tmp_path / "f.epub")

@@ -46,6 +46,23 @@ def test_the_parse_reads_divs_where_pandoc_does() -> None:
     assert "<p>stray</p>" in markup.parser().render(":::\nstray\n")  # (pandoc shows the colons)
 
 
+def test_a_closer_ends_a_table_or_a_quote_before_it_as_pandocs_does() -> None:
+    """A closer right under a table's last row or a quote's line is the div's end, not a row or a lazy line
+    (the div used to run on over the rest of the chapter)."""
+    for text in (
+        "::: {#t .box}\n| a | b |\n|---|---|\n| 1 | 2 |\n:::\n\nAfter.\n",
+        "::: box\n> quoted\n:::\n\nAfter.\n",
+        "::: box\n-----  -----\n  a      b\n-----  -----\n:::\n\nAfter.\n",
+    ):
+        ours = markup.parser().render(text)
+        assert ours.rstrip().endswith("</div>\n<p>After.</p>"), ours
+        assert ":::" not in ours, ours
+        theirs = pandoc("-f", "markdown", "-t", "html", text=text)
+        assert theirs.rstrip().endswith("</div>\n<p>After.</p>"), theirs
+    lazy = markup.parser().render("> quoted\n::: box\nstill quoted\n")
+    assert "<p>quoted\n::: box\nstill quoted</p>" in lazy  # (an opener is no end: a lazy line, as pandoc's)
+
+
 def test_html_and_epub_set_an_aside_as_a_note(stack: Stack, tmp_path: Path) -> None:
     book = stack.create_book(BOOK)
     _, data = export(stack, book, "html")

@@ -27,7 +27,7 @@ import re
 from typing import TYPE_CHECKING
 
 from bindery.engine import spans
-from bindery.engine.headings import parse_attributes
+from bindery.engine.headings import ATTRIBUTE_LIST, parse_attributes
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -44,7 +44,9 @@ DIV_ID_LINE = re.compile(rb"(?<!:):{3,}+[ \t]*+\{[^{}\n]*#")
 
 
 def install(md: MarkdownIt) -> None:
-    md.block.ruler.before("fence", "fenced_div", fenced_div, {"alt": ["paragraph"]})
+    # A closer ends a paragraph, a table's rows and a quote's lazy lines, as pandoc's does (markdown-it asks a
+    # table's and a quote's ends of the rules of "blockquote").
+    md.block.ruler.before("fence", "fenced_div", fenced_div, {"alt": ["paragraph", "blockquote"]})
     md.core.ruler.after("block", "div_balance", balance)
 
 
@@ -57,8 +59,10 @@ def fenced_div(state: StateBlock, start: int, end: int, silent: bool) -> bool:
     line = state.src[pos:limit]
     closer = _CLOSER.match(line) is not None
     opener = None if closer else _OPENER.match(line)
-    if silent:  # as a paragraph's end, a closer alone; as a block of its own (`deflists`), either
-        return closer or (opener is not None and state.parentType != "paragraph")
+    if opener is not None and opener[1] is not None and not ATTRIBUTE_LIST.fullmatch(opener[1]):
+        opener = None  # (`{#x<y}`: braces that hold no attributes, as pandoc reads them, open nothing)
+    if silent:  # as a paragraph's or a quote's lazy line's end, a closer alone; else (`deflists`), either
+        return closer or (opener is not None and state.parentType not in ("paragraph", "blockquote"))
     if opener is None:
         if not closer:
             return False

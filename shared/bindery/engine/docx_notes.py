@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING
 
 from bindery.engine import divs, spans
@@ -27,6 +28,7 @@ class Counters:
     picture: int = 1
     bookmark: int = 0  # each heading's and numbered target's, where an internal link lands (`anchors`)
     styles: dict[str, tuple[str, str]] = field(default_factory=dict)  # custom styles: id -> (type, name)
+    style_ids: dict[str, tuple[str, str]] = field(default_factory=dict)  # id lowercased -> (id, type)
     pending: str = ""  # a div's bookmark, for the next paragraph of the body to open with (`div_mark`)
 
 
@@ -69,8 +71,29 @@ def custom_style(counters: Counters, token: Token, kind: str) -> str:
     style_id = re.sub(r"[^A-Za-z0-9]", "", name)[:60]
     if not style_id:
         return ""
-    counters.styles.setdefault(style_id, (kind, name))
+    # Word names a style once, whatever its case, and for one type: a name a style of the other type holds
+    # (a span's `.Note`, where Note is the asides' paragraph style) is made its pair, as Word pairs them.
+    held = counters.style_ids.get(style_id.lower()) or _document_styles().get(style_id.lower())
+    if held is not None and held[1] != kind:
+        pair = " Char" if kind == "character" else " Para"
+        name, style_id = name + pair, style_id + pair.strip()
+        held = counters.style_ids.get(style_id.lower()) or _document_styles().get(style_id.lower())
+        if held is not None and held[1] != kind:
+            return ""  # (its pair's name taken by the other type too: no style)
+    if held is not None:
+        return held[0]  # the document's own, or one made before under another case
+    counters.style_ids[style_id.lower()] = (style_id, kind)
+    counters.styles[style_id] = (kind, name)
     return style_id
+
+
+@cache
+def _document_styles() -> dict[str, tuple[str, str]]:
+    """The styles the document defines (`docx_parts.styles`), by their ids lowercased: (id, type)."""
+    from bindery.engine.docx_parts import styles
+
+    found = re.findall(r'<w:style w:type="(\w+)"[^>]*w:styleId="([^"]+)"', styles("en", False, False))
+    return {style_id.lower(): (style_id, kind) for kind, style_id in found}
 
 
 def custom_styles(made: dict[str, tuple[str, str]], known: str) -> str:
@@ -85,12 +108,19 @@ def custom_styles(made: dict[str, tuple[str, str]], known: str) -> str:
     return "".join(out)
 
 
-def div_mark(counters: Counters, token: Token, links: Links | None) -> None:
-    """A div's id, where the book's index holds it (`divs.targets`): an empty bookmark of that name, which
-    the next paragraph of the body opens with (pandoc reads none between paragraphs), where links land."""
-    div_id = token.meta.get("id")
-    if spans.claimable(div_id) and links is not None and links.owns(div_id):
-        counters.pending += bookmarked(counters, div_id, "")
+def div_mark(counters: Counters, tokens: list[Token], i: int, links: Links | None) -> str:
+    """The bookmark of the div opened at `tokens[i]`, named as its id, where the book's index holds it
+    (`divs.targets`): a link to it lands there. Where a paragraph comes first in it, that paragraph opens
+    with it (`pending`: pandoc reads no bookmark between paragraphs) and "" is returned; else it is
+    returned, to stand before the div's first block (a table, a list, a heading...); or ""."""
+    div_id = tokens[i].meta.get("id")
+    if not spans.claimable(div_id) or links is None or not links.owns(div_id):
+        return ""
+    mark = bookmarked(counters, div_id, "")
+    if i + 1 < len(tokens) and tokens[i + 1].type == "paragraph_open":
+        counters.pending += mark
+        return ""
+    return mark
 
 
 def bookmarked(counters: Counters, name: str, runs: str) -> str:

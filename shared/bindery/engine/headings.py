@@ -26,10 +26,12 @@ if TYPE_CHECKING:  # the cut and a build's anchors import this module; markdown-
     from markdown_it.rules_core import StateCore
     from markdown_it.token import Token
 
-# pandoc's attributes: `{#id .class key=value key="a value"}`, at the end of the heading's text.
-ATTRIBUTE = r'(?:#[^\s{}#.="][^\s{}#="]*|\.[^\s{}#.="]+|[A-Za-z_][\w.-]*=(?:"[^"]*"|[^\s{}"]*)|-)'
+# pandoc's attributes: `{#id .class key=value key="a value"}`, at the end of the heading's text. An id is
+# pandoc's identifier: a letter, then letters, digits, `-`, `_`, `:` and `.` (so one is never `x<y` or `50%`).
+ATTRIBUTE = r'(?:#[^\W\d_][\w:.-]*|\.[^\s{}#.="]+|[A-Za-z_][\w.-]*=(?:"[^"]*"|[^\s{}"]*)|-)'
 ATTRIBUTES = re.compile(r"(?:^|(?<=\s))\{\s*(" + ATTRIBUTE + r"(?:\s+" + ATTRIBUTE + r")*)\s*\}\s*$")
 _ONE = re.compile(ATTRIBUTE)
+ATTRIBUTE_LIST = re.compile(r"\s*" + ATTRIBUTE + r"(?:\s+" + ATTRIBUTE + r")*\s*")  # what braces hold, whole
 UNNUMBERED = "unnumbered"
 UNLISTED = "unlisted"
 # The ids Bindery gives what it writes around the text: a chapter's section (`ch-2`), a note and its

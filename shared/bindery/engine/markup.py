@@ -94,6 +94,7 @@ def parser(*, xhtml: bool = False) -> MarkdownIt:
     md.add_render_rule("table_open", _table_open)
     md.add_render_rule("span_open", _span_open)
     md.add_render_rule("div_open", _div_open)
+    md.add_render_rule("paragraph_open", _paragraph_open)
     return md
 
 
@@ -257,6 +258,14 @@ def _div_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
     named += f' class="{classes}"' if classes else ""
     named += ' role="note"' if divs.aside(token) else ""
     return f"<div{named}>\n"
+
+
+def _paragraph_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    """A paragraph; a tight definition's later one (`deflists`: pandoc's Plain after Plain) on a line of its
+    own, never run into the words before it."""
+    if tokens[idx].hidden and idx and tokens[idx - 1].type == "paragraph_close" and tokens[idx - 1].hidden:
+        return "\n"
+    return str(self.renderToken(tokens, idx, options, env))
 
 
 def _span_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:

@@ -141,6 +141,8 @@ class Writer:
             token = tokens[i]
             end = close_of(tokens, i)
             inner = tokens[i + 1 : end]
+            if token.hidden and i and tokens[i - 1].hidden and tokens[i - 1].type == "paragraph_close":
+                out.append(text(" "))  # a tight definition's later paragraph (pandoc's Plain): not run in
             out.append(self._block(token, inner))
             i = end + 1
         return "".join(out)

@@ -197,8 +197,8 @@ class Writer:
                 continue
             elif kind in ("dd_open", "dd_close"):
                 defined += 1 if kind == "dd_open" else -1
-            elif kind == "div_open":  # (its id, where the index holds it: a bookmark in its first paragraph)
-                docx_notes.div_mark(self.counters, token, None if note else self.anchors)
+            elif kind == "div_open":  # (its id, where the index holds it: a bookmark at its first block)
+                out.append(docx_notes.div_mark(self.counters, tokens, i, None if note else self.anchors))
                 asides.append(
                     custom_style(self.counters, token, "paragraph") or (divs.aside(token) or "").capitalize()
                 )

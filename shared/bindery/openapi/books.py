@@ -175,10 +175,11 @@ SCHEMAS: dict[str, Any] = {
                     "properties": {
                         "code": {
                             "type": "string",
-                            "enum": ["empty_alt", "link_unlanded"],
+                            "enum": ["empty_alt", "link_unlanded", "math_unread"],
                             "description": "empty_alt: an image with no alt text (`name`); link_unlanded: a "
                             "link, or a numbered reference (`@fig-x`), that lands nowhere in the book, kept "
-                            "as its words (`href`, `line` in the chapter, `text`)",
+                            "as its words (`href`, `line` in the chapter, `text`); math_unread: TeX that "
+                            "does not convert, shown as typed, in code (`line`, `tex`)",
                         },
                         "chapter": {"type": "integer"},
                         "chapter_title": {"type": "string"},
@@ -186,6 +187,10 @@ SCHEMAS: dict[str, Any] = {
                         "href": {"type": "string"},
                         "line": {"type": ["integer", "null"]},
                         "text": {"type": "string"},
+                        "tex": {
+                            "type": "string",
+                            "description": "math_unread: its TeX, the first 200 characters",
+                        },
                     },
                 },
             },
