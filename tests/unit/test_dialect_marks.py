@@ -112,3 +112,12 @@ def test_a_link_too_long_for_typst_is_its_words_in_the_pdf(stack: Stack, tmp_pat
     with pikepdf.open(tmp_path / "l.pdf") as pdf:
         uris = [a.A.URI for page in pdf.pages for a in page.get("/Annots", []) if "/A" in a and "/URI" in a.A]
     assert uris == []
+
+
+def test_an_escaped_space_is_a_no_break_space_anywhere_as_pandocs_is() -> None:
+    from bindery.engine import markup
+
+    text = "10\\ km and a\\\\ b, P~a\\ cat~, `code\\ x`.\n"
+    ours = markup.render(markup.parser(), text, "ch1").html
+    assert ours == pandoc("-f", "markdown", "-t", "html", text=text), ours
+    assert "10\u00a0km" in ours and "a\\ b" in ours and "<code>code\\ x</code>" in ours

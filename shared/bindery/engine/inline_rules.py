@@ -27,7 +27,7 @@ from mdit_py_plugins.footnote.index import _data_from_env
 from bindery.engine.comments import comment_inline
 from bindery.engine.formulas import formula
 from bindery.engine.inline_html import html_subset
-from bindery.engine.scripts import subscript, superscript
+from bindery.engine.scripts import escaped_space, subscript, superscript
 from bindery.engine.spans import bracketed_span
 
 
@@ -373,6 +373,7 @@ def _note_reference(state: StateInline, silent: bool) -> bool:
 _MARKERS: dict[Any, str] = {
     rules_inline.newline: "\n",
     rules_inline.escape: "\\",
+    escaped_space: "\\",
     rules_inline.backtick: "`",
     rules_inline.strikethrough.tokenize: "~",
     rules_inline.emphasis.tokenize: "*_",

@@ -1,6 +1,7 @@
 """Superscript and subscript, as pandoc reads them: `2^10^`, `H~2~O`. What stands between the marks is text
 that holds no space (a backslash makes one a no-break space: `P~a\\ cat~`), so a mark looks no further
-than the next space or mark: linear work. `~~` is strikethrough's, read before.
+than the next space or mark: linear work. `~~` is strikethrough's, read before. Anywhere in the text, as
+pandoc reads it, `\\ ` is a no-break space (`escaped_space`: `10\\ km` does not break).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ _SUBSCRIPT = re.compile(r"~((?:\\[^\n]|[^\s~\\])+)~")
 
 
 def install(md: MarkdownIt) -> None:
+    md.inline.ruler.before("escape", "escaped_space", escaped_space)
     md.inline.ruler.after("strikethrough", "subscript", subscript)
     md.inline.ruler.after("emphasis", "superscript", superscript)
     for tag in ("sup", "sub"):  # (markdown-it's renderToken asks of each what a tag has none of)
@@ -56,3 +58,13 @@ def superscript(state: StateInline, silent: bool) -> bool:
 
 def subscript(state: StateInline, silent: bool) -> bool:
     return _script(state, silent, _SUBSCRIPT, "sub")
+
+
+def escaped_space(state: StateInline, silent: bool) -> bool:
+    """`\\ `: a no-break space, as pandoc reads it (CommonMark escapes no space: the backslash would show)."""
+    if state.src[state.pos] != "\\" or state.src[state.pos + 1 : state.pos + 2] != " ":
+        return False
+    if not silent:
+        state.push("text", "", 0).content = "\u00a0"
+    state.pos += 2
+    return True
