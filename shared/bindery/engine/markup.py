@@ -53,7 +53,7 @@ from bindery.engine.anchors import Links, link_words
 from bindery.engine.figures import Figures
 
 # Bump on any change to what this module renders: built pieces of chapters are keyed by it.
-VERSION = 13
+VERSION = 14
 UNRENDERED = "<p><em>This chapter could not be rendered.</em></p>\n"
 
 
